@@ -1,0 +1,1 @@
+"""Use cases: command handling (and, later, packets, audit, compile, lint, quota)."""

@@ -1,0 +1,182 @@
+"""Thin command handlers: load aggregates, let the domain decide, hand back what changed.
+
+Each handler raises a ``CanonError`` before any aggregate is changed, so a refused command
+leaves the unit of work as it found it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from application.unit_of_work import UnitOfWork
+from domain import commands as c
+from domain import ids
+from domain.canon import KINDS, CanonEntry, CanonProposal, confirm_proposal
+from domain.chapter import TAG_KINDS, Chapter
+from domain.draft import Draft
+from domain.errors import NotFound, RuleViolated
+from domain.story import Story
+from domain.volume import Volume
+
+
+def _story(uow: UnitOfWork, story_id: str) -> Story:
+    story = uow.get(Story, ids.story_id(story_id))
+    if story is None:
+        raise NotFound("unknown_story", f"story {story_id!r} has not been started", "story_id")
+    return story
+
+
+def _chapter(uow: UnitOfWork, story_id: str, number: int) -> Chapter:
+    chapter = uow.get(Chapter, ids.chapter_id(story_id, number))
+    if chapter is None:
+        raise NotFound("unknown_chapter", f"chapter {number} of {story_id!r} has not been planned", "chapter")
+    return chapter
+
+
+def _proposal(uow: UnitOfWork, story_id: str, proposal_id: str) -> CanonProposal:
+    proposal = uow.get(CanonProposal, ids.proposal_id(story_id, proposal_id))
+    if proposal is None:
+        raise NotFound("unknown_proposal", f"proposal {proposal_id!r} does not exist in {story_id!r}", "proposal_id")
+    return proposal
+
+
+def _draft(uow: UnitOfWork, story_id: str, draft_id: str) -> Draft:
+    draft = uow.get(Draft, ids.draft_id(story_id, draft_id))
+    if draft is None:
+        raise NotFound("unknown_draft", f"draft {draft_id!r} does not exist in {story_id!r}", "draft_id")
+    return draft
+
+
+def _is_confirmed(uow: UnitOfWork, story_id: str, kinds: tuple[str, ...], key: str) -> bool:
+    return any(uow.get(CanonEntry, ids.canon_entry_id(story_id, kind, key)) is not None for kind in kinds)
+
+
+def start_story(cmd: c.StartStory, uow: UnitOfWork) -> None:
+    if uow.get(Story, ids.story_id(cmd.story_id)) is not None:
+        raise RuleViolated("story_id_must_be_unique", f"story {cmd.story_id!r} already exists", "story_id")
+    uow.add(Story.start(cmd.story_id, cmd.title, cmd.style_guardrails, cmd.output_contract, dict(cmd.budgets)))
+
+
+def plan_chapter(cmd: c.PlanChapter, uow: UnitOfWork) -> None:
+    _story(uow, cmd.story_id)
+    if uow.get(Chapter, ids.chapter_id(cmd.story_id, cmd.chapter)) is not None:
+        raise RuleViolated(
+            "chapter_number_must_be_unique",
+            f"chapter {cmd.chapter} of {cmd.story_id!r} is already planned",
+            "chapter",
+        )
+    uow.add(Chapter.plan(cmd.story_id, cmd.chapter, cmd.volume, cmd.goals))
+
+
+def add_scene_card(cmd: c.AddSceneCard, uow: UnitOfWork) -> None:
+    _story(uow, cmd.story_id)
+    chapter = _chapter(uow, cmd.story_id, cmd.chapter)
+    tags = {name: list(getattr(cmd, name)) for name in (*TAG_KINDS, "callbacks")}
+    for name, keys in tags.items():
+        kinds = TAG_KINDS.get(name, KINDS)
+        for key in keys:
+            if not _is_confirmed(uow, cmd.story_id, kinds, key):
+                raise RuleViolated(
+                    "scene_card_tags_must_be_confirmed_canon",
+                    f"{name} tag {key!r} names no confirmed {kinds[0] if len(kinds) == 1 else 'canon'} entry",
+                    name,
+                )
+    chapter.add_scene_card(cmd.scene_id, cmd.summary, tags)
+
+
+def propose_canon(cmd: c.ProposeCanon, uow: UnitOfWork) -> None:
+    _story(uow, cmd.story_id)
+    if uow.get(CanonProposal, ids.proposal_id(cmd.story_id, cmd.proposal_id)) is not None:
+        raise RuleViolated(
+            "proposal_id_must_be_unique", f"proposal {cmd.proposal_id!r} already exists", "proposal_id"
+        )
+    uow.add(
+        CanonProposal.propose(
+            story_id=cmd.story_id,
+            proposal_id=cmd.proposal_id,
+            kind=cmd.kind,
+            key=cmd.key,
+            name=cmd.name,
+            aliases=list(cmd.aliases),
+            text=cmd.text,
+            fields=dict(cmd.fields),
+            tags=list(cmd.tags),
+            valid_from=cmd.valid_from,
+        )
+    )
+
+
+def confirm_canon(cmd: c.ConfirmCanon, uow: UnitOfWork) -> None:
+    _story(uow, cmd.story_id)
+    proposal = _proposal(uow, cmd.story_id, cmd.proposal_id)
+    entry = uow.get(CanonEntry, ids.canon_entry_id(cmd.story_id, proposal.kind, proposal.key))
+    uow.add(confirm_proposal(proposal, entry))
+
+
+def reject_canon(cmd: c.RejectCanon, uow: UnitOfWork) -> None:
+    _story(uow, cmd.story_id)
+    _proposal(uow, cmd.story_id, cmd.proposal_id).reject(cmd.reason)
+
+
+def retire_canon(cmd: c.RetireCanon, uow: UnitOfWork) -> None:
+    _story(uow, cmd.story_id)
+    entry = uow.get(CanonEntry, ids.canon_entry_id(cmd.story_id, cmd.kind, cmd.key))
+    if entry is None:
+        raise NotFound("unknown_canon_entry", f"no confirmed {cmd.kind} {cmd.key!r} in {cmd.story_id!r}", "key")
+    entry.retire(cmd.valid_from, cmd.reason)
+
+
+def submit_draft(cmd: c.SubmitDraft, uow: UnitOfWork) -> None:
+    _story(uow, cmd.story_id)
+    _chapter(uow, cmd.story_id, cmd.chapter)
+    if uow.get(Draft, ids.draft_id(cmd.story_id, cmd.draft_id)) is not None:
+        raise RuleViolated("draft_id_must_be_unique", f"draft {cmd.draft_id!r} already exists", "draft_id")
+    uow.add(Draft(story_id=cmd.story_id, draft_id=cmd.draft_id, chapter=cmd.chapter, text=cmd.text))
+
+
+def accept_draft(cmd: c.AcceptDraft, uow: UnitOfWork) -> None:
+    _story(uow, cmd.story_id)
+    draft = _draft(uow, cmd.story_id, cmd.draft_id)
+    chapter = _chapter(uow, cmd.story_id, draft.chapter)
+    draft.accept()
+    chapter.accept_text(draft.draft_id, draft.text)
+
+
+def reject_draft(cmd: c.RejectDraft, uow: UnitOfWork) -> None:
+    _story(uow, cmd.story_id)
+    _draft(uow, cmd.story_id, cmd.draft_id).reject(cmd.reason)
+
+
+def record_chapter_summary(cmd: c.RecordChapterSummary, uow: UnitOfWork) -> None:
+    _story(uow, cmd.story_id)
+    _chapter(uow, cmd.story_id, cmd.chapter).record_summary(cmd.text)
+
+
+def record_volume_summary(cmd: c.RecordVolumeSummary, uow: UnitOfWork) -> None:
+    _story(uow, cmd.story_id)
+    volume = uow.get(Volume, ids.volume_id(cmd.story_id, cmd.volume))
+    if volume is None:
+        volume = Volume.open(cmd.story_id, cmd.volume)
+        uow.add(volume)
+    volume.record_summary(cmd.text)
+
+
+HANDLERS: dict[type, Callable[[Any, UnitOfWork], None]] = {
+    c.StartStory: start_story,
+    c.PlanChapter: plan_chapter,
+    c.AddSceneCard: add_scene_card,
+    c.ProposeCanon: propose_canon,
+    c.ConfirmCanon: confirm_canon,
+    c.RejectCanon: reject_canon,
+    c.RetireCanon: retire_canon,
+    c.SubmitDraft: submit_draft,
+    c.AcceptDraft: accept_draft,
+    c.RejectDraft: reject_draft,
+    c.RecordChapterSummary: record_chapter_summary,
+    c.RecordVolumeSummary: record_volume_summary,
+}
+
+
+def handle(cmd: c.Command, uow: UnitOfWork) -> None:
+    HANDLERS[type(cmd)](cmd, uow)

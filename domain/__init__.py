@@ -1,0 +1,1 @@
+"""Canon Ledger's domain: aggregates, commands, invariants. Pure: no I/O."""

@@ -1,0 +1,168 @@
+"""Canon: proposals and the entries they make.
+
+A CanonProposal is proposed -> confirmed | rejected. Confirming one establishes the
+CanonEntry for (story, kind, key), or, when the entry already exists, revises it: a
+progression effective from the proposal's ``valid_from`` chapter. Retiring appends a
+retirement to the same timeline, so "the entry as of chapter K" is one rule for all:
+the last timeline step with ``valid_from <= K`` (ties: the later confirmation wins).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventsourcing.domain import Aggregate, event
+
+from domain import ids
+from domain.chapter import require_positive
+from domain.errors import RuleViolated
+
+KINDS = (
+    "character",
+    "location",
+    "world_rule",
+    "item",
+    "faction",
+    "thread",
+    "timeline_event",
+    "development_chain",
+)
+PROPOSED, CONFIRMED, REJECTED = "proposed", "confirmed", "rejected"
+
+
+def require_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise RuleViolated("unknown_canon_kind", f"kind {kind!r} is not one of {', '.join(KINDS)}", "kind")
+
+
+class CanonProposal(Aggregate):
+    @staticmethod
+    def create_id(story_id: str, proposal_id: str, **_: Any):  # type: ignore[override]
+        return ids.proposal_id(story_id, proposal_id)
+
+    @event("Proposed")
+    def __init__(
+        self,
+        story_id: str,
+        proposal_id: str,
+        kind: str,
+        key: str,
+        name: str,
+        aliases: list[str],
+        text: str,
+        fields: dict[str, Any],
+        tags: list[str],
+        valid_from: int,
+    ) -> None:
+        self.story_id = story_id
+        self.proposal_id = proposal_id
+        self.kind = kind
+        self.key = key
+        self.name = name
+        self.aliases = list(aliases)
+        self.text = text
+        self.fields = dict(fields)
+        self.tags = list(tags)
+        self.valid_from = valid_from
+        self.status = PROPOSED
+        self.reason: str | None = None
+
+    @classmethod
+    def propose(cls, **kwargs: Any) -> CanonProposal:
+        require_kind(kwargs["kind"])
+        require_positive(kwargs["valid_from"], "valid_from")
+        return cls(**kwargs)
+
+    def confirm(self) -> None:
+        if self.status == REJECTED:
+            raise RuleViolated(
+                "rejected_proposal_cannot_be_confirmed",
+                f"proposal {self.proposal_id!r} was rejected ({self.reason}); a rejected proposal cannot be confirmed",
+                "proposal_id",
+            )
+        if self.status == CONFIRMED:
+            raise RuleViolated(
+                "proposal_already_confirmed", f"proposal {self.proposal_id!r} is already confirmed", "proposal_id"
+            )
+        self._confirm()
+
+    @event("Confirmed")
+    def _confirm(self) -> None:
+        self.status = CONFIRMED
+
+    def reject(self, reason: str) -> None:
+        if self.status != PROPOSED:
+            raise RuleViolated(
+                f"{self.status}_proposal_cannot_be_rejected",
+                f"proposal {self.proposal_id!r} is already {self.status}; only a pending proposal can be rejected",
+                "proposal_id",
+            )
+        self._reject(reason=reason)
+
+    @event("Rejected")
+    def _reject(self, reason: str) -> None:
+        self.status = REJECTED
+        self.reason = reason
+
+    def as_version(self) -> dict[str, Any]:
+        return {
+            "proposal_id": self.proposal_id,
+            "valid_from": self.valid_from,
+            "name": self.name,
+            "aliases": list(self.aliases),
+            "text": self.text,
+            "fields": dict(self.fields),
+            "tags": list(self.tags),
+        }
+
+
+class CanonEntry(Aggregate):
+    """Confirmed canon for one (story, kind, key): a timeline of versions and retirements."""
+
+    @staticmethod
+    def create_id(story_id: str, kind: str, key: str, **_: Any):  # type: ignore[override]
+        return ids.canon_entry_id(story_id, kind, key)
+
+    @event("Established")
+    def __init__(self, story_id: str, kind: str, key: str, version: dict[str, Any]) -> None:
+        self.story_id = story_id
+        self.kind = kind
+        self.key = key
+        self.timeline: list[dict[str, Any]] = [dict(version)]
+
+    @event("Revised")
+    def revise(self, version: dict[str, Any]) -> None:
+        self.timeline.append(dict(version))
+
+    def as_of(self, chapter: int) -> dict[str, Any] | None:
+        """The step in force at ``chapter``; a retirement step means 'not in canon'."""
+        current = None
+        for step in self.timeline:
+            if step["valid_from"] <= chapter and (current is None or step["valid_from"] >= current["valid_from"]):
+                current = step
+        return current
+
+    def retire(self, valid_from: int, reason: str) -> None:
+        require_positive(valid_from, "valid_from")
+        step = self.as_of(valid_from)
+        if step is None or step.get("retired"):
+            raise RuleViolated(
+                "only_confirmed_canon_can_be_retired",
+                f"{self.kind} {self.key!r} is not in canon at chapter {valid_from}",
+                "valid_from",
+            )
+        self._retire(valid_from=valid_from, reason=reason)
+
+    @event("Retired")
+    def _retire(self, valid_from: int, reason: str) -> None:
+        self.timeline.append({"valid_from": valid_from, "retired": True, "reason": reason})
+
+
+def confirm_proposal(proposal: CanonProposal, entry: CanonEntry | None) -> CanonEntry:
+    """Confirm ``proposal`` into ``entry``: establish it, or revise it from ``valid_from``."""
+    proposal.confirm()
+    version = proposal.as_version()
+    if entry is None:
+        return CanonEntry(story_id=proposal.story_id, kind=proposal.kind, key=proposal.key, version=version)
+    entry.revise(version=version)
+    return entry

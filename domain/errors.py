@@ -1,0 +1,28 @@
+"""Structured errors. Every refusal names the rule it enforces (``code``)."""
+
+from __future__ import annotations
+
+
+class CanonError(Exception):
+    """A refusal the caller can act on: ``code`` is stable, ``message`` is for people."""
+
+    def __init__(self, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {"code": self.code, "message": self.message, "field": self.field}
+
+
+class RuleViolated(CanonError):
+    """A domain invariant refused the command."""
+
+
+class NotFound(CanonError):
+    """The command refers to something that does not exist."""
+
+
+class InvalidCommand(CanonError):
+    """The command could not be read (malformed JSON, unknown type, bad field)."""

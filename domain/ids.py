@@ -1,0 +1,44 @@
+"""Deterministic aggregate ids.
+
+Ids derive from the natural keys the authoring app sends (story id, chapter number,
+proposal id, ...), so "does it exist?" is one primary-key read, and two writers creating
+the same thing collide on the store's unique (id, version=1) instead of both winning.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID, uuid5
+
+NAMESPACE = UUID("6f1c2c5e-3b7a-4c56-9a39-0c7e8f0b7a11")
+
+
+def _id(*parts: object) -> UUID:
+    return uuid5(NAMESPACE, "\x1f".join(str(p) for p in parts))
+
+
+def story_id(story: str) -> UUID:
+    return _id("story", story)
+
+
+def chapter_id(story: str, chapter: int) -> UUID:
+    return _id("chapter", story, chapter)
+
+
+def volume_id(story: str, volume: int) -> UUID:
+    return _id("volume", story, volume)
+
+
+def draft_id(story: str, draft: str) -> UUID:
+    return _id("draft", story, draft)
+
+
+def proposal_id(story: str, proposal: str) -> UUID:
+    return _id("proposal", story, proposal)
+
+
+def canon_entry_id(story: str, kind: str, key: str) -> UUID:
+    return _id("canon", story, kind, key)
+
+
+def receipt_id(command_id: str) -> UUID:
+    return _id("command", command_id)

@@ -1,0 +1,1 @@
+"""Adapters: event stores, CLI (and later providers, tokenizer, HTTP)."""

@@ -1,0 +1,239 @@
+"""``canon``: the command line (DESIGN §8).
+
+Exit status: 0 success; 1 some command was rejected or lost a race (details on stdout);
+2 bad usage or unreadable input; 3 the store is unavailable. Any non-zero exit prints a
+one-line reason on stderr; with ``--format json`` stdout carries only JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from eventsourcing.persistence import PersistenceError
+
+from application.ledger import CanonLedger
+from application.parsing import parse_line
+from application.results import CommandResult
+from domain.commands import json_schema
+from domain.errors import CanonError
+from infrastructure.stores import URL_ENV, open_ledger, resolve_url, store_config
+
+OK, REJECTED, USAGE, UNAVAILABLE = 0, 1, 2, 3
+
+
+class Failure(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+def _emit(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+
+
+# -- verbs -------------------------------------------------------------------------------------
+def cmd_init(args: argparse.Namespace) -> int:
+    config = store_config(resolve_url(args.db))
+    ledger = _ledger(args)
+    if args.format == "json":
+        _emit({"db": config.display, "position": ledger.position()})
+    else:
+        print(f"initialised {config.display} (log position {ledger.position()})")
+    return OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    print(json.dumps(json_schema(), indent=2))
+    return OK
+
+
+def _numbered_lines(stream: IO[str]) -> Iterator[tuple[int, str]]:
+    for number, line in enumerate(stream, start=1):
+        if line.strip():
+            yield number, line
+
+
+def _open_input(path: str) -> IO[str]:
+    if path == "-":
+        return sys.stdin
+    try:
+        return Path(path).open(encoding="utf-8")
+    except OSError as e:
+        raise Failure(USAGE, f"cannot read {path}: {e.strerror}") from None
+
+
+def _report(result: CommandResult, line: int, fmt: str) -> None:
+    body = {"line": line, **result.as_dict()}
+    body.pop("index", None)
+    if fmt == "json":
+        _emit(body)
+        return
+    what = f"line {line}: {result.status}"
+    if result.type:
+        what += f" {result.type} {result.command_id}"
+    if result.position is not None:
+        what += f" @ {result.position}"
+    if result.error is not None:
+        field = f" ({result.error.field})" if result.error.field else ""
+        what += f" - {result.error.code}{field}: {result.error.message}"
+    print(what)
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    ledger = _ledger(args)
+    stream = _open_input(args.file)
+    counts: dict[str, int] = {}
+    failed_lines: list[int] = []
+
+    def record(result: CommandResult, line: int) -> None:
+        counts[result.status] = counts.get(result.status, 0) + 1
+        if not result.ok:
+            failed_lines.append(line)
+        _report(result, line, args.format)
+        sys.stdout.flush()
+
+    try:
+        numbered = list(_numbered_lines(stream)) if args.atomic else _numbered_lines(stream)
+        if args.atomic:
+            items = [_parse(text) for _, text in numbered]
+            for result, (line, _) in zip(ledger.apply(items, atomic=True), numbered):
+                record(result, line)
+        else:
+            # One command per transaction, reported as it lands: a crash mid-file loses
+            # nothing that was reported, and a rerun reports those lines as duplicates.
+            for line, text in numbered:
+                record(ledger.apply([_parse(text)])[0], line)
+    except UnicodeDecodeError as e:
+        raise Failure(USAGE, f"{args.file} is not UTF-8 text: {e.reason}") from None
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+    total = sum(counts.values())
+    if failed_lines:
+        shown = ", ".join(str(n) for n in failed_lines[:10]) + (" ..." if len(failed_lines) > 10 else "")
+        summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        raise Failure(REJECTED, f"{len(failed_lines)} of {total} commands not applied ({summary}); lines {shown}")
+    if args.format != "json":
+        print(f"{total} commands: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())), file=sys.stderr)
+    return OK
+
+
+def _parse(text: str) -> Any:
+    try:
+        return parse_line(text)
+    except CanonError as e:
+        return e
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    ledger = _ledger(args)
+    shown = 0
+    for logged in ledger.history(story_id=args.story, start=args.start):
+        if args.limit is not None and shown >= args.limit:
+            break
+        shown += 1
+        if args.format == "json":
+            _emit(
+                {
+                    "position": logged.position,
+                    "type": logged.type,
+                    "story_id": logged.story_id,
+                    "originator_id": str(logged.originator_id),
+                    "version": logged.version,
+                    "timestamp": logged.timestamp.isoformat(),
+                    "data": logged.data,
+                }
+            )
+        else:
+            data = json.dumps(logged.data, ensure_ascii=False, default=str)
+            if len(data) > 100:
+                data = data[:97] + "..."
+            print(f"{logged.position:>8}  {logged.type:<28} {logged.story_id or '-':<16} v{logged.version:<4} {data}")
+    return OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from infrastructure.demo import run_demo
+
+    return run_demo(_ledger(args), store_config(resolve_url(args.db)).display, args.format)
+
+
+# -- wiring -----------------------------------------------------------------------------------
+def _ledger(args: argparse.Namespace) -> CanonLedger:
+    return open_ledger(args.db)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--db",
+        default=argparse.SUPPRESS,
+        help=f"database URL (sqlite:///file.db or postgresql://user@host:port/db); default ${URL_ENV} or sqlite:///canon.db",
+    )
+    common.add_argument("--format", choices=("text", "json"), default=argparse.SUPPRESS, help="output format")
+
+    parser = argparse.ArgumentParser(prog="canon", description="Canon Ledger: event-sourced canon and context packets.", parents=[common])
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    p = verbs.add_parser("init", parents=[common], help="create the event store tables")
+    p.set_defaults(run=cmd_init)
+
+    p = verbs.add_parser("apply", parents=[common], help="apply JSON-lines commands from FILE or - (stdin)")
+    p.add_argument("file", metavar="FILE|-")
+    p.add_argument("--atomic", action="store_true", help="all commands or none, in one transaction")
+    p.set_defaults(run=cmd_apply)
+
+    p = verbs.add_parser("schema", parents=[common], help="print the command JSON Schema")
+    p.set_defaults(run=cmd_schema)
+
+    p = verbs.add_parser("events", parents=[common], help="list the global event log with positions")
+    p.add_argument("--story", help="only this story's events")
+    p.add_argument("--from", dest="start", type=int, default=1, metavar="POSITION", help="start at this position")
+    p.add_argument("--limit", type=int, help="at most this many events")
+    p.set_defaults(run=cmd_events)
+
+    p = verbs.add_parser("demo", parents=[common], help="apply the bundled sample serial to an embedded store and show it")
+    p.set_defaults(run=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    args.db = getattr(args, "db", None)
+    args.format = getattr(args, "format", None) or "text"
+    if args.verb == "demo" and args.db is None:
+        args.db = "sqlite:///canon-demo.db"
+    try:
+        return args.run(args)
+    except Failure as e:
+        print(f"canon: {e}", file=sys.stderr)
+        return e.status
+    except CanonError as e:
+        print(f"canon: {e.code}: {e.message}", file=sys.stderr)
+        return USAGE
+    except PersistenceError as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        display = store_config(resolve_url(args.db)).display
+        print(f"canon: store unavailable at {display}: {_scrub(reason, args.db)}", file=sys.stderr)
+        return UNAVAILABLE
+    except BrokenPipeError:
+        return OK
+
+
+def _scrub(message: str, url: str | None) -> str:
+    from sqlalchemy.engine import make_url
+
+    try:
+        password = make_url(resolve_url(url)).password
+    except Exception:
+        return message
+    return message.replace(password, "***") if password else message
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Read models built from events (the packet compiler reads only these)."""
