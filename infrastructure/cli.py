@@ -21,7 +21,7 @@ from application.parsing import parse_line
 from application.results import CommandResult
 from domain.commands import json_schema
 from domain.errors import CanonError
-from infrastructure.stores import URL_ENV, open_ledger, resolve_url, store_config
+from infrastructure.stores import URL_ENV, open_ledger, password_of, resolve_url, store_config
 
 OK, REJECTED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 
@@ -226,12 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _scrub(message: str, url: str | None) -> str:
-    from sqlalchemy.engine import make_url
-
-    try:
-        password = make_url(resolve_url(url)).password
-    except Exception:
-        return message
+    password = password_of(resolve_url(url))
     return message.replace(password, "***") if password else message
 
 

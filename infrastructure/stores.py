@@ -8,16 +8,18 @@ Accepted forms (SQLAlchemy URL syntax, DESIGN §8): ``sqlite:///relative.db``,
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from urllib.parse import quote, unquote, urlsplit
 
 from application.ledger import CanonLedger
 from domain.errors import CanonError
 
 DEFAULT_URL = "sqlite:///canon.db"
 URL_ENV = "CANON_DATABASE_URL"
+_SCHEMA_LOCK_KEY = 0x63616E6F6E  # "canon": one advisory lock id for schema creation
 
 
 @dataclass(frozen=True)
@@ -35,14 +37,58 @@ def resolve_url(explicit: str | None) -> str:
     return explicit or os.environ.get(URL_ENV) or DEFAULT_URL
 
 
+@dataclass(frozen=True)
+class _ParsedURL:
+    backend: str
+    username: str | None
+    password: str | None
+    host: str | None
+    port: int | None
+    database: str | None
+
+    def display(self) -> str:
+        if self.backend == "sqlite":
+            return f"sqlite:///{self.database}"
+        auth = quote(self.username or "", safe="") + (":***" if self.password else "")
+        where = (self.host or "") + (f":{self.port}" if self.port else "")
+        return f"{self.backend}://{auth + '@' if auth else ''}{where}/{self.database or ''}"
+
+
+def _parse(url: str) -> _ParsedURL:
+    """SQLAlchemy's URL forms, parsed without importing SQLAlchemy (a CLI start-up cost)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or not scheme:
+        raise ValueError(url)
+    backend = scheme.split("+", 1)[0].lower()
+    if backend == "sqlite":
+        # sqlite:///relative.db -> "relative.db"; sqlite:////abs.db -> "/abs.db"
+        return _ParsedURL("sqlite", None, None, None, None, rest[1:] if rest.startswith("/") else rest)
+    parts = urlsplit(f"//{rest}")
+    return _ParsedURL(
+        backend,
+        unquote(parts.username) if parts.username else None,
+        unquote(parts.password) if parts.password else None,
+        parts.hostname,
+        parts.port,
+        unquote(parts.path.lstrip("/")) or None,
+    )
+
+
+def password_of(url: str) -> str | None:
+    try:
+        return _parse(url).password
+    except ValueError:
+        return None
+
+
 def store_config(url: str) -> StoreConfig:
     try:
-        parsed = make_url(url)
-    except ArgumentError:
+        parsed = _parse(url)
+    except ValueError:
         raise CanonError("invalid_database_url", "cannot parse the database URL (expected sqlite:///file.db "
                          "or postgresql://user@host:port/db)", "db") from None
-    display = parsed.render_as_string(hide_password=True)
-    backend = parsed.get_backend_name()
+    display = parsed.display()
+    backend = parsed.backend
     if backend == "sqlite":
         if not parsed.database or parsed.database == ":memory:":
             raise CanonError("invalid_database_url", f"{display}: the embedded store needs a file path", "db")
@@ -76,4 +122,30 @@ def store_config(url: str) -> StoreConfig:
 def open_ledger(url: str | None = None) -> CanonLedger:
     """Open (creating tables if needed) the ledger at ``url`` or the configured default."""
     config = store_config(resolve_url(url))
-    return CanonLedger(env=config.env)
+    if not config.is_postgres:
+        return CanonLedger(env=config.env)
+    with _schema_lock(config.env):
+        return CanonLedger(env=config.env)
+
+
+@contextmanager
+def _schema_lock(env: dict[str, str]) -> Iterator[None]:
+    """Serialise table creation: concurrent CREATE ... IF NOT EXISTS / CREATE OR REPLACE
+    FUNCTION from several processes fails with "tuple concurrently updated"."""
+    import psycopg
+    from eventsourcing.persistence import OperationalError
+
+    try:
+        conn = psycopg.connect(
+            host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"], dbname=env["POSTGRES_DBNAME"],
+            user=env["POSTGRES_USER"], password=env["POSTGRES_PASSWORD"] or None,
+            connect_timeout=int(env["POSTGRES_CONNECT_TIMEOUT"]), autocommit=True,
+        )
+    except psycopg.OperationalError as e:
+        raise OperationalError(e) from None
+    with conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK_KEY,))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK_KEY,))
