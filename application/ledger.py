@@ -170,12 +170,11 @@ class CanonLedger(Application):
 
     def history(self, *, story_id: str | None = None, start: int = 1, stop: int | None = None) -> Iterator[LoggedEvent]:
         """The global log in order, decoded; optionally only one story's events."""
-        owners: dict[UUID, str | None] = {}
         while True:
             page = self.recorder.select_notifications(start, self.page_size, stop=stop)
             for notification in page:
                 domain_event = self.mapper.to_domain_event(notification)
-                owner = self._story_of(domain_event, owners)
+                owner = getattr(domain_event, "story_id", None)  # every story event names its story
                 if story_id is not None and owner != story_id:
                     continue
                 data = {
@@ -196,13 +195,3 @@ class CanonLedger(Application):
                 return
             start = page[-1].id + 1
 
-    def _story_of(self, domain_event: Any, owners: dict[UUID, str | None]) -> str | None:
-        oid = domain_event.originator_id
-        if oid not in owners:
-            if hasattr(domain_event, "story_id"):
-                owners[oid] = domain_event.story_id
-            else:
-                # Started reading mid-log: the aggregate's first event names its story.
-                first = self.events.get(oid, lte=1)
-                owners[oid] = next((getattr(e, "story_id", None) for e in first), None)
-        return owners[oid]

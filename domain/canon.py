@@ -84,10 +84,10 @@ class CanonProposal(Aggregate):
             raise RuleViolated(
                 "proposal_already_confirmed", f"proposal {self.proposal_id!r} is already confirmed", "proposal_id"
             )
-        self._confirm()
+        self._confirm(story_id=self.story_id, proposal_id=self.proposal_id)
 
     @event("Confirmed")
-    def _confirm(self) -> None:
+    def _confirm(self, story_id: str, proposal_id: str) -> None:
         self.status = CONFIRMED
 
     def reject(self, reason: str) -> None:
@@ -97,10 +97,10 @@ class CanonProposal(Aggregate):
                 f"proposal {self.proposal_id!r} is already {self.status}; only a pending proposal can be rejected",
                 "proposal_id",
             )
-        self._reject(reason=reason)
+        self._reject(story_id=self.story_id, proposal_id=self.proposal_id, reason=reason)
 
     @event("Rejected")
-    def _reject(self, reason: str) -> None:
+    def _reject(self, story_id: str, proposal_id: str, reason: str) -> None:
         self.status = REJECTED
         self.reason = reason
 
@@ -130,8 +130,11 @@ class CanonEntry(Aggregate):
         self.key = key
         self.timeline: list[dict[str, Any]] = [dict(version)]
 
-    @event("Revised")
     def revise(self, version: dict[str, Any]) -> None:
+        self._revise(story_id=self.story_id, kind=self.kind, key=self.key, version=version)
+
+    @event("Revised")
+    def _revise(self, story_id: str, kind: str, key: str, version: dict[str, Any]) -> None:
         self.timeline.append(dict(version))
 
     def as_of(self, chapter: int) -> dict[str, Any] | None:
@@ -151,10 +154,10 @@ class CanonEntry(Aggregate):
                 f"{self.kind} {self.key!r} is not in canon at chapter {valid_from}",
                 "valid_from",
             )
-        self._retire(valid_from=valid_from, reason=reason)
+        self._retire(story_id=self.story_id, kind=self.kind, key=self.key, valid_from=valid_from, reason=reason)
 
     @event("Retired")
-    def _retire(self, valid_from: int, reason: str) -> None:
+    def _retire(self, story_id: str, kind: str, key: str, valid_from: int, reason: str) -> None:
         self.timeline.append({"valid_from": valid_from, "retired": True, "reason": reason})
 
 

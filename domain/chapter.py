@@ -59,24 +59,29 @@ class Chapter(Aggregate):
                 f"chapter {self.number} already has scene card {scene_id!r}",
                 "scene_id",
             )
-        self._add_scene_card(scene_id=scene_id, summary=summary, tags=tags)
+        self._add_scene_card(
+            story_id=self.story_id, chapter=self.number, scene_id=scene_id, summary=summary, tags=tags
+        )
 
+    # Events carry their story and natural key, so read models never look anything up.
     @event("SceneCardAdded")
-    def _add_scene_card(self, scene_id: str, summary: str, tags: dict[str, list[str]]) -> None:
+    def _add_scene_card(
+        self, story_id: str, chapter: int, scene_id: str, summary: str, tags: dict[str, list[str]]
+    ) -> None:
         self.scene_cards[scene_id] = {"summary": summary, **{k: list(v) for k, v in tags.items()}}
 
     # -- canon text and summary ----------------------------------------------------------
     def accept_text(self, draft_id: str, text: str) -> None:
-        self._accept_text(draft_id=draft_id, text=text)
+        self._accept_text(story_id=self.story_id, chapter=self.number, draft_id=draft_id, text=text)
 
     @event("TextAccepted")
-    def _accept_text(self, draft_id: str, text: str) -> None:
+    def _accept_text(self, story_id: str, chapter: int, draft_id: str, text: str) -> None:
         self.accepted_draft_id = draft_id
         self.text = text
 
     def record_summary(self, text: str) -> None:
-        self._record_summary(text=text)
+        self._record_summary(story_id=self.story_id, chapter=self.number, text=text)
 
     @event("SummaryRecorded")
-    def _record_summary(self, text: str) -> None:
+    def _record_summary(self, story_id: str, chapter: int, text: str) -> None:
         self.summary = text

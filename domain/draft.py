@@ -38,10 +38,10 @@ class Draft(Aggregate):
             raise RuleViolated(
                 "draft_already_accepted", f"draft {self.draft_id!r} is already accepted", "draft_id"
             )
-        self._accept()
+        self._accept(story_id=self.story_id, draft_id=self.draft_id, chapter=self.chapter)
 
     @event("Accepted")
-    def _accept(self) -> None:
+    def _accept(self, story_id: str, draft_id: str, chapter: int) -> None:
         self.status = ACCEPTED
 
     def reject(self, reason: str) -> None:
@@ -51,9 +51,9 @@ class Draft(Aggregate):
                 f"draft {self.draft_id!r} is already {self.status}; only a submitted draft can be rejected",
                 "draft_id",
             )
-        self._reject(reason=reason)
+        self._reject(story_id=self.story_id, draft_id=self.draft_id, chapter=self.chapter, reason=reason)
 
     @event("Rejected")
-    def _reject(self, reason: str) -> None:
+    def _reject(self, story_id: str, draft_id: str, chapter: int, reason: str) -> None:
         self.status = REJECTED
         self.reason = reason

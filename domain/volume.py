@@ -27,8 +27,8 @@ class Volume(Aggregate):
         return cls(story_id=story_id, number=number)
 
     def record_summary(self, text: str) -> None:
-        self._record_summary(text=text)
+        self._record_summary(story_id=self.story_id, volume=self.number, text=text)
 
     @event("SummaryRecorded")
-    def _record_summary(self, text: str) -> None:
+    def _record_summary(self, story_id: str, volume: int, text: str) -> None:
         self.summary = text
