@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import Application
+from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError
 
 from application.handlers import handle
@@ -26,6 +26,7 @@ from application.unit_of_work import UnitOfWork
 from domain import ids
 from domain.commands import Command
 from domain.errors import CanonError, RuleViolated
+from domain.packet_log import PacketRecord
 from domain.receipt import CommandReceipt
 
 CommandOrError = Command | CanonError
@@ -163,10 +164,30 @@ class CanonLedger(Application):
     def _back_off(attempt: int) -> None:
         time.sleep(random.uniform(0, 0.005 * (2 ** min(attempt, 6))))
 
+    # -- packets ---------------------------------------------------------------------------------
+    def record_packet(self, record: PacketRecord) -> int | None:
+        """Append PacketIssued once per distinct packet; returns its position, None if known."""
+        try:
+            recordings = self.save(record)
+        except IntegrityError:
+            return None  # the same packet (same bytes, same id) was issued before
+        return recordings[-1].notification.id
+
+    def packet_record(self, packet_id: str) -> PacketRecord | None:
+        try:
+            return self.repository.get(ids.packet_id(packet_id))
+        except AggregateNotFoundError:
+            return None
+
     # -- reading the log -----------------------------------------------------------------------
     def position(self) -> int:
         """The last position in the global log (0 when empty)."""
         return self.recorder.max_notification_id() or 0
+
+    def read(self, start: int, limit: int, stop: int | None = None, topics: Sequence[str] = ()) -> list[tuple[int, Any]]:
+        """Decoded (position, event) pairs: the projections' view of the log."""
+        page = self.recorder.select_notifications(start, limit, stop=stop, topics=list(topics))
+        return [(n.id, self.mapper.to_domain_event(n)) for n in page]
 
     def history(self, *, story_id: str | None = None, start: int = 1, stop: int | None = None) -> Iterator[LoggedEvent]:
         """The global log in order, decoded; optionally only one story's events."""

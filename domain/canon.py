@@ -35,6 +35,37 @@ def require_kind(kind: str) -> None:
         raise RuleViolated("unknown_canon_kind", f"kind {kind!r} is not one of {', '.join(KINDS)}", "kind")
 
 
+def _chapter_number(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def require_control_fields(fields: dict[str, Any]) -> None:
+    """``fields`` is free-form, except the keys packets act on: a reveal must never leak early
+    because a ``hidden_until`` was a string."""
+    if "hidden_until" in fields and fields["hidden_until"] is not None and not _chapter_number(fields["hidden_until"]):
+        raise RuleViolated("hidden_until_must_be_a_chapter", "fields.hidden_until must be a chapter number >= 1",
+                           "fields.hidden_until")
+    if "state" in fields and not isinstance(fields["state"], str):
+        raise RuleViolated("state_must_be_text", "fields.state must be a string (e.g. open, resolved)", "fields.state")
+    nodes = fields.get("nodes")
+    if nodes is None:
+        return
+    ok = isinstance(nodes, list) and all(
+        isinstance(n, dict)
+        and isinstance(n.get("id"), str) and n["id"]
+        and isinstance(n.get("text"), str)
+        and isinstance(n.get("kind", "node"), str)
+        and (n.get("hidden_until") is None or _chapter_number(n["hidden_until"]))
+        for n in nodes
+    )
+    if not ok or len({n["id"] for n in nodes}) != len(nodes):
+        raise RuleViolated(
+            "chain_nodes_must_be_well_formed",
+            "fields.nodes must be a list of {id, text, kind?, hidden_until?} with unique ids and chapter numbers",
+            "fields.nodes",
+        )
+
+
 class CanonProposal(Aggregate):
     @staticmethod
     def create_id(story_id: str, proposal_id: str, **_: Any):  # type: ignore[override]
@@ -71,6 +102,7 @@ class CanonProposal(Aggregate):
     def propose(cls, **kwargs: Any) -> CanonProposal:
         require_kind(kwargs["kind"])
         require_positive(kwargs["valid_from"], "valid_from")
+        require_control_fields(kwargs["fields"])
         return cls(**kwargs)
 
     def confirm(self) -> None:

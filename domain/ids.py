@@ -42,3 +42,7 @@ def canon_entry_id(story: str, kind: str, key: str) -> UUID:
 
 def receipt_id(command_id: str) -> UUID:
     return _id("command", command_id)
+
+
+def packet_id(packet: str) -> UUID:
+    return _id("packet", packet)

@@ -20,7 +20,7 @@ from application.ledger import CanonLedger
 from application.parsing import parse_line
 from application.results import CommandResult
 from domain.commands import json_schema
-from domain.errors import CanonError
+from domain.errors import CanonError, InvalidCommand
 from infrastructure.stores import URL_ENV, open_ledger, password_of, resolve_url, store_config
 
 OK, REJECTED, USAGE, UNAVAILABLE = 0, 1, 2, 3
@@ -157,10 +157,30 @@ def cmd_events(args: argparse.Namespace) -> int:
     return OK
 
 
+def cmd_packet(args: argparse.Namespace) -> int:
+    from application.packets.packet import render_text
+    from application.packets.recipes import Request
+    from infrastructure.bootstrap import bootstrap
+
+    services = bootstrap(args.db)
+    try:
+        request = Request(args.story, args.role, args.chapter, args.scene, args.budget)
+        packet = services.packets.packet(request, after=args.after, record=not args.no_record)
+    finally:
+        services.close()
+    print(packet.to_json() if args.format == "json" else render_text(packet))
+    return OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    from infrastructure.bootstrap import bootstrap
     from infrastructure.demo import run_demo
 
-    return run_demo(_ledger(args), store_config(resolve_url(args.db)).display, args.format)
+    services = bootstrap(args.db)
+    try:
+        return run_demo(services, args.format)
+    finally:
+        services.close()
 
 
 # -- wiring -----------------------------------------------------------------------------------
@@ -197,6 +217,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, help="at most this many events")
     p.set_defaults(run=cmd_events)
 
+    p = verbs.add_parser("packet", parents=[common], help="compile a worker's context packet from confirmed canon")
+    p.add_argument("--story", required=True)
+    p.add_argument("--role", required=True, choices=("planner", "writer", "qa", "summarizer", "chat"))
+    p.add_argument("--chapter", required=True, type=int)
+    p.add_argument("--scene", help="only this scene card's keys (default: every scene of the chapter)")
+    p.add_argument("--budget", type=int, help="token budget (default: the story's budget for the role)")
+    p.add_argument("--after", type=int, metavar="POSITION",
+                   help="wait until the read models reflect this position (default: everything applied)")
+    p.add_argument("--no-record", action="store_true", help="do not record PacketIssued in the log")
+    p.set_defaults(run=cmd_packet)
+
     p = verbs.add_parser("demo", parents=[common], help="apply the bundled sample serial to an embedded store and show it")
     p.set_defaults(run=cmd_demo)
     return parser
@@ -214,8 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"canon: {e}", file=sys.stderr)
         return e.status
     except CanonError as e:
+        if args.format == "json":
+            _emit({"error": e.as_dict()})
         print(f"canon: {e.code}: {e.message}", file=sys.stderr)
-        return USAGE
+        return USAGE if isinstance(e, InvalidCommand) or e.code == "invalid_database_url" else REJECTED
     except PersistenceError as e:
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         display = store_config(resolve_url(args.db)).display

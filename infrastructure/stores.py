@@ -122,19 +122,22 @@ def store_config(url: str) -> StoreConfig:
 def open_ledger(url: str | None = None) -> CanonLedger:
     """Open (creating tables if needed) the ledger at ``url`` or the configured default."""
     config = store_config(resolve_url(url))
-    if not config.is_postgres:
-        return CanonLedger(env=config.env)
-    with _schema_lock(config.env):
+    with schema_lock(config):
         return CanonLedger(env=config.env)
 
 
 @contextmanager
-def _schema_lock(env: dict[str, str]) -> Iterator[None]:
-    """Serialise table creation: concurrent CREATE ... IF NOT EXISTS / CREATE OR REPLACE
-    FUNCTION from several processes fails with "tuple concurrently updated"."""
+def schema_lock(config: StoreConfig) -> Iterator[None]:
+    """Serialise table creation on PostgreSQL: concurrent CREATE ... IF NOT EXISTS / CREATE OR
+    REPLACE FUNCTION from several processes fails with "tuple concurrently updated".
+    (SQLite serialises schema changes itself.)"""
+    if not config.is_postgres:
+        yield
+        return
     import psycopg
     from eventsourcing.persistence import OperationalError
 
+    env = config.env
     try:
         conn = psycopg.connect(
             host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"], dbname=env["POSTGRES_DBNAME"],

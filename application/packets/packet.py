@@ -1,0 +1,135 @@
+"""The packet: the workers' JSON contract (DESIGN §6), its hash, and a readable text form.
+
+Field names here are a public contract: add, never rename. Bytes are deterministic: the
+same request at the same position gives the same JSON, hash and packet_id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Tier = Literal["P0", "P1", "P2", "P3", "P4"]
+TIERS: tuple[Tier, ...] = ("P0", "P1", "P2", "P3", "P4")
+Status = Literal["included", "trimmed", "dropped"]
+
+
+@dataclass(frozen=True)
+class Item:
+    tier: Tier
+    kind: str
+    key: str
+    text: str
+    tokens: int
+    status: Status
+    reason: str
+    sources: tuple[int, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tier": self.tier, "kind": self.kind, "key": self.key, "text": self.text, "tokens": self.tokens,
+                "status": self.status, "reason": self.reason, "sources": list(self.sources)}
+
+
+@dataclass(frozen=True)
+class Stage:
+    step: str
+    status: Literal["active", "done", "skipped", "error"]
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "status": self.status, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Packet:
+    story_id: str
+    role: str
+    chapter: int
+    scene: str | None
+    position: int
+    budget: int
+    tokenizer: str
+    items: tuple[Item, ...]
+    stages: tuple[Stage, ...]
+    hash: str = field(default="")
+    packet_id: str = field(default="")
+
+    @property
+    def used_tokens(self) -> int:
+        return sum(i.tokens for i in self.items if i.status != "dropped")
+
+    def tiers(self) -> list[dict[str, Any]]:
+        out = []
+        for tier in TIERS:
+            items = [i for i in self.items if i.tier == tier]
+            out.append({
+                "tier": tier,
+                "included": sum(i.status == "included" for i in items),
+                "trimmed": sum(i.status == "trimmed" for i in items),
+                "dropped": sum(i.status == "dropped" for i in items),
+                "tokens": sum(i.tokens for i in items if i.status != "dropped"),
+            })
+        return out
+
+    def _body(self) -> dict[str, Any]:
+        return {
+            "story_id": self.story_id,
+            "role": self.role,
+            "chapter": self.chapter,
+            "scene": self.scene,
+            "position": self.position,
+            "budget": self.budget,
+            "used_tokens": self.used_tokens,
+            "tokenizer": self.tokenizer,
+            "tiers": self.tiers(),
+            "items": [i.as_dict() for i in self.items],
+            "stages": [s.as_dict() for s in self.stages],
+        }
+
+    def sealed(self) -> Packet:
+        """The packet with its hash and id: both derive from the body, so equal bodies share them."""
+        digest = hashlib.sha256(canonical_json(self._body()).encode()).hexdigest()
+        return Packet(**{**self.__dict__, "hash": digest, "packet_id": f"pkt_{digest[:24]}"})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"packet_id": self.packet_id, **self._body(), "hash": self.hash}
+
+    def to_json(self) -> str:
+        return canonical_json(self.as_dict())
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+
+
+def render_text(packet: Packet) -> str:
+    """A context-viewer rendering: header, per-tier budget breakdown, stages, then the items."""
+    lines = [
+        f"packet {packet.packet_id}",
+        f"story {packet.story_id}  role {packet.role}  chapter {packet.chapter}"
+        + (f"  scene {packet.scene}" if packet.scene else "")
+        + f"  position {packet.position}",
+        f"budget {packet.budget} tokens ({packet.tokenizer}): used {packet.used_tokens}, "
+        f"left {packet.budget - packet.used_tokens}",
+        "",
+        "tier  included  trimmed  dropped  tokens  share",
+    ]
+    for t in packet.tiers():
+        share = f"{100 * t['tokens'] / packet.budget:5.1f}%" if packet.budget else "    -"
+        lines.append(f"{t['tier']:<5} {t['included']:>8} {t['trimmed']:>8} {t['dropped']:>8} {t['tokens']:>7}  {share}")
+    lines += ["", "stages:"]
+    lines += [f"  {s.step:<14} {s.status:<8} {s.detail}" for s in packet.stages]
+    for tier in TIERS:
+        items = [i for i in packet.items if i.tier == tier]
+        if not items:
+            continue
+        lines += ["", f"== {tier} =="]
+        for i in items:
+            src = ",".join(str(s) for s in i.sources)
+            lines.append(f"[{i.status}] {i.kind} {i.key} ({i.tokens} tokens; events {src}) - {i.reason}")
+            if i.status != "dropped":
+                lines += [f"    {line}" for line in i.text.splitlines()]
+    lines += ["", f"hash {packet.hash}"]
+    return "\n".join(lines)

@@ -1,0 +1,91 @@
+"""What the packet compiler reads: confirmed canon, as of a chapter, from read models.
+
+The compiler sees only this interface. Its implementation reads the canon tables and no
+others; drafts and proposals are not reachable through it.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One packable piece of canon: its rendered text, token count and source event positions."""
+
+    text: str
+    tokens: int
+    sources: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StoryView:
+    story_id: str
+    title: str
+    guardrails: Fact
+    contract: Fact
+    budgets: dict[str, int]
+    position: int
+
+
+@dataclass(frozen=True)
+class ChapterView:
+    number: int
+    volume: int
+    goals: Fact
+    summary: Fact | None
+    text: Fact | None
+
+
+@dataclass(frozen=True)
+class SceneView:
+    scene_id: str
+    card: Fact
+    tags: tuple[tuple[str, str], ...]  # (tag type, key) in card order
+
+
+@dataclass(frozen=True)
+class EntryView:
+    kind: str
+    key: str
+    step: int
+    valid_from: int
+    retired: bool
+    name: str
+    state: str | None
+    hidden_until: int | None
+    fact: Fact
+
+
+@dataclass(frozen=True)
+class NodeView:
+    chain: str
+    node_id: str
+    node_kind: str
+    hidden_until: int | None
+    fact: Fact
+
+
+class CanonSnapshot(Protocol):
+    """Reads from one consistent snapshot of the canon read model."""
+
+    def story(self, story_id: str) -> StoryView | None: ...
+    def chapter(self, story_id: str, number: int) -> ChapterView | None: ...
+    def latest_chapter(self, story_id: str) -> int | None: ...
+    def scenes(self, story_id: str, chapter: int) -> list[SceneView]: ...
+    def entries_as_of(self, story_id: str, chapter: int, *, kinds: tuple[str, ...] = (),
+                      keys: tuple[str, ...] = ()) -> list[EntryView]:
+        """The step in force at ``chapter`` of each matching entry (by kind and/or key)."""
+        ...
+    def superseded_steps(self, story_id: str, chapter: int, kind: str, key: str) -> list[EntryView]:
+        """Earlier steps of one entry that ``chapter``'s step replaced, most recent first."""
+        ...
+    def chapter_summaries(self, story_id: str, first: int, last: int) -> list[tuple[int, Fact]]: ...
+    def volume_summaries(self, story_id: str) -> list[tuple[int, Fact]]: ...
+    def chain_nodes(self, story_id: str, chapter: int) -> list[NodeView]: ...
+
+
+class CanonReader(Protocol):
+    def snapshot(self) -> AbstractContextManager[CanonSnapshot]: ...

@@ -1,0 +1,180 @@
+"""Per-role recipes: which canon facts are candidates, in which tier, in which order.
+
+Tiers follow seed 000: P0 hard constraints, P1 current state, P2 recent context, P3 distant
+reference, P4 supplementary. Order within a tier is fill priority.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from application.packets.ports import CanonSnapshot, ChapterView, EntryView, Fact, StoryView
+from application.packets.packet import Tier
+from domain.errors import NotFound
+from domain.tokens import TokenCounter
+
+ROLE_TAGS = ("characters", "locations", "items", "threads", "callbacks")
+TAG_KIND = {"characters": "character", "locations": "location", "items": "item", "threads": "thread"}
+RECENT_SUMMARIES = 3
+RECENT_TIMELINE = 5
+
+
+@dataclass(frozen=True)
+class Candidate:
+    tier: Tier
+    kind: str
+    key: str
+    fact: Fact
+    reason: str
+    blocked: str | None = None  # a reason it may not be packed at all (hidden, not yet canon)
+    trimmable: bool = True
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        return (self.kind, self.key)
+
+
+@dataclass(frozen=True)
+class Request:
+    story_id: str
+    role: str
+    chapter: int
+    scene: str | None = None
+    budget: int | None = None
+
+
+def _entry(tier: Tier, e: EntryView, reason: str, chapter: int) -> Candidate:
+    blocked = None
+    if e.hidden_until is not None and e.hidden_until > chapter:
+        blocked = f"hidden until chapter {e.hidden_until}"
+    return Candidate(tier, e.kind, e.key, e.fact, reason + (" (retired)" if e.retired else ""), blocked)
+
+
+def _hard_constraints(story: StoryView, chapter: ChapterView | None, scenes: list) -> list[Candidate]:
+    out = [Candidate("P0", "scene_card", s.scene_id, s.card, f"scene card of chapter {chapter.number}", trimmable=False)
+           for s in scenes] if chapter else []
+    if chapter and chapter.goals.text:
+        out.append(Candidate("P0", "chapter_goals", str(chapter.number), chapter.goals, "chapter goals", trimmable=False))
+    if story.guardrails.text:
+        out.append(Candidate("P0", "style_guardrails", story.story_id, story.guardrails, "style guardrails", trimmable=False))
+    if story.contract.text:
+        out.append(Candidate("P0", "output_contract", story.story_id, story.contract, "output contract", trimmable=False))
+    return out
+
+
+def _tagged(snap: CanonSnapshot, story_id: str, k: int, scenes: list) -> tuple[list[Candidate], list[EntryView]]:
+    wanted = [(scene.scene_id, tag_type, key) for scene in scenes for tag_type, key in sorted(
+        scene.tags, key=lambda t: ROLE_TAGS.index(t[0]) if t[0] in ROLE_TAGS else len(ROLE_TAGS))]
+    keys = tuple(sorted({key for _, _, key in wanted}))
+    in_force = snap.entries_as_of(story_id, k, keys=keys) if keys else []
+    by_key: dict[str, list[EntryView]] = {}
+    for e in in_force:
+        by_key.setdefault(e.key, []).append(e)
+    out, characters = [], []
+    for scene_id, tag_type, key in wanted:
+        kind = TAG_KIND.get(tag_type)
+        matches = [e for e in by_key.get(key, []) if kind is None or e.kind == kind]
+        reason = f"tagged {tag_type} in scene {scene_id}"
+        if not matches:
+            out.append(Candidate("P1", kind or "canon", key, Fact("", 0, ()), reason,
+                                 blocked=f"not in canon as of chapter {k}"))
+        for e in matches:
+            out.append(_entry("P1", e, reason, k))
+            if e.kind == "character":
+                characters.append(e)
+    return out, characters
+
+
+def scene_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> tuple[list[Candidate], str]:
+    """planner, writer and qa: the chapter's scene keys drive the recall."""
+    k = req.chapter
+    chapter = snap.chapter(req.story_id, k)
+    if chapter is None and req.role != "planner":
+        raise NotFound("unknown_chapter", f"chapter {k} of {req.story_id!r} has not been planned", "chapter")
+    scenes = snap.scenes(req.story_id, k) if chapter else []
+    if req.scene is not None:
+        scenes = [s for s in scenes if s.scene_id == req.scene]
+        if not scenes:
+            raise NotFound("unknown_scene", f"chapter {k} has no scene card {req.scene!r}", "scene")
+    out = _hard_constraints(story, chapter, scenes)
+
+    tagged, characters = _tagged(snap, req.story_id, k, scenes)
+    out += tagged
+    threads = [e for e in snap.entries_as_of(req.story_id, k, kinds=("thread",))
+               if not e.retired and (e.state or "").casefold() != "resolved"]
+    out += [_entry("P1", e, "active thread", k) for e in threads]
+
+    for n, fact in reversed(snap.chapter_summaries(req.story_id, max(1, k - RECENT_SUMMARIES), k - 1)):
+        out.append(Candidate("P2", "chapter_summary", str(n), fact, "recent chapter summary"))
+    volumes = snap.volume_summaries(req.story_id)
+    volume = chapter.volume if chapter else None
+    out += [Candidate("P2", "volume_summary", str(v), f, "current volume summary") for v, f in volumes if v == volume]
+    timeline = [e for e in snap.entries_as_of(req.story_id, k, kinds=("timeline_event",))
+                if e.valid_from > k - RECENT_TIMELINE and not e.retired]
+    out += [_entry("P2", e, "recent timeline", k) for e in sorted(timeline, key=lambda e: (-e.valid_from, e.key))]
+
+    out += [Candidate("P3", "volume_summary", str(v), f, "earlier volume summary")
+            for v, f in reversed(volumes) if volume is None or v < volume]
+    out += [_entry("P3", e, "world rule", k) for e in snap.entries_as_of(req.story_id, k, kinds=("world_rule",))
+            if not e.retired]
+    for c in characters:
+        for old in snap.superseded_steps(req.story_id, k, c.kind, c.key):
+            out.append(Candidate("P3", "history", f"{c.key}@{old.valid_from}", old.fact,
+                                 f"earlier state of {c.key}, superseded from chapter {c.valid_from}"))
+
+    for node in snap.chain_nodes(req.story_id, k):
+        blocked = f"hidden until chapter {node.hidden_until}" if node.hidden_until and node.hidden_until > k else None
+        out.append(Candidate("P4", "development_chain", f"{node.chain}/{node.node_id}", node.fact,
+                             f"development chain {node.chain} ({node.node_kind})", blocked))
+    return out, f"{len(scenes)} scene card(s), {sum(len(s.tags) for s in scenes)} tag(s)"
+
+
+def summarizer_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> tuple[list[Candidate], str]:
+    """The accepted chapter text plus the role lists it must name; no retrieval."""
+    chapter = snap.chapter(req.story_id, req.chapter)
+    if chapter is None:
+        raise NotFound("unknown_chapter", f"chapter {req.chapter} of {req.story_id!r} has not been planned", "chapter")
+    if chapter.text is None:
+        raise NotFound("chapter_has_no_accepted_text",
+                       f"chapter {req.chapter} has no accepted draft to summarise", "chapter")
+    out = [Candidate("P0", "chapter_text", str(chapter.number), chapter.text, "accepted chapter text", trimmable=False)]
+    scenes = snap.scenes(req.story_id, req.chapter)
+    keys = tuple(sorted({key for s in scenes for t, key in s.tags if t in TAG_KIND and t != "threads"}))
+    entries = [e for e in snap.entries_as_of(req.story_id, req.chapter, keys=keys) if not e.retired] if keys else []
+    lists = []
+    for kind in ("character", "location", "item"):
+        names = [f"{e.name} ({e.key})" for e in entries if e.kind == kind]
+        if names:
+            lists.append(f"{kind}s: {', '.join(names)}")
+    if lists:
+        text = "Required role lists:\n" + "\n".join(lists)
+        sources = tuple(sorted({s for e in entries for s in e.fact.sources}))
+        out.append(Candidate("P1", "role_lists", str(chapter.number), Fact(text, tokens.count(text), sources),
+                             "names the summary must use"))
+    return out, f"{len(scenes)} scene card(s) for role lists"
+
+
+def chat_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> tuple[list[Candidate], str]:
+    """A light project view for chat and intent routing."""
+    title = f"Story: {story.title} ({story.story_id})"
+    out = [Candidate("P0", "story", story.story_id, Fact(title, tokens.count(title), (story.guardrails.sources)),
+                     "project", trimmable=False)]
+    if story.guardrails.text:
+        out.append(Candidate("P0", "style_guardrails", story.story_id, story.guardrails, "style guardrails", trimmable=False))
+    out += [Candidate("P1", "volume_summary", str(v), f, "project overview") for v, f in reversed(snap.volume_summaries(req.story_id))]
+    for n, fact in reversed(snap.chapter_summaries(req.story_id, max(1, req.chapter - RECENT_SUMMARIES + 1), req.chapter)):
+        out.append(Candidate("P2", "chapter_summary", str(n), fact, "latest chapter summary"))
+    threads = [e for e in snap.entries_as_of(req.story_id, req.chapter, kinds=("thread",))
+               if not e.retired and (e.state or "").casefold() != "resolved"]
+    out += [_entry("P3", e, "open thread", req.chapter) for e in threads]
+    return out, "chat reads no scene keys"
+
+
+RECIPES = {
+    "planner": scene_recipe,
+    "writer": scene_recipe,
+    "qa": scene_recipe,
+    "summarizer": summarizer_recipe,
+    "chat": chat_recipe,
+}
+USES_RETRIEVAL = {"planner", "writer", "qa"}

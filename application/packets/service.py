@@ -1,0 +1,45 @@
+"""Packet requests: read your writes, compile from one snapshot, record what was issued."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from application.ledger import CanonLedger
+from application.packets.compiler import compile_packet
+from application.packets.packet import Packet
+from application.packets.ports import CanonReader
+from application.packets.recipes import Request
+from domain.packet_log import PacketRecord
+from domain.tokens import TokenCounter
+
+
+class PacketService:
+    def __init__(self, ledger: CanonLedger, catch_up: Callable[[int], int], reader: CanonReader,
+                 tokens: TokenCounter) -> None:
+        self.ledger = ledger
+        self.catch_up = catch_up
+        self.reader = reader
+        self.tokens = tokens
+
+    def packet(self, request: Request, *, after: int | None = None, record: bool = True) -> Packet:
+        """Compile once the read models reflect ``after`` (default: everything applied so far).
+
+        The packet's ``position`` is the last position that changed this story's canon, so
+        asking again with no canon change in between gives the same bytes and packet_id.
+        """
+        self.catch_up(self.ledger.position() if after is None else after)
+        with self.reader.snapshot() as snap:
+            packet = compile_packet(snap, request, self.tokens)
+        if record:
+            self.ledger.record_packet(issued(packet))
+        return packet
+
+
+def issued(packet: Packet) -> PacketRecord:
+    return PacketRecord(
+        packet_id=packet.packet_id, story_id=packet.story_id, role=packet.role, chapter=packet.chapter,
+        scene=packet.scene, budget=packet.budget, position=packet.position, hash=packet.hash,
+        tokenizer=packet.tokenizer,
+        items=[{"tier": i.tier, "kind": i.kind, "key": i.key, "status": i.status, "sources": list(i.sources)}
+               for i in packet.items],
+    )

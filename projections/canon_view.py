@@ -1,0 +1,134 @@
+"""Reads the canon tables for the packet compiler, from one consistent snapshot.
+
+This module knows the canon tables only: it has no way to name a draft or proposal table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import and_, false, func, select
+from sqlalchemy.engine import Connection, Engine
+
+from application.packets.ports import ChapterView, EntryView, Fact, NodeView, SceneView, StoryView
+from projections.canon_tables import CanonTables
+
+
+def _fact(text: str | None, tokens: int | None, source: int | None) -> Fact:
+    return Fact(text or "", tokens or 0, (source,) if source is not None else ())
+
+
+class SqlCanonReader:
+    def __init__(self, engine: Engine, tables: CanonTables) -> None:
+        self.engine = engine
+        self.t = tables
+
+    @contextmanager
+    def snapshot(self) -> Iterator[SqlCanonSnapshot]:
+        with self.engine.begin() as conn:
+            yield SqlCanonSnapshot(conn, self.t)
+
+
+class SqlCanonSnapshot:
+    def __init__(self, conn: Connection, tables: CanonTables) -> None:
+        self.c = conn
+        self.t = tables
+
+    def story(self, story_id: str) -> StoryView | None:
+        s = self.t.stories
+        row = self.c.execute(select(s).where(s.c.story_id == story_id)).mappings().first()
+        if row is None:
+            return None
+        return StoryView(row["story_id"], row["title"], _fact(row["guardrails_text"], row["guardrails_tokens"], row["source"]),
+                         _fact(row["contract_text"], row["contract_tokens"], row["source"]), dict(row["budgets"]),
+                         row["position"])
+
+    def chapter(self, story_id: str, number: int) -> ChapterView | None:
+        ch = self.t.chapters
+        row = self.c.execute(select(ch).where(ch.c.story_id == story_id, ch.c.chapter == number)).mappings().first()
+        if row is None:
+            return None
+        summary = _fact(row["summary_text"], row["summary_tokens"], row["summary_source"]) if row["summary_text"] else None
+        text = _fact(row["text"], row["text_tokens"], row["text_source"]) if row["text"] else None
+        return ChapterView(row["chapter"], row["volume"], _fact(row["goals_text"], row["goals_tokens"], row["goals_source"]),
+                           summary, text)
+
+    def latest_chapter(self, story_id: str) -> int | None:
+        ch = self.t.chapters
+        return self.c.execute(select(func.max(ch.c.chapter)).where(ch.c.story_id == story_id)).scalar()
+
+    def scenes(self, story_id: str, chapter: int) -> list[SceneView]:
+        sc, tg = self.t.scene_cards, self.t.scene_tags
+        cards = self.c.execute(
+            select(sc).where(sc.c.story_id == story_id, sc.c.chapter == chapter).order_by(sc.c.source, sc.c.scene_id)
+        ).mappings().all()
+        tags: dict[str, list[tuple[str, str]]] = {}
+        for row in self.c.execute(
+            select(tg.c.scene_id, tg.c.tag_type, tg.c.key)
+            .where(tg.c.story_id == story_id, tg.c.chapter == chapter)
+            .order_by(tg.c.scene_id, tg.c.tag_type, tg.c.ordinal)
+        ):
+            tags.setdefault(row.scene_id, []).append((row.tag_type, row.key))
+        return [SceneView(r["scene_id"], _fact(r["text"], r["tokens"], r["source"]), tuple(tags.get(r["scene_id"], [])))
+                for r in cards]
+
+    def _ranked(self, story_id: str, chapter: int, *conditions):
+        cn = self.t.canon
+        rank = func.row_number().over(
+            partition_by=(cn.c.kind, cn.c.key), order_by=(cn.c.valid_from.desc(), cn.c.step.desc())
+        ).label("rank")
+        return select(cn, rank).where(cn.c.story_id == story_id, cn.c.valid_from <= chapter, *conditions).subquery()
+
+    @staticmethod
+    def _entry(r) -> EntryView:
+        return EntryView(r["kind"], r["key"], r["step"], r["valid_from"], bool(r["retired"]), r["name"], r["state"],
+                         r["hidden_until"], _fact(r["text"], r["tokens"], r["source"]))
+
+    def entries_as_of(self, story_id: str, chapter: int, *, kinds: tuple[str, ...] = (),
+                      keys: tuple[str, ...] = ()) -> list[EntryView]:
+        cn = self.t.canon
+        conditions = []
+        if kinds:
+            conditions.append(cn.c.kind.in_(kinds))
+        if keys:
+            conditions.append(cn.c.key.in_(keys))
+        ranked = self._ranked(story_id, chapter, *conditions)
+        rows = self.c.execute(
+            select(ranked).where(ranked.c.rank == 1).order_by(ranked.c.kind, ranked.c.key)
+        ).mappings().all()
+        return [self._entry(r) for r in rows]
+
+    def superseded_steps(self, story_id: str, chapter: int, kind: str, key: str) -> list[EntryView]:
+        cn = self.t.canon
+        ranked = self._ranked(story_id, chapter, and_(cn.c.kind == kind, cn.c.key == key))
+        rows = self.c.execute(select(ranked).where(ranked.c.rank > 1).order_by(ranked.c.rank)).mappings().all()
+        return [self._entry(r) for r in rows if not r["retired"]]
+
+    def chapter_summaries(self, story_id: str, first: int, last: int) -> list[tuple[int, Fact]]:
+        ch = self.t.chapters
+        rows = self.c.execute(
+            select(ch.c.chapter, ch.c.summary_text, ch.c.summary_tokens, ch.c.summary_source)
+            .where(ch.c.story_id == story_id, ch.c.chapter >= first, ch.c.chapter <= last, ch.c.summary_text.is_not(None))
+            .order_by(ch.c.chapter)
+        )
+        return [(r.chapter, _fact(r.summary_text, r.summary_tokens, r.summary_source)) for r in rows]
+
+    def volume_summaries(self, story_id: str) -> list[tuple[int, Fact]]:
+        v = self.t.volumes
+        rows = self.c.execute(
+            select(v).where(v.c.story_id == story_id, v.c.summary_text.is_not(None)).order_by(v.c.volume)
+        ).mappings().all()
+        return [(r["volume"], _fact(r["summary_text"], r["summary_tokens"], r["summary_source"])) for r in rows]
+
+    def chain_nodes(self, story_id: str, chapter: int) -> list[NodeView]:
+        cn, nodes = self.t.canon, self.t.chain_nodes
+        ranked = self._ranked(story_id, chapter, cn.c.kind == "development_chain")
+        rows = self.c.execute(
+            select(nodes)
+            .join(ranked, and_(nodes.c.story_id == story_id, nodes.c.chain == ranked.c.key, nodes.c.step == ranked.c.step))
+            .where(ranked.c.rank == 1, ranked.c.retired == false())
+            .order_by(nodes.c.chain, nodes.c.ordinal)
+        ).mappings().all()
+        return [NodeView(r["chain"], r["node_id"], r["node_kind"], r["hidden_until"], _fact(r["text"], r["tokens"], r["source"]))
+                for r in rows]
