@@ -92,3 +92,16 @@ def test_unknown_kinds_are_refused_by_the_domain():
         CanonProposal.propose(story_id="s", proposal_id="p", kind="spaceship", key="k", name="K", aliases=[],
                               text="", fields={}, tags=[], valid_from=1)
     assert e.value.code == "unknown_canon_kind"
+
+
+def test_control_fields_are_checked_so_reveals_cannot_leak():
+    given(start()).when(propose("p", fields={"hidden_until": "soon"})).then_error(
+        "hidden_until_must_be_a_chapter", "fields.hidden_until"
+    )
+    given(start()).when(
+        propose("p", kind="development_chain", key="c", fields={"nodes": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]})
+    ).then_error("chain_nodes_must_be_well_formed", "fields.nodes")
+    given(start()).when(
+        propose("p", kind="development_chain", key="c",
+                fields={"nodes": [{"id": "a", "kind": "foreshadow", "text": "x"}, {"id": "b", "text": "y", "hidden_until": 9}]})
+    ).then("CanonProposal.Proposed")
