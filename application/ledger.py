@@ -50,6 +50,14 @@ class CanonLedger(Application):
     max_attempts = 12
     page_size = 1000  # the library's default of 10 reads the log 4-5x slower
 
+    def construct_env(self, name: str, env: Any = None) -> Any:
+        # Only the configuration we pass counts: the library would also read os.environ, where
+        # a stray POSTGRES_ENABLE_DB_FUNCTIONS=y (or CANONLEDGER_*) would silently drop the
+        # insert table lock that keeps position order equal to commit order.
+        from eventsourcing.utils import Environment
+
+        return Environment(name, {**type(self).env, **(env or {})})
+
     # -- writing ---------------------------------------------------------------------------
     def apply(self, commands: Iterable[CommandOrError], *, atomic: bool = False) -> list[CommandResult]:
         """Apply commands in order. Parse failures may be passed in as ``CanonError``s so

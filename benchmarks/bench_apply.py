@@ -13,14 +13,16 @@ PostgreSQL database ``canon_bench_<hex>`` created and dropped here) and each mod
 * ``recorder`` - the library's own ``recorder.insert_events`` of the same stored events,
                  one call per ledger transaction (no reads, no decide, no mapping);
 * ``raw``      - plain sqlite3 / psycopg INSERTs of exactly the rows the ledger wrote (read
-                 back from its ``stored_events`` table), one transaction per ledger
-                 transaction, into a fresh table created by the library (same shape);
+                 back from its events table: originator_id, originator_version, topic,
+                 state), one transaction per ledger transaction, into a fresh events table
+                 created by the library (same shape: SQLite ``stored_events``, PostgreSQL
+                 ``canonledger_events``);
 * ``raw_lock`` - PostgreSQL only: ``raw`` plus ``LOCK TABLE ... IN EXCLUSIVE MODE`` in each
                  transaction, as the library does to keep commit order = position order.
 
 Every variant gets a fresh store per repeat; the report gives medians over the repeats and
-the ratio ledger/raw. One extra, untimed-for-the-table, instrumented ledger run per store and
-mode splits the time into loads (repository.get, of which SQL), save (of which the recorder's
+the ratio ledger/raw. One extra instrumented ledger run per store and mode (not part of the
+medians) splits the time into loads (repository.get, of which SQL), save (of which the recorder's
 insert + commit) and the rest (domain decisions, receipts, unit of work, ledger code).
 """
 
@@ -236,6 +238,7 @@ class Probe:
         self._wrap(self.ledger.recorder, "select_events", "read_sql")
         self._wrap(self.ledger, "save", "save")
         self._wrap(self.ledger.recorder, "insert_events", "write_sql")
+        self.counts["read_sql_empty"] = 0
 
     def _wrap(self, obj: Any, name: str, label: str) -> None:
         inner = getattr(obj, name)
@@ -245,11 +248,15 @@ class Probe:
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             t0 = clock()
+            result = None
             try:
-                return inner(*args, **kwargs)
+                result = inner(*args, **kwargs)
+                return result
             finally:
                 self.totals[label] += clock() - t0
                 self.counts[label] += 1
+                if label == "read_sql" and not result:
+                    self.counts["read_sql_empty"] += 1
 
         setattr(obj, name, timed)
 
@@ -287,7 +294,18 @@ def run_ledger(url: str, commands: list[Any], mode: str, batch: int, *, profile:
         probe = Probe(ledger) if profile else None
         results = []
         t0 = time.perf_counter()
-        if mode == "single":
+        by_type: dict[str, list[float]] = {}  # type -> [count, seconds, reads, empty reads]
+        if mode == "single" and probe is not None:
+            clock, k = time.perf_counter, probe.counts
+            for command in commands:
+                t, reads, empty = clock(), k["read_sql"], k["read_sql_empty"]
+                results.append(ledger.apply([command]))
+                acc = by_type.setdefault(command.type, [0, 0.0, 0, 0])
+                acc[0] += 1
+                acc[1] += clock() - t
+                acc[2] += k["read_sql"] - reads
+                acc[3] += k["read_sql_empty"] - empty
+        elif mode == "single":
             for command in commands:
                 results.append(ledger.apply([command]))
         else:
@@ -301,7 +319,20 @@ def run_ledger(url: str, commands: list[Any], mode: str, batch: int, *, profile:
         groups = _read_back(ledger, positions)
         prof = None
         if probe is not None:
-            prof = {"seconds": seconds, "totals": dict(probe.totals), "counts": dict(probe.counts)}
+            prof = {
+                "seconds": seconds,
+                "totals": dict(probe.totals),
+                "counts": dict(probe.counts),
+                "by_type": {
+                    t: {
+                        "commands": int(n),
+                        "ms_per_command": secs / n * 1e3,
+                        "reads_per_command": reads / n,
+                        "empty_reads_per_command": empty / n,
+                    }
+                    for t, (n, secs, reads, empty) in by_type.items()
+                },
+            }
         return LedgerRun(seconds, groups, prof)
     finally:
         ledger.close()
@@ -325,7 +356,9 @@ def run_recorder(url: str, transactions: list[list[Row]]) -> float:
         t0 = time.perf_counter()
         for stored in batches:
             insert(stored)
-        return time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        assert (ledger.recorder.max_notification_id() or 0) == sum(map(len, batches))
+        return seconds
     finally:
         ledger.close()
 
@@ -342,7 +375,10 @@ def run_raw_sqlite(url: str, transactions: list[list[Row]]) -> float:
             conn.execute("BEGIN")
             conn.executemany(insert, rows)
             conn.execute("COMMIT")
-        return time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        table = insert.split()[2]
+        assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == sum(map(len, batches))
+        return seconds
     finally:
         conn.close()
 
@@ -357,7 +393,10 @@ def run_raw_postgres(url: str, transactions: list[list[Row]], *, lock: bool) -> 
                 if lock:
                     cur.execute(lock_table)
                 cur.executemany(insert, rows)
-        return time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        cur.execute(pg_sql.SQL("SELECT count(*) FROM {}").format(table))
+        assert cur.fetchone()[0] == sum(map(len, transactions))  # type: ignore[index]
+        return seconds
 
 
 # -- the benchmark -------------------------------------------------------------------------------
@@ -376,6 +415,7 @@ def machine_info(pg_admin: str | None) -> dict[str, Any]:
                 break
     info: dict[str, Any] = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "loadavg_start": _loadavg(),
         "nproc": os.cpu_count(),
         "cpu": cpu,
         "platform": platform.platform(),
@@ -404,11 +444,19 @@ def machine_info(pg_admin: str | None) -> dict[str, Any]:
     return info
 
 
+def _loadavg() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "-"
+
+
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    started = time.perf_counter()
     dicts = generate_story(args.commands, seed=args.seed, draft_words=args.draft_words)
     t0 = time.perf_counter()
     commands = [parse_command(d) for d in dicts]
@@ -504,6 +552,11 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
             for variant in ("recorder", "raw", "raw_lock"):
                 if variant in row:
                     row[f"ratio_vs_{variant}"] = row[variant]["median_seconds"] / ledger_s
+                    # Ledger and its baselines ran back to back in each repeat: paired ratios.
+                    paired = [b / a for a, b in zip(row["ledger"]["seconds"], row[variant]["seconds"])]
+                    row[f"ratio_vs_{variant}_per_repeat"] = paired
+            if "recorder" in row:
+                row["recorder_vs_raw"] = row["raw"]["median_seconds"] / row["recorder"]["median_seconds"]
             prof = profiles.get(key)
             if prof:
                 t, k = prof["totals"], prof["counts"]
@@ -519,9 +572,13 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                         "decide_other": (prof["seconds"] - load - save) / n * 1e3,
                     },
                     "reads_per_command": k["read_sql"] / n,
+                    "empty_reads_per_command": k["read_sql_empty"] / n,
                     "saves": k["save"],
+                    "by_type": prof["by_type"],
                 }
             rows.append(row)
+    info["loadavg_end"] = _loadavg()
+    info["wall_seconds"] = round(time.perf_counter() - started, 1)
     return {"machine": info, "workload": workload, "repeats": args.repeats, "results": rows, "skipped": skipped}
 
 
@@ -530,79 +587,105 @@ def _fmt(x: float) -> str:
     return f"{x:,.0f}"
 
 
+def _ratio(row: dict[str, Any], variant: str, *, bold: bool = False) -> str:
+    if f"ratio_vs_{variant}" not in row:
+        return "-"
+    med = f"{row[f'ratio_vs_{variant}']:.2f}x"
+    paired = row[f"ratio_vs_{variant}_per_repeat"]
+    spread = f" ({min(paired):.2f}-{max(paired):.2f})" if len(paired) > 1 else ""
+    return (f"**{med}**" if bold else med) + spread
+
+
+def _mode(row: dict[str, Any], batch: int) -> str:
+    return "1 cmd/txn" if row["mode"] == "single" else f"{batch} cmd/txn"
+
+
 def markdown(report: dict[str, Any], argv: list[str]) -> str:
     m, w = report["machine"], report["workload"]
+    batch = w["batch_size"]
     out = [
-        f"Command: `python benchmarks/bench_apply.py{' ' + ' '.join(argv) if argv else ''}`  ",
-        f"Date: {m['date']} (git {m['git_commit']})  ",
-        f"Machine: {m['nproc']} CPUs ({m['cpu']}), {m['platform']}, Python {m['python']}, "
+        f"- Command: `python benchmarks/bench_apply.py{' ' + ' '.join(argv) if argv else ''}`",
+        f"- Date: {m['date']} (git {m['git_commit']}); wall time {m['wall_seconds']} s; "
+        f"load average {m['loadavg_start']} at start, {m['loadavg_end']} at end",
+        f"- Machine: {m['nproc']} CPUs ({m['cpu']}), {m['platform']}, Python {m['python']}, "
         f"eventsourcing {m['eventsourcing']}, psycopg {m['psycopg']}, SQLite {m['sqlite']} "
-        f"(synchronous={m.get('sqlite_synchronous', '?')}, WAL)",
+        f"(WAL, synchronous={m.get('sqlite_synchronous', '?')})",
     ]
     if "postgres" in m:
         p = m["postgres"]
-        out[-1] += "  "
         out.append(
-            f"PostgreSQL {p['server_version']} on 127.0.0.1 (fsync={p['fsync']}, "
+            f"- PostgreSQL {p['server_version'].split()[0]} on 127.0.0.1 over TCP (fsync={p['fsync']}, "
             f"synchronous_commit={p['synchronous_commit']}, wal_sync_method={p['wal_sync_method']}, "
             f"shared_buffers={p['shared_buffers']})"
         )
     types = ", ".join(f"{t} {k}" for t, k in w["by_type"].items())
     out += [
+        f"- Workload: {w['commands']:,} commands on one story, {w['chapters']} chapters ({types}); "
+        f"drafts of {w['draft_words']:,} words; seed {w['seed']}. Commands are parsed before timing "
+        f"(parsing costs {w['parse_us_per_command']} us/command).",
+        f"- Medians of {report['repeats']} repeats, a fresh store for every variant and repeat. "
+        "Ratios are ledger throughput / baseline throughput; in brackets the range of per-repeat "
+        "ratios (ledger run and its baselines run back to back).",
         "",
-        f"Workload: {w['commands']:,} commands on one story ({w['chapters']} chapters; {types}); "
-        f"drafts of {w['draft_words']:,} words; batch size {w['batch_size']}; "
-        f"medians of {report['repeats']} repeats, fresh store per repeat and variant. "
-        f"Parsing (not timed below) costs {w['parse_us_per_command']} us/command.",
-        "",
-        "| Store | Mode | Txns | Events | Ledger cmd/s | Ledger events/s | Recorder cmd/s | Raw INSERT cmd/s "
-        "| Raw+LOCK cmd/s | Ledger/raw | Ledger/raw+LOCK | Ledger/recorder |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| Store | Mode | Txns | Events | Ledger cmd/s | Ledger events/s | Raw cmd/s | Raw events/s "
+        "| Ledger/raw | Raw+LOCK cmd/s | Ledger/raw+LOCK | Recorder cmd/s | Recorder/raw | Ledger/recorder |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in report["results"]:
-        led = r["ledger"]
-        out.append(
-            "| "
-            + " | ".join(
-                [
-                    r["store"],
-                    "1 cmd/txn" if r["mode"] == "single" else f"{w['batch_size']} cmd/txn",
-                    _fmt(r["transactions"]),
-                    _fmt(r["events"]),
-                    _fmt(led["commands_per_s"]),
-                    _fmt(led["events_per_s"]),
-                    _fmt(r["recorder"]["commands_per_s"]),
-                    _fmt(r["raw"]["commands_per_s"]),
-                    _fmt(r["raw_lock"]["commands_per_s"]) if "raw_lock" in r else "-",
-                    f"**{r['ratio_vs_raw']:.2f}x**",
-                    f"{r['ratio_vs_raw_lock']:.2f}x" if "ratio_vs_raw_lock" in r else "-",
-                    f"{r['ratio_vs_recorder']:.2f}x",
-                ]
-            )
-            + " |"
-        )
-    out += [
-        "",
-        "Raw and recorder events/s = their cmd/s x events/command (same rows). Ratios are "
-        "ledger throughput / baseline throughput (1.00x = as fast as the baseline).",
-    ]
+        led, raw = r["ledger"], r["raw"]
+        cells = [
+            r["store"],
+            _mode(r, batch),
+            _fmt(r["transactions"]),
+            _fmt(r["events"]),
+            _fmt(led["commands_per_s"]),
+            _fmt(led["events_per_s"]),
+            _fmt(raw["commands_per_s"]),
+            _fmt(raw["events_per_s"]),
+            _ratio(r, "raw", bold=True),
+            _fmt(r["raw_lock"]["commands_per_s"]) if "raw_lock" in r else "-",
+            _ratio(r, "raw_lock"),
+            _fmt(r["recorder"]["commands_per_s"]),
+            f"{r['recorder_vs_raw']:.2f}x",
+            _ratio(r, "recorder"),
+        ]
+        out.append("| " + " | ".join(cells) + " |")
     profiled = [r for r in report["results"] if "profile" in r]
     if profiled:
         out += [
             "",
-            "Where the ledger's time goes (one extra instrumented run per row; ms per command):",
+            "Where the ledger's time goes (one extra instrumented ledger run per row; ms per command):",
             "",
             "| Store | Mode | Instrumented cmd/s | Total | Loads (repository.get) | of which SQL | "
-            "Save | of which SQL + commit | Decide + rest | Reads/cmd |",
-            "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+            "Save | of which SQL + commit | Decide + rest | Reads/cmd | of which empty |",
+            "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
         ]
         for r in profiled:
             p, ms = r["profile"], r["profile"]["ms_per_command"]
             out.append(
-                f"| {r['store']} | {'1 cmd/txn' if r['mode'] == 'single' else str(w['batch_size']) + ' cmd/txn'} "
-                f"| {_fmt(p['commands_per_s'])} | {ms['total']:.3f} | {ms['load']:.3f} | {ms['load_sql']:.3f} "
-                f"| {ms['save']:.3f} | {ms['save_sql']:.3f} | {ms['decide_other']:.3f} | {p['reads_per_command']:.2f} |"
+                f"| {r['store']} | {_mode(r, batch)} | {_fmt(p['commands_per_s'])} | {ms['total']:.2f} "
+                f"| {ms['load']:.2f} | {ms['load_sql']:.2f} | {ms['save']:.2f} | {ms['save_sql']:.2f} "
+                f"| {ms['decide_other']:.2f} | {p['reads_per_command']:.2f} | {p['empty_reads_per_command']:.2f} |"
             )
+        singles = [r for r in profiled if r["mode"] == "single" and r["profile"]["by_type"]]
+        if singles:
+            stores = [r["store"] for r in singles]
+            out += [
+                "",
+                "Per command type, 1 cmd/txn (instrumented run; ms per command, SQL reads per command):",
+                "",
+                "| Command | Count | " + " | ".join(f"{s} ms | {s} reads (empty)" for s in stores) + " |",
+                "|---|--:|" + "--:|--:|" * len(stores),
+            ]
+            for t in singles[0]["profile"]["by_type"]:
+                cells = [t, str(singles[0]["profile"]["by_type"][t]["commands"])]
+                for r in singles:
+                    bt = r["profile"]["by_type"][t]
+                    cells += [
+                        f"{bt['ms_per_command']:.2f}",
+                        f"{bt['reads_per_command']:.2f} ({bt['empty_reads_per_command']:.2f})",
+                    ]
+                out.append("| " + " | ".join(cells) + " |")
     for store, reason in report["skipped"].items():
         out += ["", f"Skipped {store}: {reason}"]
     return "\n".join(out)
@@ -625,6 +708,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=2)
     parser.add_argument("--no-profile", dest="profile", action="store_false", help="skip the instrumented run")
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    parser.add_argument("--save-json", metavar="PATH", help="also write the JSON report to PATH")
     args = parser.parse_args(argv)
     args.commands = args.commands or (300 if args.quick else 2000)
     args.repeats = args.repeats or (1 if args.quick else 3)
@@ -634,6 +718,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"bad arguments (unknown stores: {sorted(unknown)})" if unknown else "counts must be >= 1")
 
     report = benchmark(args)
+    if args.save_json:
+        with open(args.save_json, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2, default=str)
     if args.format == "json":
         print(json.dumps(report, indent=2, default=str))
     else:

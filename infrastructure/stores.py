@@ -114,6 +114,8 @@ def store_config(url: str) -> StoreConfig:
             "POSTGRES_LOCK_TIMEOUT": "30",
             "POSTGRES_POOL_SIZE": "4",
             "POSTGRES_MAX_OVERFLOW": "4",
+            # Never the lock-free DB-function insert path: it breaks commit-order positions.
+            "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
         }
         return StoreConfig(url, env, display)
     raise CanonError("invalid_database_url", f"{display}: unsupported backend {backend!r} (use sqlite or postgresql)", "db")

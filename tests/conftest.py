@@ -105,3 +105,14 @@ def ledger(store_url: str) -> Iterator[CanonLedger]:
         yield app
     finally:
         app.close()
+
+
+@pytest.fixture
+def services(store_url: str):
+    from infrastructure.bootstrap import bootstrap
+
+    s = bootstrap(store_url)
+    try:
+        yield s
+    finally:
+        s.close()

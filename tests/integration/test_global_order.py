@@ -103,7 +103,7 @@ class _TailingReader(threading.Thread):
         self.join(timeout=5)
 
 
-def _lock_waiters(conn: psycopg.Connection[Any], table: str) -> list[tuple[str, bool]]:
+def _locks_on(conn: psycopg.Connection[Any], table: str) -> list[tuple[str, bool]]:
     """(mode, granted) of every lock on ``table`` in this database."""
     rows = conn.execute(
         "SELECT l.mode, l.granted FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
@@ -180,12 +180,12 @@ def test_a_later_command_waits_for_an_uncommitted_insert_and_readers_never_see_p
 
         with psycopg.connect(_libpq(pg_url), autocommit=True) as probe:
             # The holder has the EXCLUSIVE table lock and is idle in its transaction.
-            assert ("ExclusiveLock", True) in _lock_waiters(probe, EVENTS_TABLE)
+            assert ("ExclusiveLock", True) in _locks_on(probe, EVENTS_TABLE)
 
             # A later command, started now, must queue behind the lock, not commit ahead.
             later.start()
-            blocked = _wait_for(lambda: ("ExclusiveLock", False) in _lock_waiters(probe, EVENTS_TABLE), 2.0)
-            assert blocked, f"the later writer never waited for the table lock: {_lock_waiters(probe, EVENTS_TABLE)}"
+            blocked = _wait_for(lambda: ("ExclusiveLock", False) in _locks_on(probe, EVENTS_TABLE), 2.0)
+            assert blocked, f"the later writer never waited for the table lock: {_locks_on(probe, EVENTS_TABLE)}"
             assert later.is_alive() and "later" not in results
 
             # While the held insert is open, no read of the global log goes past it.
@@ -208,7 +208,7 @@ def test_a_later_command_waits_for_an_uncommitted_insert_and_readers_never_see_p
             assert not first.is_alive() and not later.is_alive()
             assert not errors, errors
             # Nobody holds or waits for the insert lock any more (readers' ACCESS SHARE aside).
-            assert not [lock for lock in _lock_waiters(probe, EVENTS_TABLE) if lock[0] == "ExclusiveLock"]
+            assert not [lock for lock in _locks_on(probe, EVENTS_TABLE) if lock[0] == "ExclusiveLock"]
     finally:
         release.set()
         first.join(timeout=10)

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import importlib
 import sys
+import threading
 import unittest
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -74,6 +76,30 @@ def _factory(url: str) -> InfrastructureFactory[Any]:
     return InfrastructureFactory.construct(Environment(CanonLedger.name, store_config(url).env))
 
 
+@contextmanager
+def _threads_finished_before_close(factory: InfrastructureFactory[Any]) -> Iterator[None]:
+    """Close the factory only once the test's own threads have stopped.
+
+    The library's ``test_concurrent_no_conflicts`` sets its readers' stop flag but never
+    joins them, so they can still be mid-query when the test returns. Closing the SQLite
+    datastore under a thread that is using one of its connections crashes the interpreter
+    (SIGSEGV in sqlite3); on PostgreSQL the readers would fail on a closed pool. Pool
+    workers are daemon threads and live until the close, so only non-daemon ones are waited
+    for."""
+    before = set(threading.enumerate())
+    try:
+        yield
+    finally:
+        started = [t for t in threading.enumerate() if t not in before and not t.daemon]
+        for thread in started:
+            thread.join(timeout=10)
+        still_running = [t.name for t in started if t.is_alive()]
+        if still_running:
+            # Leave the store open (leaking it) rather than crash the whole session.
+            raise AssertionError(f"threads still using the store after the test: {still_running}")
+        factory.close()
+
+
 # -- where the stores live ---------------------------------------------------------------------
 class _SQLiteStore:
     """A fresh SQLite file per test, in pytest's tmp dir."""
@@ -85,10 +111,8 @@ class _SQLiteStore:
         self.url = f"sqlite:///{tmp_path / 'canon.db'}"
         self.factory = _factory(self.url)
         assert isinstance(self.factory, SQLiteFactory)
-        try:
+        with _threads_finished_before_close(self.factory):
             yield
-        finally:
-            self.factory.close()
 
 
 @pytest.mark.postgres
@@ -104,10 +128,8 @@ class _PostgresStore:
             self.url = url
             self.factory = _factory(url)
             assert isinstance(self.factory, PostgresFactory)
-            try:
+            with _threads_finished_before_close(self.factory):
                 yield
-            finally:
-                self.factory.close()
         finally:
             drop_database(url, admin)
 

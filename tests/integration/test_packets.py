@@ -1,0 +1,173 @@
+"""Packets on both stores: seed acceptance, confirmed canon only, progressions, budgets."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from application.packets.compiler import PacketError
+from application.packets.recipes import Request
+from application.parsing import parse_command, parse_line
+from domain.errors import CanonError, NotFound
+from infrastructure.demo import STORY, sample_commands
+
+MARKERS = ("DRAFT-REJECTED-MARKER", "REJECTED-PROPOSAL-MARKER", "UNCONFIRMED-PROPOSAL-MARKER", "DRAFT-PENDING-MARKER")
+ROLES = ("planner", "writer", "qa", "summarizer", "chat")
+
+
+@pytest.fixture
+def demo(services):
+    results = services.ledger.apply([parse_line(line) for line in sample_commands()])
+    assert all(r.status == "applied" for r in results)
+    return services
+
+
+def _apply(services, *commands):
+    results = services.ledger.apply([parse_command({"story_id": STORY, **c}) for c in commands])
+    assert all(r.status == "applied" for r in results), [r.as_dict() for r in results]
+    return results
+
+
+def _included(packet):
+    return [i for i in packet.items if i.status != "dropped"]
+
+
+def test_chapter_5_writer_packet_cites_canon_confirmed_in_chapter_1(demo):
+    confirmed_in_ch1 = {
+        (e.data["kind"], e.data["key"]): e.position
+        for e in demo.ledger.history(story_id=STORY)
+        if e.type == "CanonEntry.Established" and e.data["version"]["proposal_id"] in
+        ("p-rule-lamps", "p-rule-curfew", "p-osk", "p-quay", "p-ledger", "p-theft")
+    }
+    assert len(confirmed_in_ch1) == 6
+    packet = demo.packets.packet(Request(STORY, "writer", 5))
+    cited = {(i.kind, i.key): set(i.sources) for i in _included(packet)}
+    for (kind, key), position in confirmed_in_ch1.items():
+        assert position in cited.get((kind, key), set()), f"{kind} {key} (event {position}) not cited"
+    # Ilse is seen as of chapter 5: the chapter-4 revision, with her chapter-1 self as history.
+    ilse = next(i for i in _included(packet) if i.kind == "character" and i.key == "ilse")
+    assert "Licensed lamplighter" in ilse.text
+    assert any(i.kind == "history" and "Apprentice" in i.text for i in _included(packet))
+    assert {"P0", "P1", "P2", "P3"} <= {i.tier for i in _included(packet)}
+
+
+def test_no_draft_or_unconfirmed_text_in_any_packet(demo):
+    for role in ROLES:
+        for chapter in range(1, 6):
+            try:
+                packet = demo.packets.packet(Request(STORY, role, chapter, budget=100_000))
+            except NotFound:
+                assert role == "summarizer" and chapter == 5  # chapter 5 has no accepted text
+                continue
+            body = packet.to_json()
+            assert not any(m in body for m in MARKERS), (role, chapter)
+
+
+def test_a_revision_applies_from_its_valid_from_chapter(demo):
+    _apply(demo,
+           {"type": "plan_chapter", "command_id": "r1", "chapter": 8, "volume": 1, "goals": ["g"]},
+           {"type": "add_scene_card", "command_id": "r2", "chapter": 8, "scene_id": "8a", "summary": "s",
+            "characters": ["oskar"], "locations": [], "threads": [], "callbacks": [], "items": []},
+           {"type": "propose_canon", "command_id": "r3", "proposal_id": "p-osk-dead", "kind": "character",
+            "key": "oskar", "name": "Oskar Venn", "aliases": [], "text": "Drowned at the flood gate.",
+            "fields": {"status": "dead"}, "valid_from": 7},
+           {"type": "confirm_canon", "command_id": "r4", "proposal_id": "p-osk-dead"})
+    at5 = demo.packets.packet(Request(STORY, "writer", 5))
+    at8 = demo.packets.packet(Request(STORY, "writer", 8))
+    oskar5 = next(i for i in _included(at5) if i.key == "oskar" and i.kind == "character")
+    oskar8 = next(i for i in _included(at8) if i.key == "oskar" and i.kind == "character")
+    assert "half-blind" in oskar5.text and "Drowned" not in oskar5.text
+    assert "Drowned" in oskar8.text
+
+
+def test_same_position_same_bytes_and_one_packet_issued_event(demo):
+    first = demo.packets.packet(Request(STORY, "writer", 5))
+    position = demo.ledger.position()
+    again = demo.packets.packet(Request(STORY, "writer", 5))
+    assert again.to_json() == first.to_json() and again.packet_id == first.packet_id
+    assert demo.ledger.position() == position  # the same packet is recorded once
+    record = demo.ledger.packet_record(first.packet_id)
+    assert record is not None and record.hash == first.hash and record.position == first.position
+    # A draft is not canon: submitting one changes no packet byte.
+    _apply(demo, {"type": "submit_draft", "command_id": "dd", "chapter": 5, "draft_id": "d5-b", "text": "new draft"})
+    assert demo.packets.packet(Request(STORY, "writer", 5)).to_json() == first.to_json()
+
+
+def test_read_your_writes_without_waiting(demo):
+    [result] = _apply(demo, {"type": "record_chapter_summary", "command_id": "s5", "chapter": 5, "text": "FRESH-SUMMARY"})
+    before = demo.ledger.position() - 2  # the summary event and its receipt
+    packet = demo.packets.packet(Request(STORY, "chat", 5), after=result.position)
+    summary = next(i for i in _included(packet) if "FRESH-SUMMARY" in i.text)
+    assert before < summary.sources[0] <= packet.position <= result.position
+
+
+def test_hidden_chain_nodes_never_leak_before_their_chapter(demo):
+    _apply(demo,
+           {"type": "propose_canon", "command_id": "c1", "proposal_id": "p-chain", "kind": "development_chain",
+            "key": "who-took-it", "name": "Who took lamp 33", "aliases": [], "text": "Foreshadow to payoff.",
+            "fields": {"nodes": [{"id": "silt", "kind": "foreshadow", "text": "Silt on the boots."},
+                                 {"id": "hobb", "kind": "payoff", "text": "SECRET-HOBB-REVEAL", "hidden_until": 9}]},
+            "valid_from": 1},
+           {"type": "confirm_canon", "command_id": "c2", "proposal_id": "p-chain"},
+           {"type": "plan_chapter", "command_id": "c3", "chapter": 9, "volume": 1, "goals": ["reveal"]})
+    early = demo.packets.packet(Request(STORY, "writer", 5, budget=100_000))
+    assert "SECRET-HOBB-REVEAL" not in early.to_json()
+    hidden = next(i for i in early.items if i.key == "who-took-it/hobb")
+    assert hidden.status == "dropped" and "hidden until chapter 9" in hidden.reason
+    assert any(i.key == "who-took-it/silt" and i.status == "included" for i in early.items)
+    late = demo.packets.packet(Request(STORY, "writer", 9, budget=100_000))
+    assert any(i.key == "who-took-it/hobb" and i.status == "included" for i in late.items)
+
+
+def test_budget_edge_cases(demo):
+    with pytest.raises(PacketError) as zero:
+        demo.packets.packet(Request(STORY, "writer", 5, budget=0))
+    assert zero.value.code == "p0_exceeds_budget" and "budget is 0" in zero.value.message
+    full = demo.packets.packet(Request(STORY, "writer", 5, budget=100_000))
+    p0 = sum(i.tokens for i in full.items if i.tier == "P0")
+    with pytest.raises(PacketError) as small:
+        demo.packets.packet(Request(STORY, "writer", 5, budget=p0 - 1))
+    assert f"need {p0} tokens" in small.value.message
+    exact = demo.packets.packet(Request(STORY, "writer", 5, budget=p0))
+    assert exact.used_tokens == p0 and all(i.status == "dropped" for i in exact.items if i.tier != "P0")
+    # An item larger than the room left is trimmed, never overflowing the budget.
+    ilse = next(i for i in full.items if i.key == "ilse" and i.kind == "character")
+    tight = demo.packets.packet(Request(STORY, "writer", 5, budget=p0 + ilse.tokens - 10))
+    trimmed = next(i for i in tight.items if i.key == "ilse" and i.kind == "character")
+    assert trimmed.status == "trimmed" and trimmed.tokens <= ilse.tokens - 10 and trimmed.text.endswith("…")
+    assert tight.used_tokens <= tight.budget
+    for packet in (full, exact, tight):
+        assert packet.used_tokens == sum(i.tokens for i in packet.items if i.status != "dropped") <= packet.budget
+        assert all(i.reason and i.status in ("included", "trimmed", "dropped") for i in packet.items)
+
+
+@pytest.mark.parametrize(
+    ("request_", "code"),
+    [
+        (Request("ghost", "writer", 5), "unknown_story"),
+        (Request(STORY, "editor", 5), "unknown_role"),
+        (Request(STORY, "writer", 42), "unknown_chapter"),
+        (Request(STORY, "writer", 5, scene="zz"), "unknown_scene"),
+        (Request(STORY, "writer", 0), "chapter_must_be_positive"),
+        (Request(STORY, "writer", 5, budget=-1), "budget_must_not_be_negative"),
+        (Request(STORY, "summarizer", 5), "chapter_has_no_accepted_text"),
+    ],
+)
+def test_bad_packet_requests_are_structured_errors_and_record_nothing(demo, request_, code):
+    demo.packets.packet(Request(STORY, "writer", 1))  # catch up first: the position must not move below
+    position = demo.ledger.position()
+    with pytest.raises(CanonError) as e:
+        demo.packets.packet(request_)
+    assert e.value.code == code and e.value.message
+    assert demo.ledger.position() == position
+
+
+def test_packet_json_has_the_contract_fields(demo):
+    packet = json.loads(demo.packets.packet(Request(STORY, "qa", 3)).to_json())
+    assert {"packet_id", "story_id", "role", "chapter", "position", "budget", "used_tokens", "hash", "items",
+            "stages"} <= set(packet)
+    for item in packet["items"]:
+        assert {"tier", "kind", "key", "text", "tokens", "status", "reason", "sources"} <= set(item)
+    assert [s["step"] for s in packet["stages"]] == ["scene-keys", "l0-recall", "l1-retrieval", "wiki", "budget"]
+    assert all(s["status"] in ("active", "done", "skipped", "error") and s["detail"] for s in packet["stages"])
