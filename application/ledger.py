@@ -70,22 +70,23 @@ class CanonLedger(Application):
     def _apply_one(self, index: int, item: CommandOrError) -> CommandResult:
         if isinstance(item, CanonError):
             return CommandResult(index, "rejected", error=item)
+        # The receipt is only read when something goes wrong: on the happy path its unique
+        # (id, version 1) row already makes a second save of the same command fail.
         for attempt in range(self.max_attempts):
             uow = UnitOfWork(self.repository)
-            earlier = self._receipt_verdict(index, item, uow)
-            if earlier is not None:
-                return earlier
             try:
                 self._decide(item, uow)
             except CanonError as e:
-                return CommandResult(index, "rejected", item.command_id, item.type, error=e)
+                # A retry can be refused by its own earlier success ("chapter already planned").
+                earlier = self._receipt_verdict(index, item, UnitOfWork(self.repository))
+                return earlier or CommandResult(index, "rejected", item.command_id, item.type, error=e)
             try:
                 recordings = self.save(*uow.pending())
             except IntegrityError:
-                # Lost a race. If it was our own retry that won, say so; else decide again.
-                settled = self._receipt_verdict(index, item, UnitOfWork(self.repository))
-                if settled is not None:
-                    return settled
+                # Lost a race, or this command was applied before. The receipt tells which.
+                earlier = self._receipt_verdict(index, item, UnitOfWork(self.repository))
+                if earlier is not None:
+                    return earlier
                 self._back_off(attempt)
                 continue
             position = max(r.notification.id for r in recordings)
@@ -93,21 +94,25 @@ class CanonLedger(Application):
         return self._conflict(index, item)
 
     def _apply_atomically(self, items: Sequence[CommandOrError]) -> list[CommandResult]:
+        careful = False  # after a failed save, read every receipt first
         for attempt in range(self.max_attempts):
             uow = UnitOfWork(self.repository)
             decided: list[CommandResult] = []
+            in_batch: dict[str, Command] = {}
             for index, item in enumerate(items, start=1):
                 if isinstance(item, CanonError):
                     decided.append(CommandResult(index, "rejected", error=item))
                     continue
-                verdict = self._receipt_verdict(index, item, uow)
-                if verdict is not None:
-                    decided.append(verdict)
+                earlier = self._batch_verdict(index, item, in_batch, uow if careful else None)
+                if earlier is not None:
+                    decided.append(earlier)
                     continue
+                in_batch[item.command_id] = item
                 try:
                     self._decide(item, uow)
                 except CanonError as e:
-                    decided.append(CommandResult(index, "rejected", item.command_id, item.type, error=e))
+                    earlier = self._receipt_verdict(index, item, UnitOfWork(self.repository))
+                    decided.append(earlier or CommandResult(index, "rejected", item.command_id, item.type, error=e))
                     continue
                 decided.append(CommandResult(index, "applied", item.command_id, item.type))
             if any(not r.ok for r in decided):
@@ -121,6 +126,7 @@ class CanonLedger(Application):
             try:
                 recordings = self.save(*pending)
             except IntegrityError:
+                careful = True
                 self._back_off(attempt)
                 continue
             # One transaction: every command in it becomes visible at the same position.
@@ -135,6 +141,16 @@ class CanonLedger(Application):
             self._conflict(index, item) if not isinstance(item, CanonError) else CommandResult(index, "rejected", error=item)
             for index, item in enumerate(items, start=1)
         ]
+
+    def _batch_verdict(self, index: int, command: Command, in_batch: dict[str, Command],
+                       uow: UnitOfWork | None) -> CommandResult | None:
+        """A command id seen earlier in this batch, or (when ``uow`` is given) in the store."""
+        twin = in_batch.get(command.command_id)
+        if twin is not None:
+            if twin.digest() != command.digest():
+                return self._reused(index, command, twin.type)
+            return CommandResult(index, "duplicate", command.command_id, command.type)
+        return self._receipt_verdict(index, command, uow) if uow is not None else None
 
     @staticmethod
     def _decide(command: Command, uow: UnitOfWork) -> None:
@@ -152,13 +168,17 @@ class CanonLedger(Application):
         if receipt is None:
             return None
         if receipt.digest != command.digest():
-            error = RuleViolated(
-                "command_id_must_identify_one_command",
-                f"command_id {command.command_id!r} was already used by a different {receipt.command_type} command",
-                "command_id",
-            )
-            return CommandResult(index, "rejected", command.command_id, command.type, error=error)
+            return CanonLedger._reused(index, command, receipt.command_type)
         return CommandResult(index, "duplicate", command.command_id, command.type)
+
+    @staticmethod
+    def _reused(index: int, command: Command, earlier_type: str) -> CommandResult:
+        error = RuleViolated(
+            "command_id_must_identify_one_command",
+            f"command_id {command.command_id!r} was already used by a different {earlier_type} command",
+            "command_id",
+        )
+        return CommandResult(index, "rejected", command.command_id, command.type, error=error)
 
     def _conflict(self, index: int, command: Command) -> CommandResult:
         error = CanonError(

@@ -7,11 +7,13 @@ the same thing collide on the store's unique (id, version=1) instead of both win
 
 from __future__ import annotations
 
+from functools import lru_cache
 from uuid import UUID, uuid5
 
 NAMESPACE = UUID("6f1c2c5e-3b7a-4c56-9a39-0c7e8f0b7a11")
 
 
+@lru_cache(maxsize=65536)
 def _id(*parts: object) -> UUID:
     return uuid5(NAMESPACE, "\x1f".join(str(p) for p in parts))
 

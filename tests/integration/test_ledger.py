@@ -128,3 +128,23 @@ def test_history_filters_by_story_and_reads_in_global_order(ledger: CanonLedger)
     late = list(ledger.history(story_id="b", start=only_b[-1].position))
     assert late and late[0].story_id == "b"
     json.dumps([e.data for e in everything], default=str)
+
+
+def test_atomic_batch_with_the_same_command_twice_applies_it_once(ledger: CanonLedger) -> None:
+    _story(ledger)
+    summary = _cmd(type="record_chapter_summary", command_id="sum-1", story_id="s1", chapter=1, text="once")
+    results = ledger.apply([summary, summary], atomic=True)
+    assert [r.status for r in results] == ["applied", "duplicate"]
+    assert sum(e.type == "Chapter.SummaryRecorded" for e in ledger.history()) == 1
+    other = _cmd(type="record_chapter_summary", command_id="sum-2", story_id="s1", chapter=1, text="a")
+    clash = _cmd(type="record_chapter_summary", command_id="sum-2", story_id="s1", chapter=1, text="b")
+    before = ledger.position()
+    assert [r.status for r in ledger.apply([other, clash], atomic=True)] == ["not_applied", "rejected"]
+    assert ledger.position() == before
+
+
+def test_a_re_applied_command_that_its_own_success_would_refuse_is_a_duplicate(ledger: CanonLedger) -> None:
+    _story(ledger)
+    again = _cmd(type="plan_chapter", command_id="s1-ch1", story_id="s1", chapter=1, volume=1, goals=["x"])
+    assert [r.status for r in ledger.apply([again])] == ["duplicate"]
+    assert [r.status for r in ledger.apply([again], atomic=True)] == ["duplicate"]
