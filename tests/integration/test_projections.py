@@ -1,0 +1,126 @@
+"""Projection specs: the same events twice change nothing; the compiler cannot see drafts."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from sqlalchemy import event
+
+from application.packets.recipes import Request
+from application.parsing import parse_line
+from infrastructure.demo import STORY, sample_commands
+from projections.canon_tables import canon_tables
+from projections.checksum import table_checksum
+from projections.sql_ops import execute
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_delivering_the_same_events_twice_leaves_the_tables_unchanged(services) -> None:
+    services.ledger.apply([parse_line(line) for line in sample_commands()])
+    services.canon.catch_up()
+    projection = services.canon.projection
+    tables = projection.t
+    events = services.ledger.read(1, 100_000, None, projection.topics)
+    with services.canon.write_engine.begin() as conn:
+        caught_up = table_checksum(conn, tables.all())
+    with services.canon.write_engine.begin() as conn:
+        execute(conn, projection.ops(events))
+    with services.canon.write_engine.begin() as conn:
+        once_more = table_checksum(conn, tables.all())
+    with services.canon.write_engine.begin() as conn:
+        for position_event in events:  # and each event delivered twice in a row
+            execute(conn, projection.ops([position_event]))
+            execute(conn, projection.ops([position_event]))
+    with services.canon.write_engine.begin() as conn:
+        doubled = table_checksum(conn, tables.all())
+    assert caught_up == once_more == doubled
+
+
+def test_the_checksum_sees_a_changed_row(services) -> None:
+    services.ledger.apply([parse_line(line) for line in sample_commands()])
+    services.canon.catch_up()
+    tables = services.canon.projection.t
+    with services.canon.write_engine.begin() as conn:
+        before = table_checksum(conn, tables.all())
+        conn.execute(tables.canon.update().where(tables.canon.c.key == "ilse").values(text="tampered"))
+        assert table_checksum(conn, tables.all()) != before
+
+
+def test_catch_up_is_exactly_once_and_resumes(services) -> None:
+    lines = sample_commands()
+    services.ledger.apply([parse_line(line) for line in lines[:20]])
+    first = services.canon.catch_up()
+    assert first == services.ledger.position()
+    assert services.canon.catch_up() == first  # nothing new: nothing done
+    services.ledger.apply([parse_line(line) for line in lines[20:]])
+    services.canon.catch_up()
+    with services.canon.write_engine.begin() as conn:
+        incremental = table_checksum(conn, services.canon.projection.t.all())
+    # A fresh set of tables built in one go from the whole log matches the incremental build.
+    fresh = canon_tables(version=99)
+    fresh.metadata.create_all(services.canon.write_engine)
+    projection = type(services.canon.projection)(fresh, services.canon.projection.tokens)
+    with services.canon.write_engine.begin() as conn:
+        execute(conn, projection.ops(services.ledger.read(1, 100_000, None, projection.topics)))
+        assert table_checksum(conn, fresh.all()) == incremental
+
+
+PACKET_PATH = ["application/packets", "projections/canon_view.py", "projections/canon_tables.py"]
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+def test_the_packet_path_cannot_reach_drafts_or_proposals_by_import() -> None:
+    files = [p for entry in PACKET_PATH for p in ((ROOT / entry).rglob("*.py") if (ROOT / entry).is_dir() else [ROOT / entry])]
+    assert files
+    for path in files:
+        imported = _imports(path)
+        assert "projections.authoring" not in imported, path
+        assert not any(m in imported for m in ("domain.draft", "eventsourcing.application")), path
+        text = path.read_text()
+        assert "authoring_" not in text and "stored_events" not in text, path
+
+
+def test_compiling_a_packet_reads_only_canon_tables(services) -> None:
+    services.ledger.apply([parse_line(line) for line in sample_commands()])
+    services.canon.catch_up()
+    services.authoring.catch_up()
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+        seen.append(statement)
+
+    engine = services.packets.reader.engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        with services.packets.reader.snapshot() as snap:
+            from application.packets.compiler import compile_packet
+
+            for role, chapter in [("writer", 5), ("planner", 5), ("qa", 3), ("summarizer", 4), ("chat", 5)]:
+                compile_packet(snap, Request(STORY, role, chapter, budget=100_000), services.packets.tokens)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert seen
+    canon_names = {t.name for t in services.canon.projection.t.all()}
+    for statement in (s for s in seen if s.strip().upper() != "BEGIN"):
+        lowered = statement.lower()
+        assert "authoring_" not in lowered and "stored_events" not in lowered and "canonledger_events" not in lowered
+        assert any(name in statement for name in canon_names), statement
+    # The authoring model does hold the draft text: the boundary, not absence, keeps it out.
+    from sqlalchemy import select
+
+    from projections.authoring import drafts
+
+    with services.authoring.read_engine.begin() as conn:
+        texts = [r.text for r in conn.execute(select(drafts.c.text))]
+    assert any("DRAFT-REJECTED-MARKER" in t for t in texts)

@@ -1,0 +1,146 @@
+"""Property: over random histories, no unconfirmed or rejected text ever reaches a packet,
+and every confirmed fact a scene card asks for is there when the budget allows.
+
+Every proposal and draft text carries a unique marker. The history mixes proposals,
+confirmations, rejections, revisions (later valid_from), drafts, acceptances and draft
+rejections in random order; the domain refuses what is illegal (confirming a rejected
+proposal, accepting a rejected draft), and the model below follows only what was applied.
+200 examples by default; HYPOTHESIS_PROFILE=long runs 1,000.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from application.packets.recipes import Request
+from application.parsing import parse_command
+from infrastructure.bootstrap import bootstrap
+
+settings.register_profile("default", max_examples=200, deadline=None,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+settings.register_profile("long", max_examples=1000, deadline=None,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+CHAPTERS = 4
+TAGGABLE = {"character": "characters", "location": "locations", "thread": "threads", "item": "items"}
+KINDS = (*TAGGABLE, "world_rule", "timeline_event")
+ROLES = ("planner", "writer", "qa", "summarizer", "chat")
+
+proposal = st.tuples(st.sampled_from(KINDS), st.integers(0, 2), st.integers(1, CHAPTERS),
+                     st.sampled_from(["confirm", "reject", "pending", "reject-then-confirm"]))
+draft = st.tuples(st.integers(1, CHAPTERS), st.sampled_from(["accept", "reject", "pending", "reject-then-accept"]))
+history = st.tuples(st.lists(proposal, min_size=1, max_size=12), st.lists(draft, max_size=6), st.randoms(use_true_random=False))
+
+
+@dataclass
+class Model:
+    story: str
+    commands: list[dict] = field(default_factory=list)
+    forbidden: set[str] = field(default_factory=set)
+    proposals: dict[str, tuple[str, str, int, str]] = field(default_factory=dict)  # pid -> kind, key, valid_from, marker
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory):
+    s = bootstrap(f"sqlite:///{tmp_path_factory.mktemp('prop') / 'canon.db'}")
+    yield s
+    s.close()
+
+
+def _marker(kind: str) -> str:
+    return f"MK{kind}{uuid.uuid4().hex[:12]}"
+
+
+def _apply(services, story: str, command: dict) -> str:
+    [result] = services.ledger.apply([parse_command({"story_id": story, "command_id": uuid.uuid4().hex, **command})])
+    assert result.status in ("applied", "rejected"), result.as_dict()
+    if result.status == "rejected":
+        assert result.error.code in ("rejected_proposal_cannot_be_confirmed", "rejected_draft_cannot_be_accepted"), result.as_dict()
+    return result.status
+
+
+@given(history)
+def test_packets_hold_only_confirmed_canon(services, spec) -> None:
+    proposals, drafts, rnd = spec
+    story = "prop-" + uuid.uuid4().hex[:10]
+    _apply(services, story, {"type": "start_story", "title": "P", "style_guardrails": ["g"], "output_contract": "md"})
+    for n in range(1, CHAPTERS + 1):
+        _apply(services, story, {"type": "plan_chapter", "chapter": n, "volume": 1, "goals": [f"goal {n}"]})
+
+    # Build every step, then interleave them randomly, keeping each item's own order.
+    steps: list[list[tuple[str, dict, str | None]]] = []
+    for i, (kind, k, valid_from, fate) in enumerate(proposals):
+        pid, marker = f"p{i}", _marker("P")
+        seq = [("propose", {"type": "propose_canon", "proposal_id": pid, "kind": kind, "key": f"{kind}-{k}",
+                            "name": f"{kind} {k}", "aliases": [], "text": marker, "fields": {}, "valid_from": valid_from},
+                (pid, kind, f"{kind}-{k}", valid_from, marker))]
+        if fate in ("reject", "reject-then-confirm"):
+            seq.append(("reject", {"type": "reject_canon", "proposal_id": pid, "reason": "no"}, None))
+        if fate in ("confirm", "reject-then-confirm"):
+            seq.append(("confirm", {"type": "confirm_canon", "proposal_id": pid}, pid))
+        steps.append(seq)
+    for j, (chapter, fate) in enumerate(drafts):
+        did, marker = f"d{j}", _marker("D")
+        seq = [("submit", {"type": "submit_draft", "chapter": chapter, "draft_id": did, "text": marker}, marker)]
+        if fate in ("reject", "reject-then-accept"):
+            seq.append(("reject_draft", {"type": "reject_draft", "draft_id": did, "reason": "no"}, None))
+        if fate in ("accept", "reject-then-accept"):
+            seq.append(("accept", {"type": "accept_draft", "draft_id": did}, marker))
+        steps.append(seq)
+
+    unconfirmed: dict[str, str] = {}  # pid -> marker, until a confirmation is applied
+    confirmed: list[tuple[str, str, int, str]] = []  # kind, key, valid_from, marker, in confirmation order
+    info: dict[str, tuple[str, str, int, str]] = {}
+    draft_markers: dict[str, bool] = {}  # marker -> accepted
+    while any(steps):
+        seq = rnd.choice([s for s in steps if s])
+        action, command, extra = seq.pop(0)
+        status = _apply(services, story, command)
+        if action == "propose":
+            pid, kind, key, valid_from, marker = extra
+            info[pid] = (kind, key, valid_from, marker)
+            unconfirmed[pid] = marker
+        elif action == "confirm" and status == "applied":
+            confirmed.append(info[extra])
+            unconfirmed.pop(extra)
+        elif action == "submit":
+            draft_markers[extra] = False
+        elif action == "accept" and status == "applied":
+            draft_markers[extra] = True
+
+    # Scene cards tag what was confirmed (tags of unconfirmed keys are refused by the domain).
+    confirmed_keys = sorted({(kind, key) for kind, key, _, _ in confirmed if kind in TAGGABLE})
+    tagged: dict[int, list[tuple[str, str]]] = {}
+    for n in range(1, CHAPTERS + 1):
+        chosen = [ck for ck in confirmed_keys if rnd.random() < 0.6]
+        tagged[n] = chosen
+        tags = {name: [key for kind, key in chosen if TAGGABLE[kind] == name] for name in TAGGABLE.values()}
+        _apply(services, story, {"type": "add_scene_card", "chapter": n, "scene_id": f"s{n}", "summary": "scene",
+                                 "callbacks": [], **tags})
+
+    forbidden = set(unconfirmed.values()) | {m for m, accepted in draft_markers.items() if not accepted}
+    for n in range(1, CHAPTERS + 1):
+        for role in ROLES:
+            if role == "summarizer" and not any(draft_markers.get(m) for m in draft_markers):
+                continue
+            try:
+                packet = services.packets.packet(Request(story, role, n, budget=1_000_000), record=False)
+            except Exception as e:  # only "no accepted text" is an acceptable refusal here
+                assert getattr(e, "code", None) == "chapter_has_no_accepted_text", e
+                continue
+            body = packet.to_json()
+            leaked = [m for m in forbidden if m in body]
+            assert not leaked, (role, n, leaked)
+            if role == "writer":
+                for kind, key in tagged[n]:
+                    in_force = [c for c in confirmed if (c[0], c[1]) == (kind, key) and c[2] <= n]
+                    if in_force:
+                        latest = max(range(len(in_force)), key=lambda i: (in_force[i][2], i))
+                        assert in_force[latest][3] in body, (kind, key, n)
