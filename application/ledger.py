@@ -27,7 +27,7 @@ from domain import ids
 from domain.commands import Command
 from domain.errors import CanonError, RuleViolated
 from domain.packet_log import PacketRecord
-from domain.receipt import CommandReceipt
+from domain.receipt import CommandReceipt, event_ref
 
 CommandOrError = Command | CanonError
 
@@ -154,11 +154,18 @@ class CanonLedger(Application):
 
     @staticmethod
     def _decide(command: Command, uow: UnitOfWork) -> None:
+        before = uow.pending_counts()
         handle(command, uow)
+        produced = [
+            event_ref(a.id, e.originator_version)
+            for a in uow.pending()
+            for e in a.pending_events[before.get(a.id, 0):]
+        ]
         story = getattr(command, "story_id", None)
         uow.add(
             CommandReceipt(
-                command_id=command.command_id, command_type=command.type, story_id=story, digest=command.digest()
+                command_id=command.command_id, command_type=command.type, story_id=story,
+                digest=command.digest(), events=produced,
             )
         )
 

@@ -39,3 +39,7 @@ class UnitOfWork:
         """Changed aggregates, in the order they were first changed (the log reads causally)."""
         changed = [a for a in self._seen.values() if a is not None and a.pending_events]
         return sorted(changed, key=lambda a: a.pending_events[0].timestamp)
+
+    def pending_counts(self) -> dict[UUID, int]:
+        """How many events each aggregate has pending: what a command adds is what comes after."""
+        return {i: len(a.pending_events) for i, a in self._seen.items() if a is not None}

@@ -1,46 +1,63 @@
-"""Wires the adapters: one call gives the ledger, its projections and the packet service."""
+"""Wires the adapters: one call gives the ledger, its read models and the packet service."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.engine import Connection
 
 from application.ledger import CanonLedger
 from application.packets.service import PacketService
 from infrastructure.read_store import engines
 from infrastructure.stores import StoreConfig, resolve_url, schema_lock, store_config
 from infrastructure.tokenizer import token_counter
-from projections import authoring
+from projections import authoring, canon_tables
 from projections.canon import CanonProjection
-from projections.canon_tables import VERSION, canon_tables
 from projections.canon_view import SqlCanonReader
-from projections.runner import ProjectionRunner
+from projections.read_models import ProjectionSpec, ReadModels
+from projections.runner import PAGE_SIZE
+
+
+def canon_spec(tokens: Any) -> ProjectionSpec:
+    return ProjectionSpec("canon", canon_tables.VERSION, canon_tables.canon_tables,
+                          lambda tables: CanonProjection(tables, tokens))
+
+
+AUTHORING = ProjectionSpec("authoring", authoring.VERSION, authoring.authoring_tables, authoring.AuthoringProjection)
 
 
 @dataclass
 class Services:
     config: StoreConfig
     ledger: CanonLedger
-    canon: ProjectionRunner
-    authoring: ProjectionRunner
+    canon: ReadModels
+    authoring: ReadModels
     packets: PacketService
+
+    @property
+    def read_models(self) -> dict[str, ReadModels]:
+        return {"canon": self.canon, "authoring": self.authoring}
 
     def close(self) -> None:
         self.canon.write_engine.dispose()
-        self.authoring.write_engine.dispose()
         self.ledger.close()
 
 
-def bootstrap(url: str | None = None) -> Services:
+def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE) -> Services:
     config = store_config(resolve_url(url))
     tokens = token_counter()
     with schema_lock(config):
         ledger = CanonLedger(env=config.env)
         read, write = engines(config)
-        tables = canon_tables(VERSION)
-        canon = ProjectionRunner(CanonProjection(tables, tokens), tables.metadata, VERSION, ledger, write, read)
-        authoring_runner = ProjectionRunner(authoring.AuthoringProjection(), authoring.metadata, authoring.VERSION,
-                                            ledger, write, read)
+        canon = ReadModels(canon_spec(tokens), ledger, write, read, page_size)
+        authoring_models = ReadModels(AUTHORING, ledger, write, read, page_size)
         canon.setup()
-        authoring_runner.setup()
-    packets = PacketService(ledger, canon.catch_up, SqlCanonReader(read, tables), tokens)
-    return Services(config, ledger, canon, authoring_runner, packets)
+        authoring_models.setup()
+
+    def active_canon(conn: Connection) -> tuple[Any, str]:
+        build = canon.active(conn)
+        return canon.tables(build), canon.runner(build).tracking_name
+
+    packets = PacketService(ledger, canon.catch_up, SqlCanonReader(read, active_canon), tokens)
+    return Services(config, ledger, canon, authoring_models, packets)

@@ -116,11 +116,14 @@ class CanonProjection:
         fields = v.get("fields") or {}
         text, tokens = self._text(r.canon_version(e.kind, e.key, v))
         key = {"story_id": e.story_id, "kind": e.kind, "key": e.key, "step": e.originator_version}
-        ops: list[Op] = [Upsert(self.t.canon, {
+        row = {
             **key, "valid_from": v["valid_from"], "retired": False, "name": v["name"],
             "state": fields.get("state"), "hidden_until": fields.get("hidden_until"),
             "text": text, "tokens": tokens, "source": p,
-        })]
+        }
+        if self.t.version >= 2:
+            row["aliases"] = list(v.get("aliases") or [])
+        ops: list[Op] = [Upsert(self.t.canon, row)]
         names = {v["name"].casefold(), *(a.casefold() for a in v.get("aliases") or [] if a)}
         ops.extend(Upsert(self.t.aliases, {**key, "alias": a, "valid_from": v["valid_from"]}) for a in sorted(names))
         for i, node in enumerate(fields.get("nodes") or []):
@@ -134,8 +137,11 @@ class CanonProjection:
 
     def _on_CanonEntry_Retired(self, e: Any, p: int) -> list[Op]:
         text, tokens = self._text(r.retirement(e.kind, e.key, e.valid_from, e.reason))
-        return [Upsert(self.t.canon, {
+        row = {
             "story_id": e.story_id, "kind": e.kind, "key": e.key, "step": e.originator_version,
             "valid_from": e.valid_from, "retired": True, "name": e.key, "state": None, "hidden_until": None,
             "text": text, "tokens": tokens, "source": p,
-        })]
+        }
+        if self.t.version >= 2:
+            row["aliases"] = []
+        return [Upsert(self.t.canon, row)]

@@ -4,21 +4,28 @@ Rows are shaped for the packet query (CQRS): each fact is stored as a ready-to-p
 its rendered text and token count computed once here instead of on every packet. No table
 here holds draft text or unconfirmed proposals: those never enter this model.
 
-Table names carry the projection version, so a new version can be built beside the one
-that is serving and then switched to.
+Table names carry a tag (``v2_1``: schema version 2, build 1), so a new build can fill new
+tables beside the ones serving packets and then be switched to (blue/green).
+
+Version history (packet bytes must not depend on the version: issued packets stay auditable):
+- v1: the first shape.
+- v2: ``rm_canon`` gains ``aliases`` (the entry's names, for lookups) and indexes for the two
+  packet queries that do not follow the primary key (tags by key; kinds as of a chapter).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import JSON, Boolean, Column, Integer, MetaData, String, Table, Text
+from sqlalchemy import JSON, Boolean, Column, Index, Integer, MetaData, String, Table, Text
 
-VERSION = 1
+VERSION = 2
 
 
 @dataclass(frozen=True)
 class CanonTables:
+    tag: str
+    version: int
     metadata: MetaData
     stories: Table
     chapters: Table
@@ -34,11 +41,11 @@ class CanonTables:
                 self.canon, self.aliases, self.chain_nodes]
 
 
-def canon_tables(version: int = VERSION) -> CanonTables:
+def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
     md = MetaData()
 
     def name(base: str) -> str:
-        return f"rm_{base}_v{version}"
+        return f"rm_{base}_{tag}"
 
     stories = Table(
         name("stories"), md,
@@ -94,8 +101,7 @@ def canon_tables(version: int = VERSION) -> CanonTables:
         Column("ordinal", Integer, primary_key=True),
         Column("key", String(200), nullable=False),
     )
-    canon = Table(
-        name("canon"), md,
+    canon_columns = [
         Column("story_id", String(200), primary_key=True),
         Column("kind", String(40), primary_key=True),
         Column("key", String(200), primary_key=True),
@@ -109,7 +115,13 @@ def canon_tables(version: int = VERSION) -> CanonTables:
         Column("text", Text, nullable=False),
         Column("tokens", Integer, nullable=False),
         Column("source", Integer, nullable=False),
-    )
+    ]
+    if version >= 2:
+        canon_columns.append(Column("aliases", JSON))
+    canon = Table(name("canon"), md, *canon_columns)
+    if version >= 2:
+        Index(f"ix_{name('canon')}_key", canon.c.story_id, canon.c.key)
+        Index(f"ix_{name('canon')}_kind_from", canon.c.story_id, canon.c.kind, canon.c.valid_from)
     aliases = Table(
         name("aliases"), md,
         Column("story_id", String(200), primary_key=True),
@@ -133,4 +145,4 @@ def canon_tables(version: int = VERSION) -> CanonTables:
         Column("tokens", Integer, nullable=False),
         Column("source", Integer, nullable=False),
     )
-    return CanonTables(md, stories, chapters, volumes, scene_cards, scene_tags, canon, aliases, chain_nodes)
+    return CanonTables(tag, version, md, stories, chapters, volumes, scene_cards, scene_tags, canon, aliases, chain_nodes)

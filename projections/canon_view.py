@@ -5,7 +5,7 @@ This module knows the canon tables only: it has no way to name a draft or propos
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import and_, false, func, select
@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from application.packets.ports import ChapterView, EntryView, Fact, NodeView, SceneView, StoryView
 from projections.canon_tables import CanonTables
+from projections.runner import tracked
 
 
 def _fact(text: str | None, tokens: int | None, source: int | None) -> Fact:
@@ -20,20 +21,24 @@ def _fact(text: str | None, tokens: int | None, source: int | None) -> Fact:
 
 
 class SqlCanonReader:
-    def __init__(self, engine: Engine, tables: CanonTables) -> None:
+    """Reads whichever canon build is active, as of one snapshot."""
+
+    def __init__(self, engine: Engine, builds: Callable[[Connection], tuple[CanonTables, str]]) -> None:
         self.engine = engine
-        self.t = tables
+        self._builds = builds
 
     @contextmanager
     def snapshot(self) -> Iterator[SqlCanonSnapshot]:
         with self.engine.begin() as conn:
-            yield SqlCanonSnapshot(conn, self.t)
+            tables, tracking_name = self._builds(conn)
+            yield SqlCanonSnapshot(conn, tables, tracked(conn, tracking_name) or 0)
 
 
 class SqlCanonSnapshot:
-    def __init__(self, conn: Connection, tables: CanonTables) -> None:
+    def __init__(self, conn: Connection, tables: CanonTables, position: int) -> None:
         self.c = conn
         self.t = tables
+        self.position = position  # the log position this snapshot's read model reflects
 
     def story(self, story_id: str) -> StoryView | None:
         s = self.t.stories

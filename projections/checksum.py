@@ -1,22 +1,21 @@
-"""A content checksum of read-model tables: equal checksums, equal rows (order-independent of
-how they were written). Used to prove idempotency and identical rebuilds across stores."""
+"""A content checksum of a build's tables: equal checksums, equal rows, whatever the build's
+tag or the store. Used to prove idempotency and identical rebuilds across stores."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from typing import Any
 
-from sqlalchemy import Table, select
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 
-def table_checksum(conn: Connection, tables: Iterable[Table]) -> str:
+def table_checksum(conn: Connection, tables: Any) -> str:
+    """``tables`` is a build's table set (``.tag`` and ``.all()``)."""
     digest = hashlib.sha256()
-    for table in sorted(tables, key=lambda t: t.name.rsplit("_v", 1)[0]):
-        # Versioned names differ between versions; compare contents, not names.
-        digest.update(table.name.rsplit("_v", 1)[0].encode())
-        keys = list(table.primary_key.columns)
-        for row in conn.execute(select(table).order_by(*keys)).mappings():
+    for table in sorted(tables.all(), key=lambda t: t.name):
+        digest.update(table.name.removesuffix(f"_{tables.tag}").encode())
+        for row in conn.execute(select(table).order_by(*table.primary_key.columns)).mappings():
             digest.update(json.dumps(dict(row), sort_keys=True, default=str).encode())
     return digest.hexdigest()

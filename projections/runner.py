@@ -1,22 +1,26 @@
-"""Catch-up for projections: pages of events -> row ops -> one transaction with tracking.
+"""Catch-up for one build of a projection: pages of events -> row ops -> one transaction
+that also moves the tracking row.
 
 The tracking row is updated in the same transaction as the rows it covers, so every event
-is applied exactly once even across crashes. Catch-up is driven by whoever needs the
-read model current (a packet request, a rebuild): no polling loop, no polling lag.
-Concurrent catch-ups serialise on the tracking row; the loser finds the work done.
+is applied exactly once even across crashes (kill -9 mid-rebuild, rerun: same tables).
+Catch-up is driven by whoever needs the read model current (a packet request, a rebuild):
+no polling loop, no polling lag. Concurrent catch-ups serialise on the tracking row; the
+loser finds the work done.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select, update
+from sqlalchemy import Column, Integer, MetaData, String, Table, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from projections.sql_ops import Op, execute
 
 PAGE_SIZE = 1000
+Progress = Callable[[int, int], None]
 
 tracking_metadata = MetaData()
 tracking = Table(
@@ -41,50 +45,60 @@ class Projection(Protocol):
     def ops(self, events: list[tuple[int, Any]]) -> list[Op]: ...
 
 
+def tracked(conn: Connection, name: str, *, lock: bool = False) -> int | None:
+    stmt = select(tracking.c.position).where(tracking.c.projection == name)
+    if lock and conn.dialect.name == "postgresql":
+        stmt = stmt.with_for_update()
+    return conn.execute(stmt).scalar()
+
+
+def start_tracking(conn: Connection, name: str) -> None:
+    if tracked(conn, name) is None:
+        conn.execute(insert(tracking).values(projection=name, position=0))
+
+
+def stop_tracking(conn: Connection, name: str) -> None:
+    conn.execute(delete(tracking).where(tracking.c.projection == name))
+
+
 class ProjectionRunner:
-    def __init__(self, projection: Projection, metadata: MetaData, version: int, log: EventLog,
-                 write_engine: Engine, read_engine: Engine | None = None, page_size: int = PAGE_SIZE) -> None:
+    def __init__(self, projection: Projection, tracking_name: str, log: EventLog, write_engine: Engine,
+                 read_engine: Engine | None = None, page_size: int = PAGE_SIZE) -> None:
         self.projection = projection
-        self.metadata = metadata
-        self.tracking_name = f"{projection.name}_v{version}"
+        self.tracking_name = tracking_name
         self.log = log
         self.write_engine = write_engine
         self.read_engine = read_engine or write_engine
         self.page_size = page_size
 
-    def setup(self) -> None:
-        tracking_metadata.create_all(self.write_engine)
-        self.metadata.create_all(self.write_engine)
-        with self.write_engine.begin() as conn:
-            if self._tracked(conn, lock=False) is None:
-                conn.execute(insert(tracking).values(projection=self.tracking_name, position=0))
-
     def position(self) -> int:
         with self.read_engine.begin() as conn:
-            return self._tracked(conn, lock=False) or 0
+            return tracked(conn, self.tracking_name) or 0
 
-    def _tracked(self, conn: Connection, *, lock: bool) -> int | None:
-        stmt = select(tracking.c.position).where(tracking.c.projection == self.tracking_name)
-        if lock and conn.dialect.name == "postgresql":
-            stmt = stmt.with_for_update()
-        return conn.execute(stmt).scalar()
-
-    def catch_up(self, target: int | None = None, progress: Callable[[int, int], None] | None = None) -> int:
+    def catch_up(self, target: int | None = None, progress: Progress | None = None, pause: float = 0.0) -> int:
         """Apply events until the read model reflects ``target`` (default: the log's end)."""
         goal = self.log.position() if target is None else target
-        if self.position() >= goal:
-            return self.position()
+        position = self.position()
+        if position >= goal:
+            return position
         while True:
             with self.write_engine.begin() as conn:
                 # SQLite's write engine begins IMMEDIATE; PostgreSQL locks the row: one catcher at a time.
-                tracked = self._tracked(conn, lock=True) or 0
-                if tracked >= goal:
-                    return tracked
-                page = self.log.read(tracked + 1, self.page_size, goal, self.projection.topics)
-                execute(conn, self.projection.ops(page))
-                reached = page[-1][0] if len(page) == self.page_size else goal
-                conn.execute(update(tracking).where(tracking.c.projection == self.tracking_name).values(position=reached))
+                reached = self.step(conn, goal)
             if progress is not None:
                 progress(reached, goal)
             if reached >= goal:
                 return reached
+            if pause:
+                time.sleep(pause)
+
+    def step(self, conn: Connection, goal: int) -> int:
+        """One page inside the caller's transaction; returns the position now reflected."""
+        position = tracked(conn, self.tracking_name, lock=True) or 0
+        if position >= goal:
+            return position
+        page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)
+        execute(conn, self.projection.ops(page))
+        reached = page[-1][0] if len(page) == self.page_size else goal
+        conn.execute(update(tracking).where(tracking.c.projection == self.tracking_name).values(position=reached))
+        return reached

@@ -9,6 +9,7 @@ from application.packets.compiler import compile_packet
 from application.packets.packet import Packet
 from application.packets.ports import CanonReader
 from application.packets.recipes import Request
+from domain.errors import CanonError
 from domain.packet_log import PacketRecord
 from domain.tokens import TokenCounter
 
@@ -27,9 +28,16 @@ class PacketService:
         The packet's ``position`` is the last position that changed this story's canon, so
         asking again with no canon change in between gives the same bytes and packet_id.
         """
-        self.catch_up(self.ledger.position() if after is None else after)
-        with self.reader.snapshot() as snap:
-            packet = compile_packet(snap, request, self.tokens)
+        target = self.ledger.position() if after is None else after
+        for _ in range(5):
+            self.catch_up(target)
+            with self.reader.snapshot() as snap:
+                if snap.position < target:
+                    continue  # a rebuild switched builds in between: catch the new one up
+                packet = compile_packet(snap, request, self.tokens)
+                break
+        else:
+            raise CanonError("read_model_behind", f"the read model did not reach position {target}; retry")
         if record:
             self.ledger.record_packet(issued(packet))
         return packet

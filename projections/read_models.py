@@ -1,0 +1,192 @@
+"""Which build of each projection serves reads, and blue/green rebuilds between builds.
+
+A build is a set of tables tagged ``v{schema version}_{generation}`` plus its tracking row.
+The registry row says which build is active (serving) and which, if any, is being built.
+A rebuild fills a new build beside the active one, which keeps serving; the switch is one
+transaction that applies the last events and flips the registry row; then the old tables
+are dropped. A crashed rebuild resumes from its tracking row.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select, update
+from sqlalchemy.engine import Connection, Engine
+
+from projections.runner import (
+    PAGE_SIZE,
+    EventLog,
+    Progress,
+    Projection,
+    ProjectionRunner,
+    start_tracking,
+    stop_tracking,
+    tracking_metadata,
+)
+
+registry_metadata = MetaData()
+registry = Table(
+    "rm_projections", registry_metadata,
+    Column("projection", String(100), primary_key=True),
+    Column("active_tag", String(40), nullable=False),
+    Column("active_version", Integer, nullable=False),
+    Column("building_tag", String(40)),
+    Column("building_version", Integer),
+    Column("generation", Integer, nullable=False),
+)
+
+
+class TableSet(Protocol):
+    tag: str
+    version: int
+    metadata: MetaData
+
+    def all(self) -> list[Table]: ...
+
+
+@dataclass(frozen=True)
+class ProjectionSpec:
+    name: str
+    version: int  # the schema version this code builds
+    tables: Callable[[str, int], Any]  # (tag, version) -> TableSet
+    projection: Callable[[Any], Projection]  # TableSet -> Projection
+
+
+@dataclass(frozen=True)
+class Build:
+    tag: str
+    version: int
+
+
+@dataclass(frozen=True)
+class RebuildReport:
+    projection: str
+    old: Build
+    new: Build
+    resumed: bool
+    position: int
+    events: int
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"projection": self.projection, "old": self.old.tag, "new": self.new.tag, "resumed": self.resumed,
+                "position": self.position, "events": self.events, "seconds": round(self.seconds, 3),
+                "events_per_second": round(self.events / self.seconds, 1) if self.seconds else None}
+
+
+class ReadModels:
+    """One projection's builds in one database."""
+
+    def __init__(self, spec: ProjectionSpec, log: EventLog, write_engine: Engine, read_engine: Engine,
+                 page_size: int = PAGE_SIZE) -> None:
+        self.spec = spec
+        self.log = log
+        self.write_engine = write_engine
+        self.read_engine = read_engine
+        self.page_size = page_size
+        self._table_sets: dict[str, Any] = {}
+        self._runners: dict[str, ProjectionRunner] = {}
+
+    # -- builds ----------------------------------------------------------------------------
+    def tables(self, build: Build) -> Any:
+        if build.tag not in self._table_sets:
+            self._table_sets[build.tag] = self.spec.tables(build.tag, build.version)
+        return self._table_sets[build.tag]
+
+    def runner(self, build: Build) -> ProjectionRunner:
+        if build.tag not in self._runners:
+            self._runners[build.tag] = ProjectionRunner(
+                self.spec.projection(self.tables(build)), self._tracking_name(build), self.log,
+                self.write_engine, self.read_engine, self.page_size)
+        return self._runners[build.tag]
+
+    def _tracking_name(self, build: Build) -> str:
+        return f"{self.spec.name}:{build.tag}"
+
+    def setup(self) -> None:
+        """Create the registry and, on a new database, the first build (empty, caught up lazily)."""
+        registry_metadata.create_all(self.write_engine)
+        tracking_metadata.create_all(self.write_engine)
+        with self.write_engine.begin() as conn:
+            if self._row(conn) is not None:
+                return
+            build = Build(f"v{self.spec.version}_1", self.spec.version)
+            self.tables(build).metadata.create_all(conn)
+            start_tracking(conn, self._tracking_name(build))
+            conn.execute(insert(registry).values(projection=self.spec.name, active_tag=build.tag,
+                                                 active_version=build.version, generation=1))
+
+    def _row(self, conn: Connection, *, lock: bool = False) -> Any:
+        stmt = select(registry).where(registry.c.projection == self.spec.name)
+        if lock and conn.dialect.name == "postgresql":
+            stmt = stmt.with_for_update()
+        return conn.execute(stmt).mappings().first()
+
+    def active(self, conn: Connection | None = None) -> Build:
+        if conn is None:
+            with self.read_engine.begin() as own:
+                return self.active(own)
+        row = self._row(conn)
+        return Build(row["active_tag"], row["active_version"])
+
+    def building(self) -> Build | None:
+        with self.read_engine.begin() as conn:
+            row = self._row(conn)
+        return Build(row["building_tag"], row["building_version"]) if row["building_tag"] else None
+
+    # -- serving ---------------------------------------------------------------------------
+    def catch_up(self, target: int | None = None) -> int:
+        """Bring the serving build up to ``target`` (default: the log's end)."""
+        return self.runner(self.active()).catch_up(target)
+
+    def position(self) -> int:
+        return self.runner(self.active()).position()
+
+    # -- rebuilding --------------------------------------------------------------------------
+    def rebuild(self, progress: Progress | None = None, pause: float = 0.0) -> RebuildReport:
+        started = time.perf_counter()
+        build, resumed = self._begin_build()
+        runner = self.runner(build)
+        first = runner.position()
+        runner.catch_up(None, progress, pause)
+        with self.write_engine.begin() as conn:
+            row = self._row(conn, lock=True)
+            if row["building_tag"] != build.tag:
+                raise RuntimeError(f"another rebuild of {self.spec.name} took over ({row['building_tag']})")
+            goal = self.log.position()
+            while runner.step(conn, goal) < goal:  # the last pages, in the switching transaction
+                pass
+            old = Build(row["active_tag"], row["active_version"])
+            conn.execute(update(registry).where(registry.c.projection == self.spec.name).values(
+                active_tag=build.tag, active_version=build.version, building_tag=None, building_version=None))
+        self._drop(old)
+        return RebuildReport(self.spec.name, old, build, resumed, goal, goal - first, time.perf_counter() - started)
+
+    def _begin_build(self) -> tuple[Build, bool]:
+        with self.write_engine.begin() as conn:
+            row = self._row(conn, lock=True)
+            if row["building_tag"] and row["building_version"] == self.spec.version:
+                return Build(row["building_tag"], row["building_version"]), True
+            if row["building_tag"]:  # an unfinished build of another schema version: start over
+                stale = Build(row["building_tag"], row["building_version"])
+            else:
+                stale = None
+            generation = row["generation"] + 1
+            build = Build(f"v{self.spec.version}_{generation}", self.spec.version)
+            self.tables(build).metadata.create_all(conn)
+            start_tracking(conn, self._tracking_name(build))
+            conn.execute(update(registry).where(registry.c.projection == self.spec.name).values(
+                building_tag=build.tag, building_version=build.version, generation=generation))
+        if stale is not None:
+            self._drop(stale)
+        return build, False
+
+    def _drop(self, build: Build) -> None:
+        with self.write_engine.begin() as conn:
+            self.tables(build).metadata.drop_all(conn)
+            stop_tracking(conn, self._tracking_name(build))
+        self._runners.pop(build.tag, None)
