@@ -7,16 +7,18 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from application.audit import Auditor
 from application.ledger import CanonLedger
 from application.packets.service import PacketService
 from infrastructure.read_store import engines
+from infrastructure.scratch import scratch_canon
 from infrastructure.stores import StoreConfig, resolve_url, schema_lock, store_config
 from infrastructure.tokenizer import token_counter
 from projections import authoring, canon_tables
 from projections.canon import CanonProjection
 from projections.canon_view import SqlCanonReader
 from projections.read_models import ProjectionSpec, ReadModels
-from projections.runner import PAGE_SIZE
+from projections.runner import PAGE_SIZE, tracked
 
 
 def canon_spec(tokens: Any) -> ProjectionSpec:
@@ -34,6 +36,7 @@ class Services:
     canon: ReadModels
     authoring: ReadModels
     packets: PacketService
+    auditor: Auditor
 
     @property
     def read_models(self) -> dict[str, ReadModels]:
@@ -55,9 +58,12 @@ def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE) -> Services
         canon.setup()
         authoring_models.setup()
 
-    def active_canon(conn: Connection) -> tuple[Any, str]:
+    def active_canon(conn: Connection) -> tuple[Any, int]:
         build = canon.active(conn)
-        return canon.tables(build), canon.runner(build).tracking_name
+        return canon.tables(build), tracked(conn, canon.runner(build).tracking_name) or 0
 
-    packets = PacketService(ledger, canon.catch_up, SqlCanonReader(read, active_canon), tokens)
-    return Services(config, ledger, canon, authoring_models, packets)
+    live = SqlCanonReader(read, active_canon)
+    packets = PacketService(ledger, canon.catch_up, live, tokens)
+    auditor = Auditor(ledger, lambda story, position: scratch_canon(ledger, tokens, story, position), live,
+                      canon.catch_up, tokens)
+    return Services(config, ledger, canon, authoring_models, packets, auditor)

@@ -165,10 +165,77 @@ def cmd_packet(args: argparse.Namespace) -> int:
     services = bootstrap(args.db)
     try:
         request = Request(args.story, args.role, args.chapter, args.scene, args.budget)
-        packet = services.packets.packet(request, after=args.after, record=not args.no_record)
+        if args.at is not None:
+            if not 0 <= args.at <= services.ledger.position():
+                raise Failure(USAGE, f"--at {args.at} is outside the log (0..{services.ledger.position()})")
+            packet = services.auditor.packet_at(request, args.at)
+        else:
+            packet = services.packets.packet(request, after=args.after, record=not args.no_record)
     finally:
         services.close()
     print(packet.to_json() if args.format == "json" else render_text(packet))
+    return OK
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from infrastructure.bootstrap import bootstrap
+
+    services = bootstrap(args.db)
+    try:
+        report = services.auditor.audit(args.packet_id)
+    finally:
+        services.close()
+    if args.format == "json":
+        _emit(report.as_dict())
+    else:
+        verdict = "OK" if report.ok else "MISMATCH"
+        print(f"audit {report.packet_id}: {verdict}")
+        print(f"  replayed {report.replayed_events} events of story {report.story_id} up to position {report.position}")
+        print(f"  recorded hash {report.recorded_hash}")
+        print(f"  replayed hash {report.replayed_hash}")
+        print(f"  live read model: {report.live}")
+        for line in report.differences:
+            print(f"  differs: {line}")
+        print("  lineage:")
+        for item, lineage in report.items:
+            print(f"    {item.tier} {item.kind} {item.key} [{item.status}]")
+            for src in lineage:
+                who = f"{src.command_type} {src.command_id}" if src.command_id else "command unknown"
+                print(f"      <- {src.position} {src.type} ({who})")
+    if not report.ok:
+        raise Failure(REJECTED, f"packet {report.packet_id} does not reproduce: " + (
+            report.live if report.recorded_hash == report.replayed_hash else "the replayed hash differs"))
+    return OK
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from infrastructure.bootstrap import bootstrap
+
+    services = bootstrap(args.db, page_size=args.page_size)
+    try:
+        names = list(services.read_models) if args.projection == "all" else [args.projection]
+        reports = []
+        for name in names:
+            models = services.read_models[name]
+            quiet = args.format == "json" or not sys.stderr.isatty()
+            with tqdm(total=max(services.ledger.position(), 1), desc=f"rebuild {name}", unit="pos",
+                      disable=quiet, file=sys.stderr) as bar:
+                def progress(reached: int, goal: int) -> None:
+                    bar.total = max(goal, 1)
+                    bar.update(reached - bar.n)
+
+                reports.append(models.rebuild(progress, pause=args.pause / 1000))
+    finally:
+        services.close()
+    for report in reports:
+        if args.format == "json":
+            _emit(report.as_dict())
+        else:
+            d = report.as_dict()
+            print(f"rebuilt {d['projection']}: {d['old']} -> {d['new']}{' (resumed)' if d['resumed'] else ''}, "
+                  f"{d['events']} positions in {d['seconds']} s ({d['events_per_second']} /s), now at {d['position']}")
     return OK
 
 
@@ -226,7 +293,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--after", type=int, metavar="POSITION",
                    help="wait until the read models reflect this position (default: everything applied)")
     p.add_argument("--no-record", action="store_true", help="do not record PacketIssued in the log")
+    p.add_argument("--at", type=int, metavar="POSITION",
+                   help="the packet as it would have been at this past log position (replayed; not recorded)")
     p.set_defaults(run=cmd_packet)
+
+    p = verbs.add_parser("audit", parents=[common], help="replay history to reproduce an issued packet")
+    p.add_argument("packet_id", metavar="PACKET_ID")
+    p.set_defaults(run=cmd_audit)
+
+    p = verbs.add_parser("rebuild", parents=[common],
+                         help="rebuild read models into new tables while the current ones serve, then switch")
+    p.add_argument("--projection", choices=("canon", "authoring", "all"), default="all")
+    p.add_argument("--pause", type=float, default=0.0, metavar="MS",
+                   help="sleep between pages, to leave room for live traffic")
+    p.add_argument("--page-size", type=int, default=1000, metavar="N", help="events per transaction")
+    p.set_defaults(run=cmd_rebuild)
 
     p = verbs.add_parser("demo", parents=[common], help="apply the bundled sample serial to an embedded store and show it")
     p.set_defaults(run=cmd_demo)

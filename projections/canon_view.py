@@ -13,7 +13,6 @@ from sqlalchemy.engine import Connection, Engine
 
 from application.packets.ports import ChapterView, EntryView, Fact, NodeView, SceneView, StoryView
 from projections.canon_tables import CanonTables
-from projections.runner import tracked
 
 
 def _fact(text: str | None, tokens: int | None, source: int | None) -> Fact:
@@ -23,15 +22,17 @@ def _fact(text: str | None, tokens: int | None, source: int | None) -> Fact:
 class SqlCanonReader:
     """Reads whichever canon build is active, as of one snapshot."""
 
-    def __init__(self, engine: Engine, builds: Callable[[Connection], tuple[CanonTables, str]]) -> None:
+    def __init__(self, engine: Engine, builds: Callable[[Connection], tuple[CanonTables, int]]) -> None:
+        """``builds(conn)`` names the tables to read and the position they reflect, read in
+        the snapshot's own transaction."""
         self.engine = engine
         self._builds = builds
 
     @contextmanager
     def snapshot(self) -> Iterator[SqlCanonSnapshot]:
         with self.engine.begin() as conn:
-            tables, tracking_name = self._builds(conn)
-            yield SqlCanonSnapshot(conn, tables, tracked(conn, tracking_name) or 0)
+            tables, position = self._builds(conn)
+            yield SqlCanonSnapshot(conn, tables, position)
 
 
 class SqlCanonSnapshot:
