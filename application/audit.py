@@ -132,10 +132,14 @@ class Auditor:
     def _lineage(self, record: PacketRecord, packet: Packet, events: dict[int, Any]) -> dict[tuple[int, ...], list[Lineage]]:
         by_ref: dict[str, tuple[str, str]] = {}
         closing: list[tuple[int, str, str]] = []  # v1 receipts: (position, command_id, type)
+        wanted = {event_ref(e.originator_id, e.originator_version): p for p, e in events.items()
+                  if any(p in i.sources for i in packet.items)}
         topic = get_topic(CommandReceipt.Recorded)
-        start = 1
-        while start <= record.position:
-            page = self.ledger.read(start, 5000, record.position, [topic])
+        start, end = 1, self.ledger.position()
+        # A receipt commits with its command's events, after them: it may sit just past the
+        # packet's position, so read on until every source is named or the log ends.
+        while start <= end:
+            page = self.ledger.read(start, 5000, end, [topic])
             for position, receipt in page:
                 if receipt.story_id != record.story_id:
                     continue
@@ -146,6 +150,9 @@ class Auditor:
             if len(page) < 5000:
                 break
             start = page[-1][0] + 1
+            past = start > record.position
+            if past and all(ref in by_ref or any(q > p for q, _, _ in closing) for ref, p in wanted.items()):
+                break
         out: dict[tuple[int, ...], list[Lineage]] = {}
         for item in packet.items:
             rows = []
