@@ -44,6 +44,7 @@ class Services:
 
     def close(self) -> None:
         self.canon.write_engine.dispose()
+        self.canon.read_engine.dispose()
         self.ledger.close()
 
 

@@ -38,12 +38,19 @@ def _emit(obj: Any) -> None:
 
 # -- verbs -------------------------------------------------------------------------------------
 def cmd_init(args: argparse.Namespace) -> int:
-    config = store_config(resolve_url(args.db))
-    ledger = _ledger(args)
+    from infrastructure.bootstrap import bootstrap
+
+    services = bootstrap(args.db)  # the event store and every read model's tables
+    try:
+        position = services.ledger.position()
+        builds = {name: models.active().tag for name, models in services.read_models.items()}
+    finally:
+        services.close()
     if args.format == "json":
-        _emit({"db": config.display, "position": ledger.position()})
+        _emit({"db": services.config.display, "position": position, "read_models": builds})
     else:
-        print(f"initialised {config.display} (log position {ledger.position()})")
+        print(f"initialised {services.config.display} (log position {position}; read models "
+              + ", ".join(f"{n} {t}" for n, t in builds.items()) + ")")
     return OK
 
 

@@ -60,10 +60,6 @@ class SqlCanonSnapshot:
         return ChapterView(row["chapter"], row["volume"], _fact(row["goals_text"], row["goals_tokens"], row["goals_source"]),
                            summary, text)
 
-    def latest_chapter(self, story_id: str) -> int | None:
-        ch = self.t.chapters
-        return self.c.execute(select(func.max(ch.c.chapter)).where(ch.c.story_id == story_id)).scalar()
-
     def scenes(self, story_id: str, chapter: int) -> list[SceneView]:
         sc, tg = self.t.scene_cards, self.t.scene_tags
         cards = self.c.execute(

@@ -101,7 +101,8 @@ def test_schema_is_json_schema_for_the_command_union() -> None:
 def test_init_and_default_database_location(tmp_path: Path) -> None:
     result = canon("init", "--format", "json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"db": "sqlite:///canon.db", "position": 0}
+    assert json.loads(result.stdout) == {"db": "sqlite:///canon.db", "position": 0,
+                                         "read_models": {"canon": "v2_1", "authoring": "v1_1"}}
     assert (tmp_path / "canon.db").exists()
     env_url = f"sqlite:///{tmp_path / 'from-env.db'}"
     assert canon("init", cwd=tmp_path, env={"CANON_DATABASE_URL": env_url}).returncode == 0
@@ -136,3 +137,41 @@ def test_unavailable_store_exits_3_without_leaking_the_password() -> None:
     assert result.returncode == 3, result.stderr
     assert result.stderr.startswith("canon: store unavailable at postgresql://canon:***@127.0.0.1:1/canon")
     assert secret not in result.stderr + result.stdout
+
+
+def test_packet_audit_rebuild_and_time_travel_from_the_command_line(sample_db: str) -> None:
+    packet = canon("--db", sample_db, "packet", "--story", "lamplight", "--role", "writer", "--chapter", "5",
+                   "--format", "json")
+    assert packet.returncode == 0, packet.stderr
+    body = json.loads(packet.stdout)
+    assert body["packet_id"].startswith("pkt_") and body["used_tokens"] <= body["budget"]
+    text = canon("--db", sample_db, "packet", "--story", "lamplight", "--role", "writer", "--chapter", "5")
+    assert "tier  included" in text.stdout and body["hash"] in text.stdout
+
+    audit = canon("--db", sample_db, "audit", body["packet_id"], "--format", "json")
+    assert audit.returncode == 0, audit.stderr
+    assert json.loads(audit.stdout)["verdict"] == "ok"
+    assert "lineage" in canon("--db", sample_db, "audit", body["packet_id"]).stdout
+
+    rebuild = canon("--db", sample_db, "rebuild", "--format", "json")
+    assert rebuild.returncode == 0, rebuild.stderr
+    assert [json.loads(x)["projection"] for x in rebuild.stdout.splitlines()] == ["canon", "authoring"]
+    assert rebuild.stderr == ""  # no progress bar when not on a terminal / with --format json
+    assert json.loads(canon("--db", sample_db, "audit", body["packet_id"], "--format", "json").stdout)["verdict"] == "ok"
+
+    travelled = canon("--db", sample_db, "packet", "--story", "lamplight", "--role", "writer", "--chapter", "5",
+                      "--at", str(body["position"]), "--format", "json")
+    assert travelled.returncode == 0 and travelled.stdout.strip() == packet.stdout.strip()
+    outside = canon("--db", sample_db, "packet", "--story", "lamplight", "--role", "writer", "--chapter", "5",
+                    "--at", "999999")
+    assert outside.returncode == 2 and "outside the log" in outside.stderr
+
+
+def test_packet_errors_are_structured(sample_db: str) -> None:
+    small = canon("--db", sample_db, "packet", "--story", "lamplight", "--role", "writer", "--chapter", "5",
+                  "--budget", "10", "--format", "json")
+    assert small.returncode == 1
+    assert json.loads(small.stdout)["error"]["code"] == "p0_exceeds_budget"
+    assert small.stderr.startswith("canon: p0_exceeds_budget")
+    missing = canon("--db", sample_db, "audit", "pkt_missing")
+    assert missing.returncode == 1 and "unknown_packet" in missing.stderr
