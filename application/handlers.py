@@ -14,9 +14,12 @@ from domain import commands as c
 from domain import ids
 from domain.canon import KINDS, CanonEntry, CanonProposal, confirm_proposal
 from domain.chapter import TAG_KINDS, Chapter
+from domain.chunking import chunk_document
+from domain.document import Document, document_of_chunk
 from domain.draft import Draft
 from domain.errors import NotFound, RuleViolated
 from domain.story import Story
+from domain.tokens import TokenCounter
 from domain.volume import Volume
 
 
@@ -162,6 +165,30 @@ def record_volume_summary(cmd: c.RecordVolumeSummary, uow: UnitOfWork) -> None:
     volume.record_summary(cmd.text)
 
 
+def ingest_document(cmd: c.IngestDocument, uow: UnitOfWork, tokens: TokenCounter) -> None:
+    doc_key = f"{cmd.collection_id}/{cmd.document_id}"
+    sections, chunks = chunk_document(doc_key, cmd.title, cmd.text, tokens, cmd.max_chunk_tokens)
+    document = uow.get(Document, ids.document_id(cmd.collection_id, cmd.document_id))
+    if document is None:
+        uow.add(Document.ingest(cmd.collection_id, cmd.document_id, cmd.title, sections, chunks))
+    else:
+        document.reingest(cmd.title, sections, chunks)
+
+
+def edit_chunk(cmd: c.EditChunk, uow: UnitOfWork, tokens: TokenCounter) -> None:
+    collection_id, document_id = document_of_chunk(cmd.chunk_id)
+    document = uow.get(Document, ids.document_id(collection_id, document_id))
+    if document is None:
+        raise NotFound("unknown_chunk", f"no document holds chunk {cmd.chunk_id!r}", "chunk_id")
+    document.edit_chunk(cmd.chunk_id, cmd.text)
+
+
+# Knowledge commands chunk text, so they are handed the token counter.
+WITH_TOKENS: dict[type, Callable[[Any, UnitOfWork, TokenCounter], None]] = {
+    c.IngestDocument: ingest_document,
+    c.EditChunk: edit_chunk,
+}
+
 HANDLERS: dict[type, Callable[[Any, UnitOfWork], None]] = {
     c.StartStory: start_story,
     c.PlanChapter: plan_chapter,
@@ -178,5 +205,10 @@ HANDLERS: dict[type, Callable[[Any, UnitOfWork], None]] = {
 }
 
 
-def handle(cmd: c.Command, uow: UnitOfWork) -> None:
-    HANDLERS[type(cmd)](cmd, uow)
+def handle(cmd: c.Command, uow: UnitOfWork, tokens: TokenCounter | None = None) -> None:
+    if type(cmd) in WITH_TOKENS:
+        if tokens is None:
+            raise RuntimeError("knowledge commands need a token counter")
+        WITH_TOKENS[type(cmd)](cmd, uow, tokens)
+    else:
+        HANDLERS[type(cmd)](cmd, uow)

@@ -28,6 +28,7 @@ from domain.commands import Command
 from domain.errors import CanonError, RuleViolated
 from domain.packet_log import PacketRecord
 from domain.receipt import CommandReceipt, event_ref
+from domain.tokens import TokenCounter
 
 CommandOrError = Command | CanonError
 
@@ -49,6 +50,10 @@ class CanonLedger(Application):
     name = "CanonLedger"
     max_attempts = 12
     page_size = 1000  # the library's default of 10 reads the log 4-5x slower
+
+    def __init__(self, env: Any = None, tokens: TokenCounter | None = None) -> None:
+        super().__init__(env)
+        self.tokens = tokens  # knowledge commands chunk text by tokens
 
     def construct_env(self, name: str, env: Any = None) -> Any:
         # Only the configuration we pass counts: the library would also read os.environ, where
@@ -152,10 +157,9 @@ class CanonLedger(Application):
             return CommandResult(index, "duplicate", command.command_id, command.type)
         return self._receipt_verdict(index, command, uow) if uow is not None else None
 
-    @staticmethod
-    def _decide(command: Command, uow: UnitOfWork) -> None:
+    def _decide(self, command: Command, uow: UnitOfWork) -> None:
         before = uow.pending_counts()
-        handle(command, uow)
+        handle(command, uow, self.tokens)
         produced = [
             event_ref(a.id, e.originator_version)
             for a in uow.pending()

@@ -129,6 +129,26 @@ class RecordVolumeSummary(_StoryCommand):
     text: Text
 
 
+CollectionId = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[^\s/#\x00-\x1f]+$")]
+DocumentId = Annotated[str, StringConstraints(min_length=1, max_length=400, pattern=r"^[^\s#\x00-\x1f]+$")]
+
+
+class IngestDocument(_Command):
+    type: Literal["ingest_document"]
+    collection_id: CollectionId
+    document_id: DocumentId
+    title: Text
+    text: str
+    max_chunk_tokens: Annotated[int, Field(ge=32, le=8192, strict=True)] = Field(
+        default=256, description="Children are runs of paragraphs up to this many tokens.")
+
+
+class EditChunk(_Command):
+    type: Literal["edit_chunk"]
+    chunk_id: Annotated[str, StringConstraints(min_length=3, max_length=1000)]
+    text: str = Field(description="The chunk's new body; its breadcrumb prefix is kept.")
+
+
 Command = Annotated[
     Union[
         StartStory,
@@ -143,6 +163,8 @@ Command = Annotated[
         RejectDraft,
         RecordChapterSummary,
         RecordVolumeSummary,
+        IngestDocument,
+        EditChunk,
     ],
     Field(discriminator="type"),
 ]

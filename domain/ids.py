@@ -48,3 +48,15 @@ def receipt_id(command_id: str) -> UUID:
 
 def packet_id(packet: str) -> UUID:
     return _id("packet", packet)
+
+
+def document_id(collection: str, document: str) -> UUID:
+    return _id("document", collection, document)
+
+
+def wiki_page_id(collection: str, topic: str) -> UUID:
+    return _id("wiki", collection, topic)
+
+
+def quota_day_id(provider: str, day: str) -> UUID:
+    return _id("quota", provider, day)

@@ -52,7 +52,7 @@ def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE) -> Services
     config = store_config(resolve_url(url))
     tokens = token_counter()
     with schema_lock(config):
-        ledger = CanonLedger(env=config.env)
+        ledger = CanonLedger(env=config.env, tokens=tokens)
         read, write = engines(config)
         canon = ReadModels(canon_spec(tokens), ledger, write, read, page_size)
         authoring_models = ReadModels(AUTHORING, ledger, write, read, page_size)

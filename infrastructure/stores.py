@@ -123,9 +123,11 @@ def store_config(url: str) -> StoreConfig:
 
 def open_ledger(url: str | None = None) -> CanonLedger:
     """Open (creating tables if needed) the ledger at ``url`` or the configured default."""
+    from infrastructure.tokenizer import token_counter
+
     config = store_config(resolve_url(url))
     with schema_lock(config):
-        return CanonLedger(env=config.env)
+        return CanonLedger(env=config.env, tokens=token_counter())
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from application.handlers import handle
 from application.parsing import parse_command
 from application.unit_of_work import UnitOfWork
 from domain.errors import CanonError
+from infrastructure.tokenizer import token_counter
 
 
 class History:
@@ -34,7 +35,7 @@ class History:
 
     def run(self, command: dict[str, Any]) -> list[Any]:
         uow = UnitOfWork(self)  # type: ignore[arg-type]
-        handle(parse_command({"command_id": "spec", **command}), uow)
+        handle(parse_command({"command_id": "spec", **command}), uow, token_counter())
         new = [e for a in uow.pending() for e in a.collect_events()]
         self.events.extend(new)
         return new
@@ -133,3 +134,12 @@ def chapter_summary(chapter: int, text: str = "summary") -> dict[str, Any]:
 
 def volume_summary(volume: int, text: str = "summary") -> dict[str, Any]:
     return {"type": "record_volume_summary", "story_id": S, "volume": volume, "text": text}
+
+
+def ingest(document_id: str, text: str, collection: str = "kb", title: str = "Doc", **kw: Any) -> dict[str, Any]:
+    return {"type": "ingest_document", "collection_id": collection, "document_id": document_id, "title": title,
+            "text": text, **kw}
+
+
+def edit(chunk_id: str, text: str) -> dict[str, Any]:
+    return {"type": "edit_chunk", "chunk_id": chunk_id, "text": text}
