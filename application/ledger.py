@@ -80,11 +80,13 @@ class CanonLedger(Application):
         for attempt in range(self.max_attempts):
             uow = UnitOfWork(self.repository)
             try:
-                self._decide(item, uow)
+                changed = self._decide(item, uow)
             except CanonError as e:
                 # A retry can be refused by its own earlier success ("chapter already planned").
                 earlier = self._receipt_verdict(index, item, UnitOfWork(self.repository))
                 return earlier or CommandResult(index, "rejected", item.command_id, item.type, error=e)
+            if not changed:
+                return CommandResult(index, "unchanged", item.command_id, item.type)
             try:
                 recordings = self.save(*uow.pending())
             except IntegrityError:
@@ -114,12 +116,12 @@ class CanonLedger(Application):
                     continue
                 in_batch[item.command_id] = item
                 try:
-                    self._decide(item, uow)
+                    changed = self._decide(item, uow)
                 except CanonError as e:
                     earlier = self._receipt_verdict(index, item, UnitOfWork(self.repository))
                     decided.append(earlier or CommandResult(index, "rejected", item.command_id, item.type, error=e))
                     continue
-                decided.append(CommandResult(index, "applied", item.command_id, item.type))
+                decided.append(CommandResult(index, "applied" if changed else "unchanged", item.command_id, item.type))
             if any(not r.ok for r in decided):
                 return [
                     CommandResult(r.index, "not_applied", r.command_id, r.type) if r.status == "applied" else r
@@ -157,7 +159,8 @@ class CanonLedger(Application):
             return CommandResult(index, "duplicate", command.command_id, command.type)
         return self._receipt_verdict(index, command, uow) if uow is not None else None
 
-    def _decide(self, command: Command, uow: UnitOfWork) -> None:
+    def _decide(self, command: Command, uow: UnitOfWork) -> bool:
+        """Decide ``command`` into ``uow``; False when it changes nothing."""
         before = uow.pending_counts()
         handle(command, uow, self.tokens)
         produced = [
@@ -165,6 +168,8 @@ class CanonLedger(Application):
             for a in uow.pending()
             for e in a.pending_events[before.get(a.id, 0):]
         ]
+        if not produced:
+            return False  # nothing changed (re-ingesting an unchanged document): nothing to record
         story = getattr(command, "story_id", None)
         uow.add(
             CommandReceipt(
@@ -172,6 +177,7 @@ class CanonLedger(Application):
                 digest=command.digest(), events=produced,
             )
         )
+        return True
 
     @staticmethod
     def _receipt_verdict(index: int, command: Command, uow: UnitOfWork) -> CommandResult | None:

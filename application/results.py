@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from domain.errors import CanonError
 
-Status = Literal["applied", "duplicate", "rejected", "not_applied", "conflict"]
+Status = Literal["applied", "unchanged", "duplicate", "rejected", "not_applied", "conflict"]
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class CommandResult:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("applied", "duplicate")
+        return self.status in ("applied", "unchanged", "duplicate")
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"index": self.index, "status": self.status}

@@ -91,6 +91,11 @@ def _sections(title: str, text: str) -> list[tuple[tuple[str, ...], str]]:
     return [(crumb, body) for crumb, body in out if body.strip()]
 
 
+def normalize_body(body: str) -> str:
+    """A chunk body as the chunker writes it: paragraphs with single spaces, blank-line separated."""
+    return "\n\n".join(_paragraphs(body))
+
+
 def _paragraphs(body: str) -> list[str]:
     return [" ".join(p.split()) for p in re.split(r"\n\s*\n", body) if p.strip()]
 

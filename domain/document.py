@@ -13,7 +13,7 @@ from typing import Any
 from eventsourcing.domain import Aggregate, event
 
 from domain import ids
-from domain.chunking import Chunk, Section, content_hash
+from domain.chunking import Chunk, Section, content_hash, normalize_body
 from domain.errors import NotFound, RuleViolated
 
 
@@ -59,7 +59,7 @@ class Document(Aggregate):
         if old is None:
             raise NotFound("unknown_chunk", f"document {self.document_id!r} has no chunk {chunk_id!r}", "chunk_id")
         prefix = " > ".join(self.sections[old["section_id"]])
-        text = f"{prefix}\n\n{' '.join(body.split())}"
+        text = f"{prefix}\n\n{normalize_body(body)}"
         if text == old["text"]:
             raise RuleViolated("chunk_text_unchanged", f"chunk {chunk_id!r} already has this text", "text")
         self._edit(collection_id=self.collection_id, chunk_id=chunk_id, text=text, hash=content_hash(text),

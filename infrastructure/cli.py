@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -246,6 +247,156 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     return OK
 
 
+INGESTIBLE = (".md", ".markdown", ".txt", ".text")
+
+
+def _documents(paths: list[str]) -> list[tuple[str, Path]]:
+    """(document id, file) for files and folders; a folder's files are named by relative path."""
+    found: list[tuple[str, Path]] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in INGESTIBLE)
+            found += [(p.relative_to(path).as_posix(), p) for p in files]
+        elif path.is_file():
+            found.append((path.name, path))
+        else:
+            raise Failure(USAGE, f"cannot read {raw}: no such file or folder")
+    return found
+
+
+def _title(doc_id: str, text: str) -> str:
+    for line in text.splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return Path(doc_id).stem.replace("_", " ").replace("-", " ").strip() or doc_id
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    import uuid
+
+    from tqdm import tqdm
+
+    from infrastructure.bootstrap import bootstrap
+
+    documents = _documents(args.paths)
+    services = bootstrap(args.db)
+    counts: dict[str, int] = {}
+    failed = []
+    try:
+        quiet = args.format == "json" or not sys.stderr.isatty()
+        for doc_id, path in tqdm(documents, desc=f"ingest {args.collection}", unit="doc", disable=quiet, file=sys.stderr):
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                failed.append({"document_id": doc_id, "error": {"code": "unreadable_file", "message": str(e), "field": "path"}})
+                continue
+            command = _parse_command({"type": "ingest_document", "command_id": f"ingest-{uuid.uuid4().hex}",
+                              "collection_id": args.collection, "document_id": doc_id, "title": _title(doc_id, text),
+                              "text": text})
+            [result] = services.ledger.apply([command])
+            counts[result.status] = counts.get(result.status, 0) + 1
+            body = {"document_id": doc_id, **result.as_dict()}
+            body.pop("index", None)
+            if not result.ok:
+                failed.append(body)
+            if args.format == "json":
+                _emit(body)
+        services.knowledge.catch_up()
+    finally:
+        services.close()
+    if args.format != "json":
+        print(f"{len(documents)} document(s) into {args.collection}: "
+              + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "nothing"))
+        for f in failed:
+            print(f"  {f['document_id']}: {f['error']['code']}: {f['error']['message']}")
+    if failed:
+        raise Failure(REJECTED, f"{len(failed)} of {len(documents)} documents not ingested")
+    return OK
+
+
+def _parse_command(data: dict) -> Any:
+    from application.parsing import parse_command
+
+    try:
+        return parse_command(data)
+    except CanonError as e:
+        return e
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from application.knowledge.ports import ProviderError
+    from infrastructure.bootstrap import bootstrap
+
+    services = bootstrap(args.db)
+    try:
+        try:
+            compiler = services.compiler(args.provider)
+        except ProviderError as e:
+            raise Failure(USAGE, str(e)) from None
+        quiet = args.format == "json" or not sys.stderr.isatty()
+        with tqdm(desc="compile", unit="page", disable=quiet, file=sys.stderr) as bar:
+            def progress(done: int, total: int) -> None:
+                bar.total = total
+                bar.update(done - bar.n)
+
+            report = compiler.nightly(args.budget, args.collection, progress)
+    finally:
+        services.close()
+    if args.format == "json":
+        _emit(report.as_dict())
+    else:
+        d = report.as_dict()
+        print(f"compiled {d['compiled']} page(s), skipped {d['skipped']}, failed {d['failed']}; "
+              f"{d['remaining_stale']} still stale; stopped: {d['stopped_reason']}"
+              + (f" ({d['detail']})" if d["detail"] else ""))
+    return OK
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    from application.knowledge.lint import lint
+    from infrastructure.bootstrap import bootstrap
+
+    services = bootstrap(args.db)
+    try:
+        services.knowledge.catch_up()
+        with services.knowledge_reader.snapshot() as snap:
+            report = lint(snap, args.collection)
+    finally:
+        services.close()
+    if args.format == "json":
+        _emit(report.as_dict())
+    else:
+        state = "green" if report.green else f"{len(report.issues)} issue(s)"
+        print(f"lint: {state} ({report.pages} page(s), {report.uncompiled_topics} topic(s) not compiled yet)")
+        for issue in report.issues:
+            print(f"  {issue.code}: {issue.topic_id}: {issue.detail}")
+    if not report.green:
+        raise Failure(REJECTED, f"lint is not green: {len(report.issues)} issue(s)")
+    return OK
+
+
+def cmd_quota(args: argparse.Namespace) -> int:
+    from infrastructure.bootstrap import bootstrap
+
+    services = bootstrap(args.db)
+    try:
+        status = services.quota.status(args.provider)
+    finally:
+        services.close()
+    if args.format == "json":
+        _emit(status)
+    else:
+        g, e = status["generate"], status["embed"]
+        print(f"{status['provider']} on {status['day']} (resets {status['resets_at']}):")
+        print(f"  generate: {g['spent']} spent, {g['left']} left of {g['cap']} (compile: {g['compile_spent']} of {g['compile_cap']})")
+        print(f"  embed:    {e['spent']} spent, {e['left']} left of {e['cap']}")
+        print(f"  refused:  {status['refused']}" + (f"; exhausted: {status['exhausted']}" if status["exhausted"] else ""))
+    return OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from infrastructure.bootstrap import bootstrap
     from infrastructure.demo import run_demo
@@ -315,6 +466,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sleep between pages, to leave room for live traffic")
     p.add_argument("--page-size", type=int, default=1000, metavar="N", help="events per transaction")
     p.set_defaults(run=cmd_rebuild)
+
+    p = verbs.add_parser("ingest", parents=[common], help="ingest markdown/text files or folders into a collection")
+    p.add_argument("--collection", required=True)
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.set_defaults(run=cmd_ingest)
+
+    p = verbs.add_parser("compile", parents=[common], help="compile stale wiki pages, oldest drift first")
+    p.add_argument("--budget", type=int, help="pages at most (default: the compile quota for an LLM provider, else all)")
+    p.add_argument("--collection")
+    p.add_argument("--provider", default=os.environ.get("CANON_LLM_PROVIDER", "offline"), choices=("offline", "gemini"))
+    p.set_defaults(run=cmd_compile)
+
+    p = verbs.add_parser("lint", parents=[common], help="check the wiki (no LLM calls); non-zero unless green")
+    p.add_argument("--collection")
+    p.set_defaults(run=cmd_lint)
+
+    p = verbs.add_parser("quota", parents=[common], help="LLM calls spent and left today")
+    p.add_argument("--provider", default=os.environ.get("CANON_LLM_PROVIDER", "gemini"))
+    p.set_defaults(run=cmd_quota)
 
     p = verbs.add_parser("demo", parents=[common], help="apply the bundled sample serial to an embedded store and show it")
     p.set_defaults(run=cmd_demo)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, update
+from sqlalchemy import Table, and_, bindparam, delete, update
 from sqlalchemy.engine import Connection
 
 
@@ -28,7 +28,22 @@ class Update:
     values: dict[str, Any]
 
 
-Op = Upsert | Update
+@dataclass(frozen=True)
+class Delete:
+    table: Table
+    key: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Run:
+    """A prepared statement (with bind parameters) a projection needs beyond upserts."""
+
+    name: str
+    statement: Any
+    params: dict[str, Any]
+
+
+Op = Upsert | Update | Delete | Run
 
 
 def _upsert_statement(conn: Connection, table: Table, columns: tuple[str, ...]) -> Any:
@@ -68,18 +83,27 @@ def execute(conn: Connection, ops: Iterable[Op]) -> int:
             cols = tuple(sorted(op.values))
             new_shape: tuple[Any, ...] = ("upsert", op.table.name, cols)
             params = op.values
-        else:
+        elif isinstance(op, Update):
             kcols, vcols = tuple(sorted(op.key)), tuple(sorted(op.values))
             new_shape = ("update", op.table.name, kcols, vcols)
             params = {**{f"k_{k}": v for k, v in op.key.items()}, **{f"v_{c}": v for c, v in op.values.items()}}
+        elif isinstance(op, Delete):
+            new_shape = ("delete", op.table.name, tuple(sorted(op.key)))
+            params = {f"k_{k}": v for k, v in op.key.items()}
+        else:
+            new_shape = ("run", op.name)
+            params = op.params
         if new_shape != shape:
             flush()
             shape = new_shape
-            stmt = (
-                _upsert_statement(conn, op.table, new_shape[2])
-                if isinstance(op, Upsert)
-                else _update_statement(op.table, new_shape[2], new_shape[3])
-            )
+            if isinstance(op, Upsert):
+                stmt = _upsert_statement(conn, op.table, new_shape[2])
+            elif isinstance(op, Update):
+                stmt = _update_statement(op.table, new_shape[2], new_shape[3])
+            elif isinstance(op, Delete):
+                stmt = delete(op.table).where(and_(*(op.table.c[k] == bindparam(f"k_{k}") for k in new_shape[2])))
+            else:
+                stmt = op.statement
         batch.append(params)
     flush()
     return statements

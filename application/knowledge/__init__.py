@@ -1,0 +1,1 @@
+"""The knowledge layer: wiki pages compiled from chunks, within an LLM quota."""

@@ -1,0 +1,1 @@
+"""LLM providers: ``offline`` (default: extractive, no network) and ``gemini``."""
