@@ -1,0 +1,136 @@
+#!/usr/bin/env python
+"""Rebuild throughput and audit time (issue 4).
+
+    python benchmarks/bench_rebuild.py [--quick] [--store sqlite|postgres|both] [--repeats 3] [--format json]
+
+Loads the synthetic serial (benchmarks/gen_story.py: 1,000 chapters, 10,000 canon entries,
+~100,000 events; --quick: 100 chapters) through the command path into a fresh store, then,
+in the same process and the same run, R times each:
+
+* **raw decoded read**: every event the canon projection subscribes to, read in pages of
+  1,000 and decoded by the library's mapper (``ledger.read``), doing nothing with them;
+* **rebuild**: ``canon rebuild`` of the canon read model (blue/green into new tables, pages of
+  1,000 events per transaction, tracking in the same transaction);
+* **audit** of the chapter-1,000 writer packet issued at the end of the log (replay of the
+  story's canon events into a scratch build, recompile, compare, lineage).
+
+Reports medians; the throughput ratio is rebuild events/s over raw read events/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import gen_story  # noqa: E402
+from bench_apply import PostgresStores, SQLiteStores, log, machine_info  # noqa: E402
+from bench_packets import DEFAULT_SERVER, load_story  # noqa: E402
+
+from application.packets.recipes import Request  # noqa: E402
+from application.parsing import parse_command  # noqa: E402
+from infrastructure.bootstrap import bootstrap  # noqa: E402
+
+
+def _raw_read(ledger: Any, topics: list[str]) -> tuple[int, float]:
+    start, n = 1, 0
+    t0 = time.perf_counter()
+    end = ledger.position()
+    while start <= end:
+        page = ledger.read(start, 1000, end, topics)
+        n += len(page)
+        if len(page) < 1000:
+            break
+        start = page[-1][0] + 1
+    return n, time.perf_counter() - t0
+
+
+def run_store(stores: Any, commands: list[Any], chapters: int, repeats: int) -> dict[str, Any]:
+    with stores.fresh() as url:
+        load = load_story(url, stores.kind, commands, 200)
+        services = bootstrap(url)
+        try:
+            t0 = time.perf_counter()
+            services.canon.catch_up()
+            first_catch_up = time.perf_counter() - t0
+            packet = services.packets.packet(Request(gen_story.STORY, "writer", chapters))
+            topics = services.canon.runner(services.canon.active()).projection.topics
+            reads, rebuilds, audits = [], [], []
+            for r in range(repeats):
+                n, seconds = _raw_read(services.ledger, topics)
+                reads.append(seconds)
+                report = services.canon.rebuild()
+                rebuilds.append(report.seconds)
+                t0 = time.perf_counter()
+                audit = services.auditor.audit(packet.packet_id)
+                audits.append(time.perf_counter() - t0)
+                assert audit.ok, audit.as_dict()
+                log(f"{stores.kind} repeat {r + 1}: raw read {n:,} events in {seconds:.2f} s; rebuild "
+                    f"{report.seconds:.2f} s; audit {audits[-1]:.2f} s")
+            raw_s, rebuild_s = statistics.median(reads), statistics.median(rebuilds)
+            return {
+                "store": stores.kind, "load": load, "log_position": services.ledger.position(),
+                "canon_events": n, "first_catch_up_s": round(first_catch_up, 2),
+                "raw_read_s": round(raw_s, 3), "raw_read_events_per_s": round(n / raw_s),
+                "rebuild_s": round(rebuild_s, 3), "rebuild_events_per_s": round(n / rebuild_s),
+                "ratio": round(raw_s / rebuild_s, 3),
+                "audit_s": round(statistics.median(audits), 3), "audit_replayed_events": audit.replayed_events,
+                "packet_position": packet.position,
+            }
+        finally:
+            services.close()
+
+
+def markdown(report: dict[str, Any], argv: list[str]) -> str:
+    m = report["machine"]
+    lines = [
+        f"- Command: `python benchmarks/bench_rebuild.py {' '.join(argv)}`".rstrip(),
+        f"- Date: {m['date']}; git {m['git_commit']}; {m['nproc']} CPUs ({m['cpu']}); Python {m['python']}; "
+        f"eventsourcing {m['eventsourcing']}; SQLite {m['sqlite']}; load at start {m['loadavg_start']}",
+        f"- Story: {report['chapters']} chapters, {report['commands']:,} commands; repeats {report['repeats']} (medians)",
+        "",
+        "| store | log events | canon events read | raw decoded read ev/s | rebuild ev/s | rebuild/raw | goal | audit at end of log | goal |",
+        "|---|--:|--:|--:|--:|--:|--|--:|--|",
+    ]
+    for r in report["results"]:
+        lines.append(
+            f"| {r['store']} | {r['log_position']:,} | {r['canon_events']:,} | {r['raw_read_events_per_s']:,} | "
+            f"{r['rebuild_events_per_s']:,} | **{r['ratio']:.2f}x** | >= 0.5x {'met' if r['ratio'] >= 0.5 else 'MISSED'} | "
+            f"{r['audit_s']:.2f} s (position {r['packet_position']:,}, {r['audit_replayed_events']:,} events replayed) | "
+            f"<= 5 s {'met' if r['audit_s'] <= 5 else 'MISSED'} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="100 chapters, 1 repeat")
+    parser.add_argument("--store", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pg", default=os.environ.get("BENCH_PG", DEFAULT_SERVER), help="admin URL of the server")
+    parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    args = parser.parse_args(argv)
+    chapters = 100 if args.quick else gen_story.CHAPTERS
+    entries = 1000 if args.quick else gen_story.ENTRIES
+    repeats = 1 if args.quick else args.repeats
+    commands = [parse_command(c) for c in gen_story.generate(chapters=chapters, entries=entries)]
+    report: dict[str, Any] = {"machine": machine_info(args.pg if args.store != "sqlite" else None),
+                              "chapters": chapters, "commands": len(commands), "repeats": repeats, "results": []}
+    kinds = ["sqlite", "postgres"] if args.store == "both" else [args.store]
+    for kind in kinds:
+        stores = SQLiteStores() if kind == "sqlite" else PostgresStores(args.pg)
+        try:
+            report["results"].append(run_store(stores, commands, chapters, repeats))
+        finally:
+            stores.close()
+    print(json.dumps(report, indent=2) if args.format == "json" else markdown(report, sys.argv[1:] if argv is None else argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
