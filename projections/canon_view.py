@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import and_, false, func, select
+from typing import Any
+
+from sqlalchemy import and_, false, func, select, tuple_
 from sqlalchemy.engine import Connection, Engine
 
 from application.packets.ports import ChapterView, EntryView, Fact, NodeView, SceneView, StoryView
@@ -75,37 +77,73 @@ class SqlCanonSnapshot:
         return [SceneView(r["scene_id"], _fact(r["text"], r["tokens"], r["source"]), tuple(tags.get(r["scene_id"], [])))
                 for r in cards]
 
-    def _ranked(self, story_id: str, chapter: int, *conditions):
+    _ENTRY_COLUMNS = ("story_id", "kind", "key", "step", "valid_from", "retired", "name", "state", "hidden_until", "tokens", "source")
+
+    def _ranked(self, story_id: str, chapter: int, *conditions: Any, with_text: bool = True) -> Any:
         cn = self.t.canon
         rank = func.row_number().over(
             partition_by=(cn.c.kind, cn.c.key), order_by=(cn.c.valid_from.desc(), cn.c.step.desc())
         ).label("rank")
-        return select(cn, rank).where(cn.c.story_id == story_id, cn.c.valid_from <= chapter, *conditions).subquery()
+        columns = [cn.c[name] for name in self._ENTRY_COLUMNS] + ([cn.c.text] if with_text else [])
+        return select(*columns, rank).where(cn.c.story_id == story_id, cn.c.valid_from <= chapter, *conditions).subquery()
 
     @staticmethod
-    def _entry(r) -> EntryView:
+    def _entry(r: Any) -> EntryView:
+        text = r.get("text")
+        ref = None if text is not None else ("canon", r["story_id"], r["kind"], r["key"], r["step"])
         return EntryView(r["kind"], r["key"], r["step"], r["valid_from"], bool(r["retired"]), r["name"], r["state"],
-                         r["hidden_until"], _fact(r["text"], r["tokens"], r["source"]))
+                         r["hidden_until"], Fact(text, r["tokens"] or 0, (r["source"],), ref))
 
     def entries_as_of(self, story_id: str, chapter: int, *, kinds: tuple[str, ...] = (),
-                      keys: tuple[str, ...] = ()) -> list[EntryView]:
+                      keys: tuple[str, ...] = (), since: int | None = None, active: bool = False,
+                      with_text: bool = True) -> list[EntryView]:
         cn = self.t.canon
         conditions = []
         if kinds:
             conditions.append(cn.c.kind.in_(kinds))
         if keys:
             conditions.append(cn.c.key.in_(keys))
-        ranked = self._ranked(story_id, chapter, *conditions)
-        rows = self.c.execute(
-            select(ranked).where(ranked.c.rank == 1).order_by(ranked.c.kind, ranked.c.key)
-        ).mappings().all()
+        if since is not None:
+            # Equivalent inside the ranking: the step in force is the latest one, so if it is
+            # not newer than ``since`` no other step is.
+            conditions.append(cn.c.valid_from > since)
+        ranked = self._ranked(story_id, chapter, *conditions, with_text=with_text)
+        stmt = select(ranked).where(ranked.c.rank == 1)
+        if active:
+            stmt = stmt.where(ranked.c.retired == false(),
+                              func.coalesce(func.lower(ranked.c.state), "") != "resolved")
+        rows = self.c.execute(stmt.order_by(ranked.c.kind, ranked.c.key)).mappings().all()
         return [self._entry(r) for r in rows]
 
-    def superseded_steps(self, story_id: str, chapter: int, kind: str, key: str) -> list[EntryView]:
+    def superseded_steps(self, story_id: str, chapter: int, kind: str, keys: tuple[str, ...],
+                         limit: int) -> dict[str, list[EntryView]]:
+        if not keys:
+            return {}
         cn = self.t.canon
-        ranked = self._ranked(story_id, chapter, and_(cn.c.kind == kind, cn.c.key == key))
-        rows = self.c.execute(select(ranked).where(ranked.c.rank > 1).order_by(ranked.c.rank)).mappings().all()
-        return [self._entry(r) for r in rows if not r["retired"]]
+        ranked = self._ranked(story_id, chapter, cn.c.kind == kind, cn.c.key.in_(keys), with_text=False)
+        rows = self.c.execute(
+            select(ranked).where(ranked.c.rank > 1, ranked.c.rank <= limit + 1, ranked.c.retired == false())
+            .order_by(ranked.c.key, ranked.c.rank)
+        ).mappings().all()
+        out: dict[str, list[EntryView]] = {}
+        for r in rows:
+            out.setdefault(r["key"], []).append(self._entry(r))
+        return out
+
+    def texts(self, refs: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], str]:
+        out: dict[tuple[Any, ...], str] = {}
+        cn, nodes = self.t.canon, self.t.chain_nodes
+        canon = [r[1:] for r in refs if r[0] == "canon"]
+        if canon:
+            rows = self.c.execute(select(cn.c.story_id, cn.c.kind, cn.c.key, cn.c.step, cn.c.text).where(
+                tuple_(cn.c.story_id, cn.c.kind, cn.c.key, cn.c.step).in_(canon)))
+            out.update({("canon", r.story_id, r.kind, r.key, r.step): r.text for r in rows})
+        chain = [r[1:] for r in refs if r[0] == "node"]
+        if chain:
+            rows = self.c.execute(select(nodes.c.story_id, nodes.c.chain, nodes.c.step, nodes.c.ordinal, nodes.c.text)
+                                  .where(tuple_(nodes.c.story_id, nodes.c.chain, nodes.c.step, nodes.c.ordinal).in_(chain)))
+            out.update({("node", r.story_id, r.chain, r.step, r.ordinal): r.text for r in rows})
+        return out
 
     def chapter_summaries(self, story_id: str, first: int, last: int) -> list[tuple[int, Fact]]:
         ch = self.t.chapters
@@ -125,12 +163,14 @@ class SqlCanonSnapshot:
 
     def chain_nodes(self, story_id: str, chapter: int) -> list[NodeView]:
         cn, nodes = self.t.canon, self.t.chain_nodes
-        ranked = self._ranked(story_id, chapter, cn.c.kind == "development_chain")
+        ranked = self._ranked(story_id, chapter, cn.c.kind == "development_chain", with_text=False)
         rows = self.c.execute(
-            select(nodes)
+            select(nodes.c.chain, nodes.c.step, nodes.c.ordinal, nodes.c.node_id, nodes.c.node_kind,
+                   nodes.c.hidden_until, nodes.c.tokens, nodes.c.source)
             .join(ranked, and_(nodes.c.story_id == story_id, nodes.c.chain == ranked.c.key, nodes.c.step == ranked.c.step))
             .where(ranked.c.rank == 1, ranked.c.retired == false())
             .order_by(nodes.c.chain, nodes.c.ordinal)
         ).mappings().all()
-        return [NodeView(r["chain"], r["node_id"], r["node_kind"], r["hidden_until"], _fact(r["text"], r["tokens"], r["source"]))
+        return [NodeView(r["chain"], r["node_id"], r["node_kind"], r["hidden_until"],
+                         Fact(None, r["tokens"], (r["source"],), ("node", story_id, r["chain"], r["step"], r["ordinal"])))
                 for r in rows]

@@ -21,6 +21,7 @@ from application.knowledge.ports import (
     PageWriter,
     ProviderError,
     ProviderExhausted,
+    ProviderThrottled,
     StaleTopic,
     TopicView,
 )
@@ -161,6 +162,9 @@ class WikiCompiler:
             except ProviderExhausted as e:
                 self.quota.settle(self.provider, call_id, "error")
                 self.quota.exhaust(self.provider, str(e))
+                raise StopBatch("quota", str(e)) from None
+            except ProviderThrottled as e:
+                self.quota.settle(self.provider, call_id, "error")
                 raise StopBatch("quota", str(e)) from None
             except ProviderError as e:
                 self.quota.settle(self.provider, call_id, "error" if e.sent else "not_sent")

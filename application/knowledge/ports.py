@@ -86,6 +86,10 @@ class ProviderExhausted(ProviderError):
     """The provider said its daily quota is spent (HTTP 429): stop until the day resets."""
 
 
+class ProviderThrottled(ProviderError):
+    """A short-term rate limit (429 that is not the daily quota): stop for now, not for the day."""
+
+
 class PageWriter(Protocol):
     name: str  # "extractive" or "gemini:<model>"
     uses_quota: bool

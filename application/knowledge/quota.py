@@ -1,13 +1,14 @@
 """The quota ledger: every LLM call is reserved before it is made and settled after, as
 events on the provider's QuotaDay. A refused reservation is recorded too. A 429 marks the
-provider exhausted until the day resets (UTC midnight)."""
+provider exhausted until the day resets (midnight Pacific, when Gemini's daily quotas do)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
 from typing import Any
 
 from eventsourcing.application import AggregateNotFoundError
@@ -23,21 +24,23 @@ class QuotaPolicy:
     generate_per_day: int = 20  # the Gemini free tier
     compile_per_day: int = 15  # of those, the nightly compile may use this many; the rest is chat headroom
     embed_per_day: int = 1000
+    # Gemini's per-day quotas reset at midnight Pacific time: the ledger's days follow them.
+    reset_zone: str = "America/Los_Angeles"
 
     def caps(self) -> dict[str, int]:
         return {GENERATE: self.generate_per_day, f"{GENERATE}:compile": self.compile_per_day, EMBED: self.embed_per_day}
 
 
-def utc_today() -> date:
-    return datetime.now(timezone.utc).date()
+def today_in(zone: str) -> date:
+    return datetime.now(ZoneInfo(zone)).date()
 
 
 class Quota:
     def __init__(self, ledger: CanonLedger, policy: QuotaPolicy | None = None,
-                 today: Callable[[], date] = utc_today, attempts: int = 10) -> None:
+                 today: Callable[[], date] | None = None, attempts: int = 10) -> None:
         self.ledger = ledger
         self.policy = policy or QuotaPolicy()
-        self.today = today
+        self.today = today or (lambda: today_in(self.policy.reset_zone))
         self.attempts = attempts
 
     def _change(self, provider: str, change: Callable[[QuotaDay], Any]) -> Any:
@@ -82,7 +85,7 @@ class Quota:
         except AggregateNotFoundError:
             aggregate = QuotaDay(provider=provider, day=day.isoformat())
         caps = self.policy.caps()
-        resets = datetime.combine(day + timedelta(days=1), time(0), tzinfo=timezone.utc)
+        resets = datetime.combine(day + timedelta(days=1), time(0), tzinfo=ZoneInfo(self.policy.reset_zone))
         return {
             "provider": provider,
             "day": day.isoformat(),

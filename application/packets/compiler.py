@@ -7,6 +7,10 @@ room is left to say something useful) or dropped. The same fact is never packed 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
 from application.packets.packet import TIERS, Item, Packet, Stage
 from application.packets.ports import CanonSnapshot
 from application.packets.recipes import RECIPES, USES_RETRIEVAL, Candidate, Request
@@ -43,17 +47,19 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter) -> P
             "P0 is never trimmed: raise the budget or shorten the scene card, goals, guardrails or contract",
             "budget",
         )
-    items = fill(candidates, budget, tokens)
+    items = fill(candidates, budget, tokens, snap.texts)
     stages = _stages(req, candidates, items, budget, scene_detail)
     return Packet(req.story_id, req.role, req.chapter, req.scene, story.position, budget, tokens.name,
                   tuple(items), tuple(stages)).sealed()
 
 
-def fill(candidates: list[Candidate], budget: int, tokens: TokenCounter) -> list[Item]:
+def fill(candidates: list[Candidate], budget: int, tokens: TokenCounter,
+         load: Callable[[list[tuple[Any, ...]]], dict[tuple[Any, ...], str]]) -> list[Item]:
     ordered = sorted(candidates, key=lambda c: TIERS.index(c.tier))  # stable: recipe order within a tier
     remaining = budget
     packed: dict[tuple[str, str], str] = {}
     items: list[Item] = []
+    unread: list[int] = []  # included items whose text is fetched once, at the end
     for c in ordered:
         size = c.fact.tokens
         if c.blocked:
@@ -61,11 +67,14 @@ def fill(candidates: list[Candidate], budget: int, tokens: TokenCounter) -> list
         elif c.identity in packed:
             items.append(_dropped(c, f"duplicate of the {packed[c.identity]} item ({c.reason})", size))
         elif size <= remaining:
-            items.append(Item(c.tier, c.kind, c.key, c.fact.text, size, "included", c.reason, c.fact.sources))
+            if c.fact.text is None:
+                unread.append(len(items))
+            items.append(Item(c.tier, c.kind, c.key, c.fact.text or "", size, "included", c.reason, c.fact.sources))
             remaining -= size
             packed[c.identity] = c.tier
         elif c.trimmable and remaining >= MIN_TRIM_TOKENS:
-            text = _trim(c.fact.text, remaining, tokens)
+            full = c.fact.text if c.fact.text is not None else load([c.fact.ref])[c.fact.ref]
+            text = _trim(full, remaining, tokens)
             used = tokens.count(text)
             items.append(Item(c.tier, c.kind, c.key, text, used, "trimmed",
                               f"trimmed from {size} to {used} tokens to fit ({c.reason})", c.fact.sources))
@@ -73,6 +82,11 @@ def fill(candidates: list[Candidate], budget: int, tokens: TokenCounter) -> list
             packed[c.identity] = c.tier
         else:
             items.append(_dropped(c, f"no space: needs {size} tokens, {remaining} left ({c.reason})", size))
+    if unread:  # items and ordered candidates correspond one to one
+        refs = {i: ordered[i].fact.ref for i in unread}
+        texts = load(list(refs.values()))  # type: ignore[arg-type]
+        for i, ref in refs.items():
+            items[i] = replace(items[i], text=texts[ref])  # type: ignore[index]
     return items
 
 

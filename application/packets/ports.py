@@ -8,16 +8,21 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
 class Fact:
-    """One packable piece of canon: its rendered text, token count and source event positions."""
+    """One packable piece of canon: its rendered text, token count and source event positions.
 
-    text: str
+    Long candidate lists are read without their text (``text`` None, ``ref`` set): most of
+    them will not fit, and only what is packed is worth fetching (``CanonSnapshot.texts``).
+    """
+
+    text: str | None
     tokens: int
     sources: tuple[int, ...]
+    ref: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -77,12 +82,17 @@ class CanonSnapshot(Protocol):
     def chapter(self, story_id: str, number: int) -> ChapterView | None: ...
     def scenes(self, story_id: str, chapter: int) -> list[SceneView]: ...
     def entries_as_of(self, story_id: str, chapter: int, *, kinds: tuple[str, ...] = (),
-                      keys: tuple[str, ...] = ()) -> list[EntryView]:
-        """The step in force at ``chapter`` of each matching entry (by kind and/or key)."""
+                      keys: tuple[str, ...] = (), since: int | None = None, active: bool = False,
+                      with_text: bool = True) -> list[EntryView]:
+        """The step in force at ``chapter`` of each matching entry (by kind and/or key);
+        ``since``: only steps in force from after that chapter; ``active``: neither retired
+        nor resolved; ``with_text`` False: texts are fetched later, for what is packed."""
         ...
-    def superseded_steps(self, story_id: str, chapter: int, kind: str, key: str) -> list[EntryView]:
-        """Earlier steps of one entry that ``chapter``'s step replaced, most recent first."""
+    def superseded_steps(self, story_id: str, chapter: int, kind: str, keys: tuple[str, ...],
+                         limit: int) -> dict[str, list[EntryView]]:
+        """Per key, up to ``limit`` earlier steps that ``chapter``'s step replaced, most recent first."""
         ...
+    def texts(self, refs: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], str]: ...
     def chapter_summaries(self, story_id: str, first: int, last: int) -> list[tuple[int, Fact]]: ...
     def volume_summaries(self, story_id: str) -> list[tuple[int, Fact]]: ...
     def chain_nodes(self, story_id: str, chapter: int) -> list[NodeView]: ...

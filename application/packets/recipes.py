@@ -17,6 +17,7 @@ ROLE_TAGS = ("characters", "locations", "items", "threads", "callbacks")
 TAG_KIND = {"characters": "character", "locations": "location", "items": "item", "threads": "thread"}
 RECENT_SUMMARIES = 3
 RECENT_TIMELINE = 5
+HISTORY_STEPS = 3  # earlier states per tagged character: the latest shifts, not the whole life
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,7 @@ def scene_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: To
 
     tagged, characters = _tagged(snap, req.story_id, k, scenes)
     out += tagged
-    threads = [e for e in snap.entries_as_of(req.story_id, k, kinds=("thread",))
-               if not e.retired and (e.state or "").casefold() != "resolved"]
+    threads = snap.entries_as_of(req.story_id, k, kinds=("thread",), active=True, with_text=False)
     out += [_entry("P1", e, "active thread", k) for e in threads]
 
     for n, fact in reversed(snap.chapter_summaries(req.story_id, max(1, k - RECENT_SUMMARIES), k - 1)):
@@ -109,16 +109,17 @@ def scene_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: To
     volumes = snap.volume_summaries(req.story_id)
     volume = chapter.volume if chapter else None
     out += [Candidate("P2", "volume_summary", str(v), f, "current volume summary") for v, f in volumes if v == volume]
-    timeline = [e for e in snap.entries_as_of(req.story_id, k, kinds=("timeline_event",))
-                if e.valid_from > k - RECENT_TIMELINE and not e.retired]
+    timeline = [e for e in snap.entries_as_of(req.story_id, k, kinds=("timeline_event",), since=k - RECENT_TIMELINE,
+                                              with_text=False) if not e.retired]
     out += [_entry("P2", e, "recent timeline", k) for e in sorted(timeline, key=lambda e: (-e.valid_from, e.key))]
 
     out += [Candidate("P3", "volume_summary", str(v), f, "earlier volume summary")
             for v, f in reversed(volumes) if volume is None or v < volume]
-    out += [_entry("P3", e, "world rule", k) for e in snap.entries_as_of(req.story_id, k, kinds=("world_rule",))
-            if not e.retired]
+    out += [_entry("P3", e, "world rule", k)
+            for e in snap.entries_as_of(req.story_id, k, kinds=("world_rule",), with_text=False) if not e.retired]
+    history = snap.superseded_steps(req.story_id, k, "character", tuple(c.key for c in characters), HISTORY_STEPS)
     for c in characters:
-        for old in snap.superseded_steps(req.story_id, k, c.kind, c.key):
+        for old in history.get(c.key, []):
             out.append(Candidate("P3", "history", f"{c.key}@{old.valid_from}", old.fact,
                                  f"earlier state of {c.key}, superseded from chapter {c.valid_from}"))
 
@@ -164,8 +165,7 @@ def chat_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: Tok
     out += [Candidate("P1", "volume_summary", str(v), f, "project overview") for v, f in reversed(snap.volume_summaries(req.story_id))]
     for n, fact in reversed(snap.chapter_summaries(req.story_id, max(1, req.chapter - RECENT_SUMMARIES + 1), req.chapter)):
         out.append(Candidate("P2", "chapter_summary", str(n), fact, "latest chapter summary"))
-    threads = [e for e in snap.entries_as_of(req.story_id, req.chapter, kinds=("thread",))
-               if not e.retired and (e.state or "").casefold() != "resolved"]
+    threads = snap.entries_as_of(req.story_id, req.chapter, kinds=("thread",), active=True, with_text=False)
     out += [_entry("P3", e, "open thread", req.chapter) for e in threads]
     return out, "chat reads no scene keys"
 

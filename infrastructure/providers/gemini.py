@@ -14,7 +14,14 @@ import os
 from pydantic import BaseModel, Field
 
 from application.knowledge.compile import chunk_bodies
-from application.knowledge.ports import ChunkView, PageDraft, ProviderError, ProviderExhausted, TopicView
+from application.knowledge.ports import (
+    ChunkView,
+    PageDraft,
+    ProviderError,
+    ProviderExhausted,
+    ProviderThrottled,
+    TopicView,
+)
 
 GENERATE_MODEL = "gemini-2.5-flash"
 EMBED_MODEL = "gemini-embedding-001"
@@ -34,9 +41,21 @@ class RetryableProviderError(ProviderError):
     retryable = True
 
 
+def _daily_quota(error: Exception) -> bool:
+    details = getattr(error, "details", None) or {}
+    for detail in (details.get("error", {}) or {}).get("details", []) if isinstance(details, dict) else []:
+        for violation in detail.get("violations", []) or []:
+            if "PerDay" in str(violation.get("quotaId", "")):
+                return True
+    return False
+
+
 def _client(api_key: str, base_url: str | None, timeout_ms: int):  # type: ignore[no-untyped-def]
-    from google import genai
-    from google.genai import types
+    try:
+        from google import genai
+        from google.genai import types
+    except ImportError:
+        raise ProviderError("the gemini provider needs the google-genai package", sent=False) from None
 
     options = {"api_version": "v1beta", "timeout": timeout_ms}
     if base_url:
@@ -70,15 +89,18 @@ class GeminiProvider:
             status = getattr(error, "status", "") or ""
             message = self._scrub(f"gemini answered {error.code} {status}".strip())
             if error.code == 429:
-                return ProviderExhausted(message + ": daily quota exhausted")
+                # Only a per-day quota means "stop until reset"; a per-minute one clears in seconds.
+                if _daily_quota(error):
+                    return ProviderExhausted(message + ": daily quota exhausted")
+                return ProviderThrottled(message + ": rate limited (not the daily quota)")
             if isinstance(error, errors.ServerError):
                 return RetryableProviderError(message)
             return ProviderError(message)
         kind = type(error).__name__
+        if "Connect" in kind or "PoolTimeout" in kind:  # never reached the server: not spent
+            return ProviderError(f"could not reach gemini ({kind})", sent=False)
         if "Timeout" in kind:
             return ProviderError(f"gemini did not answer in time ({kind})")
-        if "Connect" in kind:
-            return ProviderError(f"could not reach gemini ({kind})", sent=False)
         return ProviderError(self._scrub(f"gemini call failed: {kind}: {error}"))
 
     # -- generation ----------------------------------------------------------------------------
@@ -96,7 +118,13 @@ class GeminiProvider:
             response = self._client.models.generate_content(
                 model=self.model,
                 contents=prompt,
-                config=types.GenerateContentConfig(response_mime_type="application/json", response_schema=PageSchema),
+                config=types.GenerateContentConfig(
+                    response_mime_type="application/json",
+                    response_schema=PageSchema,
+                    # One reserved call must be one billed request: no SDK-driven follow-ups.
+                    automatic_continuation=False,
+                    automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+                ),
             )
         except Exception as e:  # noqa: BLE001 - every SDK failure becomes one of ours, key scrubbed
             raise self._translate(e) from None

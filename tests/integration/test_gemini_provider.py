@@ -285,10 +285,6 @@ def test_a_429_mid_batch_stops_for_the_day_and_writes_no_half_page(services, ser
     _assert_no_key(key, _events_text(services), report.detail, again.detail)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: GeminiProvider.write leaves the SDK's automatic continuation on (google-genai 3.x "
-    "default), so one reserved call can send several billed requests; set "
-    "GenerateContentConfig(automatic_continuation=False) in infrastructure/providers/gemini.py and drop this mark"))
 def test_one_reserved_call_is_one_request_even_when_the_model_asks_to_continue(services, server, key) -> None:
     _ingest(services, BELLS, document="bells.md")
     compiler = _gemini(services, server, key)
@@ -479,3 +475,17 @@ def test_the_offline_compile_makes_no_network_call(services, server, store_url, 
     assert len(pages) == GUIDE_TOPICS + 1 and all(p.tldr and p.embedding for p in pages)
     assert {p.method for p in pages} == {"extractive"}
     assert _lint(services).green
+
+
+def test_a_per_minute_429_stops_the_batch_without_spending_the_day(services, server, key) -> None:
+    _ingest(services, GUIDE)
+    compiler = _gemini(services, server, key)
+    server.script("ok", "429_minute", kind="generate")
+    report = compiler.nightly()
+    assert report.stopped_reason == "quota" and "rate limited" in report.detail
+    assert report.compiled == 1 and report.remaining_stale == GUIDE_TOPICS - 1
+    status = services.quota.status("gemini")
+    assert status["exhausted"] is None and status["generate"]["left"] > 0
+    again = compiler.nightly()  # the next run goes on: the day is not over
+    assert again.compiled == GUIDE_TOPICS - 1 and again.stopped_reason == "done"
+    assert len(_spent(services)) == len(server.requests)
