@@ -99,9 +99,10 @@ class ReadModels:
 
     def runner(self, build: Build) -> ProjectionRunner:
         if build.tag not in self._runners:
+            tables = self.tables(build)
             self._runners[build.tag] = ProjectionRunner(
-                self.spec.projection(self.tables(build)), self._tracking_name(build), self.log,
-                self.write_engine, self.read_engine, self.page_size)
+                self.spec.projection(tables), self._tracking_name(build), self.log,
+                self.write_engine, self.read_engine, self.page_size, tables.all())
         return self._runners[build.tag]
 
     def _tracking_name(self, build: Build) -> str:
@@ -163,6 +164,7 @@ class ReadModels:
             old = Build(row["active_tag"], row["active_version"])
             conn.execute(update(registry).where(registry.c.projection == self.spec.name).values(
                 active_tag=build.tag, active_version=build.version, building_tag=None, building_version=None))
+        runner.analyze()
         self._drop(old)
         return RebuildReport(self.spec.name, old, build, resumed, goal, goal - first, time.perf_counter() - started)
 

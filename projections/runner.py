@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from projections.sql_ops import Op, execute
 
 PAGE_SIZE = 1000
+ANALYZE_AFTER = 5000  # a catch-up this big changes the planner's picture: refresh its statistics
 Progress = Callable[[int, int], None]
 
 tracking_metadata = MetaData()
@@ -63,13 +64,14 @@ def stop_tracking(conn: Connection, name: str) -> None:
 
 class ProjectionRunner:
     def __init__(self, projection: Projection, tracking_name: str, log: EventLog, write_engine: Engine,
-                 read_engine: Engine | None = None, page_size: int = PAGE_SIZE) -> None:
+                 read_engine: Engine | None = None, page_size: int = PAGE_SIZE, tables: Sequence[Any] = ()) -> None:
         self.projection = projection
         self.tracking_name = tracking_name
         self.log = log
         self.write_engine = write_engine
         self.read_engine = read_engine or write_engine
         self.page_size = page_size
+        self.tables = list(tables)
 
     def position(self) -> int:
         with self.read_engine.begin() as conn:
@@ -78,7 +80,7 @@ class ProjectionRunner:
     def catch_up(self, target: int | None = None, progress: Progress | None = None, pause: float = 0.0) -> int:
         """Apply events until the read model reflects ``target`` (default: the log's end)."""
         goal = self.log.position() if target is None else target
-        position = self.position()
+        position = start = self.position()
         if position >= goal:
             return position
         while True:
@@ -88,9 +90,17 @@ class ProjectionRunner:
             if progress is not None:
                 progress(reached, goal)
             if reached >= goal:
+                if reached - start >= ANALYZE_AFTER:
+                    self.analyze()
                 return reached
             if pause:
                 time.sleep(pause)
+
+    def analyze(self) -> None:
+        """Refresh planner statistics (SQLite has none until asked; autovacuum may be off)."""
+        with self.write_engine.begin() as conn:
+            for table in self.tables:
+                conn.exec_driver_sql(f'ANALYZE "{table.name}"')
 
     def step(self, conn: Connection, goal: int) -> int:
         """One page inside the caller's transaction; returns the position now reflected."""

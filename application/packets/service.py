@@ -21,7 +21,7 @@ class PacketService:
         self.catch_up = catch_up
         self.reader = reader
         self.tokens = tokens
-
+        self._recorded: dict[str, None] = {}  # ids this process has recorded: skip the doomed insert
     def packet(self, request: Request, *, after: int | None = None, record: bool = True) -> Packet:
         """Compile once the read models reflect ``after`` (default: everything applied so far).
 
@@ -30,16 +30,19 @@ class PacketService:
         """
         target = self.ledger.position() if after is None else after
         for _ in range(5):
-            self.catch_up(target)
             with self.reader.snapshot() as snap:
-                if snap.position < target:
-                    continue  # a rebuild switched builds in between: catch the new one up
-                packet = compile_packet(snap, request, self.tokens)
-                break
+                if snap.position >= target:
+                    packet = compile_packet(snap, request, self.tokens)
+                    break
+            # Behind (new writes, or a rebuild switched builds): catch up, then read again.
+            self.catch_up(target)
         else:
             raise CanonError("read_model_behind", f"the read model did not reach position {target}; retry")
-        if record:
+        if record and packet.packet_id not in self._recorded:
             self.ledger.record_packet(issued(packet))
+            self._recorded[packet.packet_id] = None
+            if len(self._recorded) > 10_000:
+                self._recorded.pop(next(iter(self._recorded)))
         return packet
 
 
