@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from eventsourcing.utils import get_topic
+from sqlalchemy import and_, bindparam, func, or_, select, update
 
 from domain.canon import CanonEntry
 from domain.chapter import Chapter
@@ -18,7 +19,7 @@ from domain.tokens import TokenCounter
 from domain.volume import Volume
 from projections import rendering as r
 from projections.canon_tables import CanonTables
-from projections.sql_ops import Op, Update, Upsert
+from projections.sql_ops import Op, Run, Update, Upsert
 
 HANDLED = (
     Story.Started,
@@ -34,6 +35,21 @@ HANDLED = (
 )
 
 
+def _valid_to_statement(t: CanonTables) -> Any:
+    cn = t.canon
+    later = cn.alias("later")
+    next_from = (
+        select(func.min(later.c.valid_from))
+        .where(later.c.story_id == cn.c.story_id, later.c.kind == cn.c.kind, later.c.key == cn.c.key,
+               or_(later.c.valid_from > cn.c.valid_from,
+                   and_(later.c.valid_from == cn.c.valid_from, later.c.step > cn.c.step)))
+        .scalar_subquery()
+    )
+    return (update(cn)
+            .where(cn.c.story_id == bindparam("b_story"), cn.c.kind == bindparam("b_kind"), cn.c.key == bindparam("b_key"))
+            .values(valid_to=next_from))
+
+
 class CanonProjection:
     name = "canon"
 
@@ -41,6 +57,7 @@ class CanonProjection:
         self.t = tables
         self.tokens = tokens
         self.topics = [get_topic(cls) for cls in HANDLED]
+        self._valid_to = _valid_to_statement(tables) if tables.version >= 3 else None
 
     def _text(self, text: str) -> tuple[str, int]:
         return text, self.tokens.count(text)
@@ -123,7 +140,7 @@ class CanonProjection:
         }
         if self.t.version >= 2:
             row["aliases"] = list(v.get("aliases") or [])
-        ops: list[Op] = [Upsert(self.t.canon, row)]
+        ops: list[Op] = [Upsert(self.t.canon, row), *self._interval(e)]
         names = {v["name"].casefold(), *(a.casefold() for a in v.get("aliases") or [] if a)}
         ops.extend(Upsert(self.t.aliases, {**key, "alias": a, "valid_from": v["valid_from"]}) for a in sorted(names))
         for i, node in enumerate(fields.get("nodes") or []):
@@ -144,4 +161,12 @@ class CanonProjection:
         }
         if self.t.version >= 2:
             row["aliases"] = []
-        return [Upsert(self.t.canon, row)]
+        return [Upsert(self.t.canon, row), *self._interval(e)]
+
+    def _interval(self, e: Any) -> list[Op]:
+        """Re-derive ``valid_to`` for the entry's steps: a step rules until the next one in
+        (valid_from, step) order takes over."""
+        if self.t.version < 3:
+            return []
+        return [Run("valid_to", self._valid_to, {"b_story": e.story_id, "b_kind": e.kind, "b_key": e.key},
+                    deferred=True)]

@@ -11,6 +11,9 @@ Version history (packet bytes must not depend on the version: issued packets sta
 - v1: the first shape.
 - v2: ``rm_canon`` gains ``aliases`` (the entry's names, for lookups) and indexes for the two
   packet queries that do not follow the primary key (tags by key; kinds as of a chapter).
+- v3: ``rm_canon`` gains ``valid_to``, the chapter the next step takes over (NULL: still in
+  force), so "as of chapter K" is a range test instead of ranking every step of a kind; the
+  (story, kind, valid_from) index is gone (the primary key serves).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import JSON, Boolean, Column, Index, Integer, MetaData, String, Table, Text
 
-VERSION = 2
+VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -118,9 +121,14 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
     ]
     if version >= 2:
         canon_columns.append(Column("aliases", JSON))
+    if version >= 3:
+        canon_columns.append(Column("valid_to", Integer))
     canon = Table(name("canon"), md, *canon_columns)
     if version >= 2:
         Index(f"ix_{name('canon')}_key", canon.c.story_id, canon.c.key)
+    if version == 2:
+        # v3 dropped it: with no statistics yet (a fresh build) SQLite preferred it to the
+        # primary key for per-entry lookups and went quadratic.
         Index(f"ix_{name('canon')}_kind_from", canon.c.story_id, canon.c.kind, canon.c.valid_from)
     aliases = Table(
         name("aliases"), md,

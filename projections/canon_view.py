@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from typing import Any
 
-from sqlalchemy import and_, false, func, select, tuple_
+from sqlalchemy import and_, false, func, literal, or_, select
 from sqlalchemy.engine import Connection, Engine
 
 from application.packets.ports import ChapterView, EntryView, Fact, NodeView, SceneView, StoryView
@@ -107,6 +107,14 @@ class SqlCanonSnapshot:
             # Equivalent inside the ranking: the step in force is the latest one, so if it is
             # not newer than ``since`` no other step is.
             conditions.append(cn.c.valid_from > since)
+        if "valid_to" in cn.c:  # v3+: the step in force is a range test, no ranking
+            columns = [cn.c[name] for name in self._ENTRY_COLUMNS] + ([cn.c.text] if with_text else [])
+            stmt = select(*columns).where(
+                cn.c.story_id == story_id, cn.c.valid_from <= chapter,
+                or_(cn.c.valid_to.is_(None), cn.c.valid_to > chapter), *conditions)
+            if active:
+                stmt = stmt.where(cn.c.retired == false(), func.coalesce(func.lower(cn.c.state), "") != "resolved")
+            return [self._entry(r) for r in self.c.execute(stmt.order_by(cn.c.kind, cn.c.key)).mappings()]
         ranked = self._ranked(story_id, chapter, *conditions, with_text=with_text)
         stmt = select(ranked).where(ranked.c.rank == 1)
         if active:
@@ -131,18 +139,29 @@ class SqlCanonSnapshot:
         return out
 
     def texts(self, refs: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], str]:
+        # Looked up by (story, key) on an index, then matched exactly: a row-value IN over
+        # four columns makes SQLite scan the table.
         out: dict[tuple[Any, ...], str] = {}
         cn, nodes = self.t.canon, self.t.chain_nodes
-        canon = [r[1:] for r in refs if r[0] == "canon"]
-        if canon:
-            rows = self.c.execute(select(cn.c.story_id, cn.c.kind, cn.c.key, cn.c.step, cn.c.text).where(
-                tuple_(cn.c.story_id, cn.c.kind, cn.c.key, cn.c.step).in_(canon)))
-            out.update({("canon", r.story_id, r.kind, r.key, r.step): r.text for r in rows})
-        chain = [r[1:] for r in refs if r[0] == "node"]
-        if chain:
-            rows = self.c.execute(select(nodes.c.story_id, nodes.c.chain, nodes.c.step, nodes.c.ordinal, nodes.c.text)
-                                  .where(tuple_(nodes.c.story_id, nodes.c.chain, nodes.c.step, nodes.c.ordinal).in_(chain)))
-            out.update({("node", r.story_id, r.chain, r.step, r.ordinal): r.text for r in rows})
+        for story_id in sorted({r[1] for r in refs}):
+            canon = {r for r in refs if r[0] == "canon" and r[1] == story_id}
+            if canon:
+                rows = self.c.execute(select(cn.c.kind, cn.c.key, cn.c.step, cn.c.text).where(
+                    cn.c.story_id == story_id, cn.c.key.in_(sorted({r[3] for r in canon})),
+                    cn.c.step.in_(sorted({r[4] for r in canon}))))
+                for r in rows:
+                    ref = ("canon", story_id, r.kind, r.key, r.step)
+                    if ref in canon:
+                        out[ref] = r.text
+            chain = {r for r in refs if r[0] == "node" and r[1] == story_id}
+            if chain:
+                rows = self.c.execute(select(nodes.c.chain, nodes.c.step, nodes.c.ordinal, nodes.c.text).where(
+                    nodes.c.story_id == story_id, nodes.c.chain.in_(sorted({r[2] for r in chain})),
+                    nodes.c.step.in_(sorted({r[3] for r in chain}))))
+                for r in rows:
+                    ref = ("node", story_id, r.chain, r.step, r.ordinal)
+                    if ref in chain:
+                        out[ref] = r.text
         return out
 
     def chapter_summaries(self, story_id: str, first: int, last: int) -> list[tuple[int, Fact]]:
@@ -163,7 +182,12 @@ class SqlCanonSnapshot:
 
     def chain_nodes(self, story_id: str, chapter: int) -> list[NodeView]:
         cn, nodes = self.t.canon, self.t.chain_nodes
-        ranked = self._ranked(story_id, chapter, cn.c.kind == "development_chain", with_text=False)
+        if "valid_to" in cn.c:
+            ranked = (select(cn.c.key, cn.c.step, cn.c.retired, literal(1).label("rank"))
+                      .where(cn.c.story_id == story_id, cn.c.kind == "development_chain", cn.c.valid_from <= chapter,
+                             or_(cn.c.valid_to.is_(None), cn.c.valid_to > chapter)).subquery())
+        else:
+            ranked = self._ranked(story_id, chapter, cn.c.kind == "development_chain", with_text=False)
         rows = self.c.execute(
             select(nodes.c.chain, nodes.c.step, nodes.c.ordinal, nodes.c.node_id, nodes.c.node_kind,
                    nodes.c.hidden_until, nodes.c.tokens, nodes.c.source)

@@ -36,11 +36,16 @@ class Delete:
 
 @dataclass(frozen=True)
 class Run:
-    """A prepared statement (with bind parameters) a projection needs beyond upserts."""
+    """A prepared statement (with bind parameters) a projection needs beyond upserts.
+
+    ``deferred``: the statement depends only on the rows' final state and is idempotent, so it
+    may run once, after the page's other ops (runs with equal params are merged).
+    """
 
     name: str
     statement: Any
     params: dict[str, Any]
+    deferred: bool = False
 
 
 Op = Upsert | Update | Delete | Run
@@ -64,46 +69,82 @@ def _update_statement(table: Table, key_cols: tuple[str, ...], columns: tuple[st
     return update(table).where(where).values({c: bindparam(f"v_{c}") for c in columns})
 
 
+def _shape(op: Op) -> tuple[Any, ...]:
+    if isinstance(op, Upsert):
+        return ("upsert", op.table.name, tuple(sorted(op.values)))
+    if isinstance(op, Update):
+        return ("update", op.table.name, tuple(sorted(op.key)), tuple(sorted(op.values)))
+    if isinstance(op, Delete):
+        return ("delete", op.table.name, tuple(sorted(op.key)))
+    return ("run", op.name)
+
+
+def _params(op: Op) -> dict[str, Any]:
+    if isinstance(op, Upsert):
+        return op.values
+    if isinstance(op, Update):
+        return {**{f"k_{k}": v for k, v in op.key.items()}, **{f"v_{c}": v for c, v in op.values.items()}}
+    if isinstance(op, Delete):
+        return {f"k_{k}": v for k, v in op.key.items()}
+    return op.params
+
+
+_statements: dict[tuple[Any, ...], Any] = {}
+
+
+def _statement(conn: Connection, op: Op, shape: tuple[Any, ...]) -> Any:
+    if isinstance(op, Run):
+        return op.statement
+    key = (conn.dialect.name, id(op.table), shape)
+    stmt = _statements.get(key)
+    if stmt is None:  # building statements costs more than running them: build each shape once
+        if isinstance(op, Upsert):
+            stmt = _upsert_statement(conn, op.table, shape[2])
+        elif isinstance(op, Update):
+            stmt = _update_statement(op.table, shape[2], shape[3])
+        else:
+            stmt = delete(op.table).where(and_(*(op.table.c[k] == bindparam(f"k_{k}") for k in shape[2])))
+        _statements[key] = stmt
+    return stmt
+
+
+def _grouped(ops: list[Op]) -> list[Op]:
+    """Order ops so that one shape runs as one executemany. Rows of one table keep their
+    order; a non-deferred Run is a barrier (it reads what came before it); deferred Runs go
+    last, once each."""
+    out: list[Op] = []
+    segment: list[Op] = []
+    deferred: dict[tuple[Any, ...], Run] = {}
+    for op in ops:
+        if isinstance(op, Run) and op.deferred:
+            deferred[(op.name, tuple(sorted(op.params.items())))] = op
+        elif isinstance(op, Run):
+            out += sorted(segment, key=lambda o: o.table.name)  # type: ignore[union-attr]
+            segment = []
+            out.append(op)
+        else:
+            segment.append(op)
+    out += sorted(segment, key=lambda o: o.table.name)  # type: ignore[union-attr]
+    return out + list(deferred.values())
+
+
 def execute(conn: Connection, ops: Iterable[Op]) -> int:
-    """Run ops in order, grouping consecutive ops of the same shape. Returns statements run."""
+    """Run ops, grouped by shape (see ``_grouped``). Returns the statements run."""
     statements = 0
     batch: list[dict[str, Any]] = []
     shape: tuple[Any, ...] | None = None
     stmt: Any = None
-
-    def flush() -> None:
-        nonlocal statements
-        if batch:
-            conn.execute(stmt, batch)
-            statements += 1
-            batch.clear()
-
-    for op in ops:
-        if isinstance(op, Upsert):
-            cols = tuple(sorted(op.values))
-            new_shape: tuple[Any, ...] = ("upsert", op.table.name, cols)
-            params = op.values
-        elif isinstance(op, Update):
-            kcols, vcols = tuple(sorted(op.key)), tuple(sorted(op.values))
-            new_shape = ("update", op.table.name, kcols, vcols)
-            params = {**{f"k_{k}": v for k, v in op.key.items()}, **{f"v_{c}": v for c, v in op.values.items()}}
-        elif isinstance(op, Delete):
-            new_shape = ("delete", op.table.name, tuple(sorted(op.key)))
-            params = {f"k_{k}": v for k, v in op.key.items()}
-        else:
-            new_shape = ("run", op.name)
-            params = op.params
+    for op in _grouped(list(ops)):
+        new_shape = _shape(op)
         if new_shape != shape:
-            flush()
+            if batch:
+                conn.execute(stmt, batch)
+                statements += 1
+                batch = []
             shape = new_shape
-            if isinstance(op, Upsert):
-                stmt = _upsert_statement(conn, op.table, new_shape[2])
-            elif isinstance(op, Update):
-                stmt = _update_statement(op.table, new_shape[2], new_shape[3])
-            elif isinstance(op, Delete):
-                stmt = delete(op.table).where(and_(*(op.table.c[k] == bindparam(f"k_{k}") for k in new_shape[2])))
-            else:
-                stmt = op.statement
-        batch.append(params)
-    flush()
+            stmt = _statement(conn, op, new_shape)
+        batch.append(_params(op))
+    if batch:
+        conn.execute(stmt, batch)
+        statements += 1
     return statements
