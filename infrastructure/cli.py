@@ -131,9 +131,12 @@ def cmd_apply(args: argparse.Namespace) -> int:
     return OK
 
 
-def _parse(text: str) -> Any:
+def _parse(text: str | dict[str, Any]) -> Any:
+    """A command, or the structured error that reading it gave (reported, never raised)."""
+    from application.parsing import parse_command
+
     try:
-        return parse_line(text)
+        return parse_line(text) if isinstance(text, str) else parse_command(text)
     except CanonError as e:
         return e
 
@@ -291,7 +294,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             except (OSError, UnicodeDecodeError) as e:
                 failed.append({"document_id": doc_id, "error": {"code": "unreadable_file", "message": str(e), "field": "path"}})
                 continue
-            command = _parse_command({"type": "ingest_document", "command_id": f"ingest-{uuid.uuid4().hex}",
+            command = _parse({"type": "ingest_document", "command_id": f"ingest-{uuid.uuid4().hex}",
                               "collection_id": args.collection, "document_id": doc_id, "title": _title(doc_id, text),
                               "text": text})
             [result] = services.ledger.apply([command])
@@ -313,15 +316,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if failed:
         raise Failure(REJECTED, f"{len(failed)} of {len(documents)} documents not ingested")
     return OK
-
-
-def _parse_command(data: dict) -> Any:
-    from application.parsing import parse_command
-
-    try:
-        return parse_command(data)
-    except CanonError as e:
-        return e
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
