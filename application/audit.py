@@ -132,8 +132,8 @@ class Auditor:
     def _lineage(self, record: PacketRecord, packet: Packet, events: dict[int, Any]) -> dict[tuple[int, ...], list[Lineage]]:
         by_ref: dict[str, tuple[str, str]] = {}
         closing: list[tuple[int, str, str]] = []  # v1 receipts: (position, command_id, type)
-        wanted = {event_ref(e.originator_id, e.originator_version): p for p, e in events.items()
-                  if any(p in i.sources for i in packet.items)}
+        cited = {p for i in packet.items for p in i.sources}
+        wanted = {event_ref(e.originator_id, e.originator_version): p for p, e in events.items() if p in cited}
         topic = get_topic(CommandReceipt.Recorded)
         start, end = 1, self.ledger.position()
         # A receipt commits with its command's events, after them: it may sit just past the

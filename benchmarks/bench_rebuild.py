@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gen_story  # noqa: E402
-from bench_apply import PostgresStores, SQLiteStores, log, machine_info  # noqa: E402
+from bench_apply import PostgresStores, SQLiteStores, _loadavg, log, machine_info  # noqa: E402
 from bench_packets import DEFAULT_SERVER, load_story  # noqa: E402
 
 from application.packets.recipes import Request  # noqa: E402
@@ -82,6 +82,8 @@ def run_store(stores: Any, commands: list[Any], chapters: int, repeats: int) -> 
                 "ratio": round(raw_s / rebuild_s, 3),
                 "audit_s": round(statistics.median(audits), 3), "audit_replayed_events": audit.replayed_events,
                 "packet_position": packet.position,
+                "per_repeat": {"raw_read_s": [round(x, 3) for x in reads], "rebuild_s": [round(x, 3) for x in rebuilds],
+                               "audit_s": [round(x, 3) for x in audits]},
             }
         finally:
             services.close()
@@ -92,7 +94,8 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
     lines = [
         f"- Command: `python benchmarks/bench_rebuild.py {' '.join(argv)}`".rstrip(),
         f"- Date: {m['date']}; git {m['git_commit']}; {m['nproc']} CPUs ({m['cpu']}); Python {m['python']}; "
-        f"eventsourcing {m['eventsourcing']}; SQLite {m['sqlite']}; load at start {m['loadavg_start']}",
+        f"eventsourcing {m['eventsourcing']}; SQLite {m['sqlite']}; load at start {m['loadavg_start']}, "
+        f"at end {m.get('loadavg_end', '-')}; wall time {m.get('wall_seconds', '-')} s",
         f"- Story: {report['chapters']} chapters, {report['commands']:,} commands; repeats {report['repeats']} (medians)",
         "",
         "| store | log events | canon events read | raw decoded read ev/s | rebuild ev/s | rebuild/raw | goal | audit at end of log | goal |",
@@ -114,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--pg", default=os.environ.get("BENCH_PG", DEFAULT_SERVER), help="admin URL of the server")
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    parser.add_argument("--save-json", metavar="PATH", help="also write the JSON report to PATH")
     args = parser.parse_args(argv)
+    started = time.perf_counter()
     chapters = 100 if args.quick else gen_story.CHAPTERS
     entries = 1000 if args.quick else gen_story.ENTRIES
     repeats = 1 if args.quick else args.repeats
@@ -128,6 +133,11 @@ def main(argv: list[str] | None = None) -> int:
             report["results"].append(run_store(stores, commands, chapters, repeats))
         finally:
             stores.close()
+    report["machine"]["loadavg_end"] = _loadavg()
+    report["machine"]["wall_seconds"] = round(time.perf_counter() - started, 1)
+    if args.save_json:
+        with open(args.save_json, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2, default=str)
     print(json.dumps(report, indent=2) if args.format == "json" else markdown(report, sys.argv[1:] if argv is None else argv))
     return 0
 
