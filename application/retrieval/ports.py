@@ -27,7 +27,11 @@ class Candidate:
 
 
 class Reranker(Protocol):
-    """An optional plug-in that scores (query, text) pairs: a local cross-encoder, or a cloud reranker."""
+    """An optional plug-in that scores (query, text) pairs, higher is more relevant: a local
+    cross-encoder, or a cloud reranker (Cohere / Voyage shape: POST {model, query, documents} ->
+    {results: [{index, relevance_score}]}). A cloud reranker is the quality ceiling, never the
+    default: it spends a paid call per query and sends the candidates' text off the machine.
+    ``score`` returns one finite float per text, in order, or raises; ``rerank`` then falls back."""
 
     name: str
 
