@@ -1,4 +1,4 @@
-"""Gemini through the real google-genai SDK: structured page generation and embeddings.
+"""Gemini through the real google-genai SDK: structured page generation, step-back queries, embeddings.
 
 The SDK does not retry by default, and its retry options ignore the server's retry delay;
 we retry nothing here. A 5xx is raised as retryable and the compiler retries it (each
@@ -35,6 +35,18 @@ class PageSchema(BaseModel):
     body: str = Field(description="A compact summary of the sources, in prose")
     tags: list[str] = Field(default_factory=list, description="Up to 6 lowercase keywords")
     wikilinks: list[str] = Field(default_factory=list, description="Ids of related topics, from the list given")
+
+
+class StepBackSchema(BaseModel):
+    query: str = Field(description="The more general question, in one line")
+
+
+STEP_BACK_PROMPT = (
+    "Step back from this question: rewrite it as the more general question whose answer gives the\n"
+    "background needed to answer it (its subject's overview, main themes or basic concepts).\n"
+    "Keep its subject; add no facts and no names that are not in it. One short line.\n\n"
+    "Question: {query}"
+)
 
 
 class RetryableProviderError(ProviderError):
@@ -104,23 +116,16 @@ class GeminiProvider:
         return ProviderError(self._scrub(f"gemini call failed: {kind}: {error}"))
 
     # -- generation ----------------------------------------------------------------------------
-    def write(self, topic: TopicView, chunks: list[ChunkView], neighbours: list[TopicView]) -> PageDraft:
+    def _generate(self, prompt: str, schema: type[BaseModel]) -> BaseModel | None:
         from google.genai import types
 
-        sources = "\n\n".join(f"[{c.chunk_id}]\n{body}" for c, body in zip(chunks, chunk_bodies(chunks)))
-        related = "\n".join(f"- {n.topic_id}: {n.title}" for n in neighbours) or "(none)"
-        prompt = (
-            f"Write a wiki page about the topic \"{topic.title}\" from these sources only.\n"
-            f"Do not add facts that are not in the sources.\n\nRelated topic ids you may link to:\n{related}\n\n"
-            f"Sources:\n{sources}"
-        )
         try:
             response = self._client.models.generate_content(
                 model=self.model,
                 contents=prompt,
                 config=types.GenerateContentConfig(
                     response_mime_type="application/json",
-                    response_schema=PageSchema,
+                    response_schema=schema,
                     # One reserved call must be one billed request: no SDK-driven follow-ups.
                     automatic_continuation=False,
                     automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
@@ -130,8 +135,27 @@ class GeminiProvider:
             raise self._translate(e) from None
         parsed = response.parsed
         if parsed is None:
+            return None
+        return parsed if isinstance(parsed, schema) else schema.model_validate(parsed)
+
+    def step_back(self, query: str) -> str:
+        """One generate call: the question made more general, for the embedder (not the reranker)."""
+        answer = self._generate(STEP_BACK_PROMPT.format(query=query), StepBackSchema)
+        if answer is None:
+            raise ProviderError("gemini returned no valid step-back JSON (parsed is None)")
+        return answer.query
+
+    def write(self, topic: TopicView, chunks: list[ChunkView], neighbours: list[TopicView]) -> PageDraft:
+        sources = "\n\n".join(f"[{c.chunk_id}]\n{body}" for c, body in zip(chunks, chunk_bodies(chunks)))
+        related = "\n".join(f"- {n.topic_id}: {n.title}" for n in neighbours) or "(none)"
+        prompt = (
+            f"Write a wiki page about the topic \"{topic.title}\" from these sources only.\n"
+            f"Do not add facts that are not in the sources.\n\nRelated topic ids you may link to:\n{related}\n\n"
+            f"Sources:\n{sources}"
+        )
+        page = self._generate(prompt, PageSchema)
+        if page is None:
             raise ProviderError("gemini returned no valid page JSON (parsed is None); no page written")
-        page = parsed if isinstance(parsed, PageSchema) else PageSchema.model_validate(parsed)
         return PageDraft(page.title, page.tldr, page.body, [t.casefold() for t in page.tags][:6], list(page.wikilinks))
 
     # -- embeddings ----------------------------------------------------------------------------

@@ -23,7 +23,8 @@ RetryInfo of 7 s), ``invalid_json`` (candidate text that is not JSON),
 ``timeout_s``, longer than the client's timeout), ``continuation`` (the first half of the page with
 ``finishReason: CONTINUATION`` and a ``continuationToken``: the SDK's automatic continuation, on by
 default, sends the request again with the token, and the fake answers the rest without taking a
-behaviour from the queue). Every request is logged in ``server.requests``.
+behaviour from the queue). A step-back prompt (``Step back from this question ... Question: Q``) is answered
+``{"query": server.generalised(Q)}`` instead of a page. Every request is logged in ``server.requests``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from urllib.parse import parse_qs, urlsplit
 BEHAVIOURS = ("ok", "503", "429", "429_minute", "invalid_json", "wrong_schema", "timeout", "continuation")
 KINDS = {"generateContent": "generate", "batchEmbedContents": "embed", "embedContent": "embed"}
 _PATH = re.compile(r"^/(?P<version>v1\w*)/models/(?P<model>[^/:]+):(?P<action>\w+)$")
+_STEP_BACK = re.compile(r"^Step back from this question.*\nQuestion: (?P<query>.*)$", re.DOTALL)
 _TOPIC = re.compile(r'about the topic "(?P<title>[^"\n]*)"')
 _RELATED = re.compile(r"^- (?P<id>\S+): ", re.MULTILINE)
 
@@ -182,6 +184,10 @@ class FakeGemini:
                 "body": f"A page about {title}, written by the fake Gemini server.",
                 "tags": ["fake", *words], "wikilinks": links}
 
+    def generalised(self, query: str) -> str:
+        """The fake's step-back answer: recognisably derived from the question."""
+        return f"the big picture behind: {query.strip()}"
+
     def answer(self, kind: str | None, behaviour: str, body: Any) -> tuple[int, Any]:
         if behaviour == "503":
             return 503, ERROR_503
@@ -203,6 +209,8 @@ class FakeGemini:
             text = '{"title": "Half a page", "tldr": "cut off in the midd'
         elif behaviour == "wrong_schema":
             text = json.dumps({"name": "not a page", "summary": "the schema's fields are missing"})
+        elif (step_back := _STEP_BACK.match(prompt)) is not None:
+            text = json.dumps({"query": self.generalised(step_back.group("query"))})
         else:
             text = json.dumps(self.page(prompt))
         if behaviour == "continuation":
