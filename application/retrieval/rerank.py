@@ -105,8 +105,7 @@ def zscore_order(candidates: Sequence[Candidate], missing: MissingRule | None = 
         floor = missing([v for v in z if v is not None])
         for i, v in enumerate(z):
             totals[i] += v if v is not None else floor
-    # Rounded for the order only: sums that are equal but for float noise tie, and keep fusion order.
-    order = sorted(range(len(candidates)), key=lambda i: (-round(totals[i], 9), i))
+    order = sorted(range(len(candidates)), key=lambda i: (-totals[i], i))
     return [replace(candidates[i], fused=totals[i]) for i in order]
 
 
