@@ -70,7 +70,7 @@ def is_broad_query(query: str) -> bool:
     words = _WORD.findall(query)
     if not words or len(words) > MAX_BROAD_WORDS:
         return False
-    if _names_something(query):
+    if not query.isupper() and _names_something(query):  # all capitals is shouting, not a name
         return False
     text = " " + " ".join(w.casefold().replace("’", "'") for w in words) + " "
     return any(f" {cue} " in text for cue in BROAD_CUES)
