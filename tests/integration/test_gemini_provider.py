@@ -4,7 +4,8 @@ What is checked: pages compile from structured output and embeddings; every call
 is reserved before and settled after in the quota ledger, and the ledger's spent calls equal the
 requests the server saw; 5xx retried, 429 stops the batch for the day, invalid JSON and timeouts
 write no page; the API key never leaks (events, exceptions, logs, the CLI's output); staleness
-comes and goes with edits without any call; the offline compile makes no network call at all.
+comes and goes with edits without any call; the offline compile makes no network call at all;
+the step-back call is one structured request whose failures come back as our provider errors.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from application.knowledge.lint import lint
-from application.knowledge.ports import ChunkView, ProviderError, ProviderExhausted, TopicView
+from application.knowledge.ports import ChunkView, ProviderError, ProviderExhausted, ProviderThrottled, TopicView
 from application.parsing import parse_command
+from infrastructure.providers.gemini import GeminiProvider, RetryableProviderError
 from tests.fakes.gemini_server import FakeGemini
 
 GUIDE = """# Lamplighting
@@ -489,3 +491,33 @@ def test_a_per_minute_429_stops_the_batch_without_spending_the_day(services, ser
     again = compiler.nightly()  # the next run goes on: the day is not over
     assert again.compiled == GUIDE_TOPICS - 1 and again.stopped_reason == "done"
     assert len(_spent(services)) == len(server.requests)
+
+
+# -- step-back ---------------------------------------------------------------------------------
+def test_step_back_is_one_structured_call_and_its_failures_are_ours(server, key) -> None:
+    provider = GeminiProvider(key, base_url=server.url, timeout_ms=TIMEOUT_MS)
+    question = "What are the main themes of this story?"
+
+    assert provider.step_back(question) == server.generalised(question)
+
+    [request] = server.requests
+    assert (request.kind, request.model, request.status) == ("generate", "gemini-2.5-flash", 200)
+    config = request.body["generationConfig"]
+    assert config["responseMimeType"] == "application/json"
+    schema = config.get("responseSchema") or config.get("responseJsonSchema")
+    assert "query" in json.dumps(schema)
+    assert question in request.body["contents"][0]["parts"][0]["text"]
+
+    raised: list[BaseException] = []
+    for behaviour, kind, words in [("503", RetryableProviderError, "503"), ("429", ProviderExhausted, "daily quota"),
+                                   ("429_minute", ProviderThrottled, "rate limited"),
+                                   ("invalid_json", ProviderError, "parsed is None"),
+                                   ("wrong_schema", ProviderError, "parsed is None")]:
+        server.script(behaviour, kind="generate")
+        with pytest.raises(kind) as info:
+            provider.step_back(question)
+        assert words in str(info.value), behaviour
+        raised.append(info.value)
+    assert getattr(raised[0], "retryable", False) and not getattr(raised[3], "retryable", False)
+    assert len(server.requests) == 6  # one request per call: the provider itself retries nothing
+    _assert_no_key(key, *[str(e) for e in raised], *[repr(e) for e in raised])
