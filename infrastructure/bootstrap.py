@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,13 @@ from projections.knowledge_tables import VERSION as KNOWLEDGE_VERSION
 from projections.knowledge_tables import knowledge_tables
 from projections.knowledge_view import SqlKnowledgeReader
 from projections.read_models import ProjectionSpec, ReadModels
+from projections.retrieval import KeywordProjection, VectorProjection, catch_up_vectors
+from projections.retrieval_tables import VECTORS_VERSION, retrieval_tables, vector_tables
+from projections.retrieval_tables import VERSION as RETRIEVAL_VERSION
+from projections.retrieval_view import Builds, SqlRetrievalReader
 from projections.runner import PAGE_SIZE, tracked
+
+EMBEDDER_ENV = "CANON_EMBEDDER"
 
 
 def canon_spec(tokens: Any) -> ProjectionSpec:
@@ -34,6 +41,48 @@ def canon_spec(tokens: Any) -> ProjectionSpec:
 def knowledge_spec(tokens: Any) -> ProjectionSpec:
     return ProjectionSpec("knowledge", KNOWLEDGE_VERSION, knowledge_tables,
                           lambda tables: KnowledgeProjection(tables, tokens))
+
+
+def retrieval_spec(tokens: Any, postgres: bool) -> ProjectionSpec:
+    return ProjectionSpec("retrieval", RETRIEVAL_VERSION,
+                          lambda tag, version: retrieval_tables(tag, version, postgres=postgres),
+                          lambda tables: KeywordProjection(tables, tokens))
+
+
+def vectors_spec(tokens: Any, embedder: Any) -> ProjectionSpec:
+    """One read model per embedding model: switching models builds the new one beside the old."""
+    return ProjectionSpec(f"vectors:{embedder.name}", VECTORS_VERSION,
+                          lambda tag, version: vector_tables(embedder.name, tag, version),
+                          lambda tables: VectorProjection(tables, tokens, embedder))
+
+
+def choose_embedder(choice: str | None = None) -> tuple[Any, str]:
+    """(embedder, note for the embed stage). ``auto`` (the default): the packaged MiniLM when the
+    [semantic] extra is installed, else the hashing embedder, saying so. ``minilm``, ``hashing``,
+    or ``onnx:MODEL.onnx:TOKENIZER.json`` (any sentence model exported to ONNX, loaded from disk)."""
+    from infrastructure.providers.minilm import OnnxEmbedder, SemanticUnavailable, minilm
+    from infrastructure.providers.offline import HashingEmbedder
+
+    choice = (choice or os.environ.get(EMBEDDER_ENV) or "auto").strip()
+    if choice == "auto":
+        try:
+            return minilm(), ""
+        except SemanticUnavailable as e:
+            fallback = HashingEmbedder()
+            return fallback, f"stands in for MiniLM: word hashing, not semantic ({e})"
+    if choice == "minilm":
+        return minilm(), ""
+    if choice == "hashing":
+        fallback = HashingEmbedder()
+        return fallback, f"word hashing, not semantic (chosen by {EMBEDDER_ENV})"
+    if choice.startswith("onnx:"):
+        model, _, tokenizer = choice[len("onnx:"):].rpartition(":")
+        if not model or not tokenizer:
+            raise ValueError(f"{EMBEDDER_ENV}=onnx:MODEL.onnx:TOKENIZER.json, not {choice!r}")
+        from pathlib import Path
+
+        return OnnxEmbedder(f"onnx:{Path(model).stem}", Path(model), Path(tokenizer)), ""
+    raise ValueError(f"unknown embedder {choice!r} (auto, minilm, hashing or onnx:MODEL:TOKENIZER)")
 
 
 AUTHORING = ProjectionSpec("authoring", authoring.VERSION, authoring.authoring_tables, authoring.AuthoringProjection)
@@ -50,10 +99,49 @@ class Services:
     knowledge: ReadModels
     knowledge_reader: SqlKnowledgeReader
     quota: Quota
+    retrieval: ReadModels
+    vectors: ReadModels
+    embedder: Any
+    embedder_note: str
+    retrieval_reader: SqlRetrievalReader
+    stepback_cache: Any
 
     @property
     def read_models(self) -> dict[str, ReadModels]:
-        return {"canon": self.canon, "authoring": self.authoring, "knowledge": self.knowledge}
+        return {"canon": self.canon, "authoring": self.authoring, "knowledge": self.knowledge,
+                "retrieval": self.retrieval, "vectors": self.vectors}
+
+    def catch_up_retrieval(self, target: int | None = None, progress: Any = None) -> None:
+        """Knowledge, keyword index and vectors up to ``target`` (the vectors embed before their
+        write transaction opens)."""
+        goal = self.ledger.position() if target is None else target
+        self.knowledge.catch_up(goal)
+        self.retrieval.catch_up(goal)
+        catch_up_vectors(self.vectors, goal, progress)
+
+    def search_service(self, provider: str = "offline", **options: Any) -> Any:
+        """Hybrid search; ``gemini`` lets broad queries step back (one generate call, cached)."""
+        from application.retrieval.search import HybridSearch, SearchService
+        from application.retrieval.stepback import StepBack
+
+        with schema_lock(self.config):  # made on first use: a store that never searches has no such table
+            self.stepback_cache.setup()
+        generaliser = None
+        if provider == "gemini":
+            from infrastructure.providers.gemini import GeminiProvider
+
+            generaliser = GeminiProvider(**options)
+        elif provider != "offline":
+            raise ValueError(f"unknown provider {provider!r} (offline or gemini)")
+        pipeline = HybridSearch(self.embedder, StepBack(self.stepback_cache, self.quota, provider, generaliser),
+                                quota=self.quota, provider=provider, embedder_note=self.embedder_note)
+
+        def catch_up(goal: int) -> None:
+            self.knowledge.catch_up(goal)
+            self.retrieval.catch_up(goal)
+
+        return SearchService(self.ledger.position, catch_up, lambda goal: catch_up_vectors(self.vectors, goal),
+                             self.retrieval_reader, pipeline)
 
     def compiler(self, provider: str = "offline", **options: Any) -> Any:
         """The wiki compiler with the named provider (``offline`` or ``gemini``)."""
@@ -78,18 +166,28 @@ class Services:
         self.ledger.close()
 
 
-def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_policy: QuotaPolicy | None = None) -> Services:
+def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_policy: QuotaPolicy | None = None,
+              embedder: str | Any | None = None) -> Services:
+    """``embedder``: a name for ``choose_embedder`` or an embedder object (default: $CANON_EMBEDDER, else auto)."""
+    from infrastructure.stepback_cache import SqlStepBackCache
+
     config = store_config(resolve_url(url))
     tokens = token_counter()
+    if embedder is None or isinstance(embedder, str):
+        embedder, embedder_note = choose_embedder(embedder)
+    else:
+        embedder_note = ""
     with schema_lock(config):
         ledger = CanonLedger(env=config.env, tokens=tokens)
         read, write = engines(config)
         canon = ReadModels(canon_spec(tokens), ledger, write, read, page_size)
         authoring_models = ReadModels(AUTHORING, ledger, write, read, page_size)
         knowledge = ReadModels(knowledge_spec(tokens), ledger, write, read, page_size)
-        canon.setup()
-        authoring_models.setup()
-        knowledge.setup()
+        retrieval = ReadModels(retrieval_spec(tokens, config.is_postgres), ledger, write, read, page_size)
+        vectors = ReadModels(vectors_spec(tokens, embedder), ledger, write, read, page_size)
+        stepback_cache = SqlStepBackCache(write, read)
+        for models in (canon, authoring_models, knowledge, retrieval, vectors):
+            models.setup()
 
     def active_canon(conn: Connection) -> tuple[Any, int]:
         build = canon.active(conn)
@@ -101,4 +199,11 @@ def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_polic
                       canon.catch_up, tokens)
     knowledge_reader = SqlKnowledgeReader(read, lambda conn: knowledge.tables(knowledge.active(conn)))
     quota = Quota(ledger, quota_policy)
-    return Services(config, ledger, canon, authoring_models, packets, auditor, knowledge, knowledge_reader, quota)
+
+    def retrieval_builds(conn: Connection) -> Builds:
+        return Builds(retrieval.tables(retrieval.active(conn)), vectors.tables(vectors.active(conn)),
+                      knowledge.tables(knowledge.active(conn)))
+
+    retrieval_reader = SqlRetrievalReader(read, retrieval_builds, embedder.name)
+    return Services(config, ledger, canon, authoring_models, packets, auditor, knowledge, knowledge_reader, quota,
+                    retrieval, vectors, embedder, embedder_note, retrieval_reader, stepback_cache)

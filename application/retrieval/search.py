@@ -1,0 +1,248 @@
+"""Hybrid search over a knowledge collection (L1 retrieval): step-back -> embed -> keyword ->
+vector -> fuse (RRF, wide) -> rerank (z-score, narrow) -> overview -> select.
+
+Every step leaves a stage, ``done`` / ``skipped`` / ``error`` with a detail that says what ran
+and why not: a blank stage is a lie. Nothing here raises for a retriever's failure: the other
+retriever answers alone, and the stage says so. Details carry no timings, so the same read
+models give the same result, byte for byte (a packet may quote them).
+
+The original query feeds the keyword index and the reranker; only the embedder sees a
+step-back generalisation. Wiki pages never gate recall: chunks are retrieved in the same
+pass and ``top_k`` chunks are always returned; a page is added when it ranks within the
+first ``top_k`` places, as its last good TLDR, flagged when stale. A broad query also gets each
+collection's overview (its table of contents), so it has a high-level answer even when
+step-back cannot run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from application.knowledge.ports import ProviderError, ProviderExhausted, ProviderThrottled
+from application.packets.packet import Stage
+from application.retrieval.fusion import RRF_K, rrf, wide
+from application.retrieval.ports import Candidate, Hit, Reranker
+from application.retrieval.rerank import rerank
+from application.retrieval.search_ports import Doc, RetrievalSnapshot
+from application.retrieval.stepback import StepBack, StepBackResult, is_broad_query
+from domain.quota import EMBED, QuotaRefused
+
+DEFAULT_TOP_K = 8
+
+
+class QueryEmbedder(Protocol):
+    name: str
+    uses_quota: bool
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    id: str
+    kind: str  # chunk | page | overview
+    collection: str
+    text: str
+    stale: bool
+    sources: list[int]  # log positions of the events behind the text
+    score: float | None  # the reranker's score (summed z by default); None for the overview
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "collection": self.collection, "text": self.text,
+                "stale": self.stale, "sources": list(self.sources),
+                "score": None if self.score is None else round(self.score, 6)}
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    query: str
+    collections: list[str]
+    hits: list[SearchHit]
+    stages: list[Stage]
+    position: int | None = None  # the log position the read models reflected
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"query": self.query, "collections": list(self.collections), "position": self.position,
+                "hits": [h.as_dict() for h in self.hits], "stages": [s.as_dict() for s in self.stages]}
+
+
+@dataclass
+class HybridSearch:
+    """The pipeline, on one read-model snapshot. ``embedder_note`` is appended to the embed
+    stage (e.g. that the deterministic hashing embedder stands in for a semantic model)."""
+
+    embedder: QueryEmbedder | None
+    step_back: StepBack | None = None
+    scorer: Reranker | None = None
+    quota: Any = None  # application.knowledge.quota.Quota, for an embedder that uses quota
+    provider: str = "gemini"
+    embedder_note: str = ""
+    rrf_k: int = RRF_K
+
+    def search(self, snapshot: RetrievalSnapshot, collection_ids: Sequence[str], query: str,
+               top_k: int = DEFAULT_TOP_K, *, vector_problem: str | None = None) -> SearchResult:
+        """``vector_problem``: why the vector index may not be current (its catch-up failed)."""
+        collections = list(dict.fromkeys(collection_ids))
+        top_k = max(1, int(top_k))
+        pool = wide(top_k)
+        stages: list[Stage] = []
+
+        sb = self._step_back(query)
+        stages.append(sb.stage)
+        query_vector, stage = self._embed(snapshot, sb.embed_query, vector_problem)
+        stages.append(stage)
+        keyword, stage = _keyword(snapshot, query, collections, pool)
+        stages.append(stage)
+        vector, stage = _vector(snapshot, query_vector, collections, pool)
+        stages.append(stage)
+
+        lists = {name: hits for name, hits in (("keyword", keyword), ("vector", vector)) if hits is not None}
+        candidates = rrf(lists, k=self.rrf_k, limit=pool)
+        docs = snapshot.docs([c.id for c in candidates]) if candidates else {}
+        gone = [c.id for c in candidates if c.id not in docs]
+        candidates = [c for c in candidates if c.id in docs]
+        stages.append(_fuse_stage(lists, candidates, gone, self.rrf_k, pool))
+
+        pages = sum(1 for c in candidates if docs[c.id].kind == "page")
+        ranked = rerank(query, candidates, top_k + pages, scorer=self.scorer,
+                        texts={cid: d.text for cid, d in docs.items()})
+        stages.append(ranked.stage)
+
+        overview, stage = _overview(snapshot, query, collections)
+        stages.append(stage)
+        hits, stage = _select(ranked.candidates, docs, overview, top_k)
+        stages.append(stage)
+        return SearchResult(query, collections, hits, stages)
+
+    # -- steps ----------------------------------------------------------------------------------------
+    def _step_back(self, query: str) -> StepBackResult:
+        if self.step_back is None:
+            return StepBackResult(query, Stage("step-back", "skipped",
+                                               "offline: no generate provider configured; embedding the original"))
+        return self.step_back.run(query)
+
+    def _embed(self, snapshot: RetrievalSnapshot, text: str,
+               vector_problem: str | None) -> tuple[list[float] | None, Stage]:
+        note = f"; {self.embedder_note}" if self.embedder_note else ""
+        if self.embedder is None or snapshot.vector_model is None:
+            return None, Stage("embed", "skipped", "no vector index configured; keyword search only")
+        if self.embedder.name != snapshot.vector_model:
+            return None, Stage("embed", "error", f"the query embedder is {self.embedder.name} but the index holds "
+                                                 f"{snapshot.vector_model}; keyword search only")
+        if vector_problem:
+            return None, Stage("embed", "error", f"vector index not current ({vector_problem}); keyword search only")
+        call_id = None
+        if self.embedder.uses_quota:
+            if self.quota is None:
+                return None, Stage("embed", "skipped", f"quota: {self.embedder.name} is metered and no quota "
+                                                       f"ledger was given; keyword search only")
+            try:
+                call_id = self.quota.reserve(self.provider, EMBED, "search")
+            except QuotaRefused as e:
+                return None, Stage("embed", "skipped", f"quota: {e.message}; keyword search only")
+        try:
+            [vector] = self.embedder.embed([text])
+        except Exception as e:  # noqa: BLE001 - a failed embed leaves keyword search standing
+            if call_id is not None:
+                sent = not isinstance(e, ProviderError) or e.sent
+                self.quota.settle(self.provider, call_id, "error" if sent else "not_sent")
+                if isinstance(e, ProviderExhausted):
+                    self.quota.exhaust(self.provider, str(e))
+            reason = "quota" if isinstance(e, (ProviderExhausted, ProviderThrottled)) else "error"
+            return None, Stage("embed", "error", f"{reason}: {self.embedder.name} failed ({type(e).__name__}: "
+                                                 f"{str(e)[:160]}); keyword search only")
+        if call_id is not None:
+            self.quota.settle(self.provider, call_id, "ok")
+        return list(vector), Stage("embed", "done", f"{self.embedder.name}, {len(vector)} dimensions{note}")
+
+
+def _keyword(snapshot: RetrievalSnapshot, query: str, collections: list[str],
+             limit: int) -> tuple[list[Hit] | None, Stage]:
+    try:
+        result = snapshot.keyword(query, collections, limit)
+    except Exception as e:  # noqa: BLE001
+        return None, Stage("keyword", "error", f"{type(e).__name__}: {str(e)[:160]}; vector search only")
+    if not result.terms:
+        return None, Stage("keyword", "skipped", "no searchable words in the query (only stopwords or punctuation)")
+    return result.hits, Stage("keyword", "done", f"{result.method}: {len(result.terms)} term(s) "
+                                                 f"[{' '.join(result.terms[:12])}], {len(result.hits)} hit(s)")
+
+
+def _vector(snapshot: RetrievalSnapshot, query_vector: list[float] | None, collections: list[str],
+            limit: int) -> tuple[list[Hit] | None, Stage]:
+    if query_vector is None:
+        return None, Stage("vector", "skipped", "no query vector (see embed)")
+    try:
+        hits = snapshot.vector(query_vector, collections, limit)
+    except Exception as e:  # noqa: BLE001
+        return None, Stage("vector", "error", f"{type(e).__name__}: {str(e)[:160]}; keyword search only")
+    return hits, Stage("vector", "done", f"cosine over {snapshot.vector_model} vectors, {len(hits)} hit(s)")
+
+
+def _fuse_stage(lists: dict[str, list[Hit]], candidates: list[Candidate], gone: list[str], k: int,
+                pool: int) -> Stage:
+    if not any(lists.values()):
+        return Stage("fuse", "skipped", "no retriever returned anything")
+    sizes = ", ".join(f"{name} {len(hits)}" for name, hits in sorted(lists.items()))
+    detail = f"rrf k={k} over {sizes} -> {len(candidates)} candidate(s) (wide {pool})"
+    if gone:
+        detail += f"; {len(gone)} no longer in the knowledge model, dropped"
+    return Stage("fuse", "done", detail)
+
+
+def _overview(snapshot: RetrievalSnapshot, query: str, collections: list[str]) -> tuple[list[Doc], Stage]:
+    if not is_broad_query(query):
+        return [], Stage("overview", "skipped", "narrow: not a broad query")
+    docs = [d for d in (snapshot.overview(c) for c in collections) if d is not None]
+    if not docs:
+        return [], Stage("overview", "skipped", "broad query, but the collection has no topics yet")
+    return docs, Stage("overview", "done", f"broad query: the overview of {', '.join(d.collection for d in docs)}")
+
+
+def _select(ranked: list[Candidate], docs: dict[str, Doc], overview: list[Doc],
+            top_k: int) -> tuple[list[SearchHit], Stage]:
+    hits = [SearchHit(d.id, d.kind, d.collection, d.text, d.stale, list(d.sources), None) for d in overview]
+    chunks = pages = stale = 0
+    for place, c in enumerate(ranked):
+        d = docs[c.id]
+        if d.kind == "page":
+            if place >= top_k:
+                continue
+            pages += 1
+            stale += d.stale
+        else:
+            if chunks >= top_k:
+                continue
+            chunks += 1
+        hits.append(SearchHit(d.id, d.kind, d.collection, d.text, d.stale, list(d.sources), c.fused))
+    detail = f"{chunks} chunk(s), {pages} page(s)" + (f" ({stale} stale: last good TLDR)" if stale else "")
+    if overview:
+        detail += f", {len(overview)} overview(s)"
+    return hits, Stage("select", "done" if hits else "skipped", detail if hits else "nothing found")
+
+
+@dataclass
+class SearchService:
+    """Catch the read models up to the log (read your writes), then search one snapshot."""
+
+    position: Callable[[], int]
+    catch_up: Callable[[int], None]  # knowledge and keyword index: a failure here is an error
+    catch_up_vectors: Callable[[int], None] | None
+    reader: Any  # has snapshot() -> context manager of a RetrievalSnapshot
+    pipeline: HybridSearch
+    warnings: list[str] = field(default_factory=list)
+
+    def search(self, collection_ids: Sequence[str], query: str, top_k: int = DEFAULT_TOP_K) -> SearchResult:
+        target = self.position()
+        self.catch_up(target)
+        problem = None
+        if self.catch_up_vectors is not None:
+            try:
+                self.catch_up_vectors(target)
+            except Exception as e:  # noqa: BLE001 - keyword search still answers
+                problem = f"{type(e).__name__}: {str(e)[:160]}"
+        with self.reader.snapshot() as snap:
+            result = self.pipeline.search(snap, collection_ids, query, top_k, vector_problem=problem)
+        return SearchResult(result.query, result.collections, result.hits, result.stages, target)

@@ -1,0 +1,219 @@
+"""Reads the retrieval read models for hybrid search, in one snapshot with the knowledge model
+(which holds the texts, the page staleness and the topics).
+
+Keyword scoring is BM25 on both stores (k1 1.2, b 0.75). SQLite: FTS5 ``bm25()`` over the
+MATCH of the quoted, OR-joined query terms (FTS5 MATCH is AND by default: one unknown word
+would empty the result), scoped by the collection token; FTS5 takes N and the average length
+over the whole index. PostgreSQL: the same formula in SQL over the postings, with the IDF
+ln(1 + (N - df + 0.5) / (df + 0.5)) and N, df and the average length over the collections
+searched.
+
+Vector search: cosine in numpy over a per-collection matrix of normalised vectors, cached
+in this process and reloaded when the collection's last-changed position moves.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import bindparam, false, select, text
+from sqlalchemy.engine import Connection, Engine
+
+from application.retrieval.ports import Hit
+from application.retrieval.search_ports import Doc, KeywordResult
+from projections.knowledge_tables import KnowledgeTables
+from projections.retrieval import PAGE_PREFIX, from_blob
+from projections.retrieval_tables import RetrievalTables, VectorTables, collection_token
+from projections.retrieval_text import key64, query_terms
+
+K1, B = 1.2, 0.75
+OVERVIEW_TOPICS = 60  # a table of contents longer than this is cut, and says so
+
+
+@dataclass(frozen=True)
+class Builds:
+    keyword: RetrievalTables
+    vectors: VectorTables | None
+    knowledge: KnowledgeTables
+
+
+@dataclass
+class _Matrix:
+    changed: int
+    ids: list[str]
+    matrix: np.ndarray  # rows normalised, float32
+
+
+class SqlRetrievalReader:
+    def __init__(self, engine: Engine, builds: Callable[[Connection], Builds], vector_model: str | None) -> None:
+        self.engine = engine
+        self._builds = builds
+        self.vector_model = vector_model
+        self._matrices: dict[tuple[str, str], _Matrix] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[SqlRetrievalSnapshot]:
+        with self.engine.begin() as conn:
+            yield SqlRetrievalSnapshot(conn, self._builds(conn), self)
+
+    def matrix(self, conn: Connection, tables: VectorTables, collection_id: str) -> _Matrix | None:
+        vs, vecs = tables.vecsets, tables.vectors
+        changed = conn.execute(select(vs.c.changed).where(vs.c.collection_id == collection_id)).scalar()
+        if changed is None:
+            return None
+        key = (vecs.name, collection_id)
+        with self._lock:
+            cached = self._matrices.get(key)
+        if cached is not None and cached.changed == changed:
+            return cached
+        rows = conn.execute(select(vecs.c.doc_id, vecs.c.vector).where(vecs.c.collection_id == collection_id)
+                            .order_by(vecs.c.doc_id)).all()
+        if rows:
+            m = np.vstack([from_blob(r.vector) for r in rows]).astype(np.float32)
+            norms = np.linalg.norm(m, axis=1, keepdims=True)
+            m /= np.where(norms > 0, norms, 1.0)
+        else:
+            m = np.zeros((0, 0), dtype=np.float32)
+        fresh = _Matrix(changed, [r.doc_id for r in rows], m)
+        with self._lock:
+            self._matrices[key] = fresh
+        return fresh
+
+
+class SqlRetrievalSnapshot:
+    def __init__(self, conn: Connection, builds: Builds, reader: SqlRetrievalReader) -> None:
+        self.c = conn
+        self.b = builds
+        self.reader = reader
+        self.vector_model = reader.vector_model if builds.vectors is not None else None
+
+    # -- keyword ------------------------------------------------------------------------------------
+    def keyword(self, query: str, collection_ids: Sequence[str], limit: int) -> KeywordResult:
+        terms = query_terms(query)
+        if self.b.keyword.postings is not None:
+            method = f"postgres bm25 (k1 {K1}, b {B})"
+            hits = self._postgres_bm25(terms, collection_ids, limit) if terms and collection_ids and limit > 0 else []
+        else:
+            method = "fts5 bm25 (quoted terms, OR)"
+            hits = self._fts5(terms, collection_ids, limit) if terms and collection_ids and limit > 0 else []
+        return KeywordResult(hits, terms, method)
+
+    def _fts5(self, terms: list[str], collection_ids: Sequence[str], limit: int) -> list[Hit]:
+        fts, docs = self.b.keyword.fts, self.b.keyword.docs.name
+        colls = " OR ".join(_quote(collection_token(c)) for c in collection_ids)
+        words = " OR ".join(_quote(t) for t in terms)
+        match = f"coll : ({colls}) AND terms : ({words})"
+        rows = self.c.execute(text(
+            f"SELECT d.doc_id, -bm25({fts}, 0.0, 1.0) AS score FROM {fts} JOIN {docs} d ON d.doc_key = {fts}.rowid "
+            f"WHERE {fts} MATCH :match ORDER BY bm25({fts}, 0.0, 1.0), d.doc_id LIMIT :limit"),
+            {"match": match, "limit": limit})
+        return [Hit(r.doc_id, float(r.score)) for r in rows]
+
+    def _postgres_bm25(self, terms: list[str], collection_ids: Sequence[str], limit: int) -> list[Hit]:
+        t = self.b.keyword
+        sql = text(f"""
+            WITH s AS (
+                SELECT sum(docs)::float8 AS n, sum(total_length)::float8 / greatest(sum(docs), 1) AS avgdl
+                FROM {t.stats.name} WHERE collection_id = ANY(:colls)),
+            h AS (
+                SELECT doc_key, term, tf, dl FROM {t.postings.name}
+                WHERE coll_key = ANY(:coll_keys) AND term = ANY(:terms)),
+            df AS (SELECT term, count(*)::float8 AS df FROM h GROUP BY term),
+            r AS (
+                SELECT h.doc_key, sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5))
+                                      * h.tf * ({K1} + 1) / (h.tf + {K1} * (1 - {B} + {B} * h.dl / s.avgdl))) AS score
+                FROM h JOIN df ON df.term = h.term CROSS JOIN s
+                GROUP BY h.doc_key)
+            SELECT d.doc_id, r.score FROM r JOIN {t.docs.name} d ON d.doc_key = r.doc_key
+            ORDER BY r.score DESC, d.doc_id LIMIT :limit""")  # noqa: S608 - names are ours, values are bound
+        rows = self.c.execute(sql, {"colls": list(collection_ids), "coll_keys": [key64(c) for c in collection_ids],
+                                    "terms": terms, "limit": limit})
+        return [Hit(r.doc_id, float(r.score)) for r in rows]
+
+    # -- vectors --------------------------------------------------------------------------------------
+    def vector(self, query_vector: Sequence[float], collection_ids: Sequence[str], limit: int) -> list[Hit]:
+        if self.b.vectors is None or limit <= 0:
+            return []
+        q = np.asarray(query_vector, dtype=np.float32)
+        norm = float(np.linalg.norm(q))
+        if norm == 0.0:
+            return []
+        q /= norm
+        ids: list[str] = []
+        scores: list[np.ndarray] = []
+        for collection in dict.fromkeys(collection_ids):
+            m = self.reader.matrix(self.c, self.b.vectors, collection)
+            if m is None or not m.ids:
+                continue
+            if m.matrix.shape[1] != q.shape[0]:
+                raise ValueError(f"query vector has {q.shape[0]} dimensions, the index {m.matrix.shape[1]}")
+            ids += m.ids
+            scores.append(m.matrix @ q)
+        if not ids:
+            return []
+        all_scores = np.concatenate(scores)
+        k = min(limit, len(ids))
+        top = np.argpartition(-all_scores, k - 1)[:k]
+        order = sorted(top.tolist(), key=lambda i: (-float(all_scores[i]), ids[i]))
+        return [Hit(ids[i], float(all_scores[i])) for i in order]
+
+    # -- documents ------------------------------------------------------------------------------------
+    def docs(self, ids: Sequence[str]) -> dict[str, Doc]:
+        kb = self.b.knowledge
+        out: dict[str, Doc] = {}
+        for collection, (chunk_ids, topic_ids) in _by_collection(ids).items():
+            if chunk_ids:
+                ch = kb.chunks
+                rows = self.c.execute(
+                    select(ch.c.chunk_id, ch.c.text, ch.c.source)
+                    .where(ch.c.collection_id == collection, ch.c.chunk_id.in_(bindparam("ids", expanding=True)),
+                           ch.c.removed == false()), {"ids": chunk_ids})
+                for r in rows:
+                    out[r.chunk_id] = Doc(r.chunk_id, "chunk", collection, r.text, False, [r.source])
+            if topic_ids:
+                pg = kb.pages
+                rows = self.c.execute(
+                    select(pg.c.topic_id, pg.c.title, pg.c.tldr, pg.c.edited, pg.c.set_changed, pg.c.compiled)
+                    .where(pg.c.collection_id == collection, pg.c.topic_id.in_(bindparam("ids", expanding=True))),
+                    {"ids": topic_ids})
+                for r in rows:
+                    doc_id = PAGE_PREFIX + r.topic_id
+                    # A stale page serves its last good TLDR, flagged: never a guess at a newer one.
+                    out[doc_id] = Doc(doc_id, "page", collection, f"{r.title}: {r.tldr}",
+                                      bool(r.edited or r.set_changed), [r.compiled])
+        return out
+
+    def overview(self, collection_id: str) -> Doc | None:
+        tp = self.b.knowledge.topics
+        rows = self.c.execute(select(tp.c.title, tp.c.source).where(tp.c.collection_id == collection_id)
+                              .order_by(tp.c.document_id, tp.c.ordinal)).all()
+        if not rows:
+            return None
+        lines = [f"- {r.title}" for r in rows[:OVERVIEW_TOPICS]]
+        if len(rows) > OVERVIEW_TOPICS:
+            lines.append(f"- ... and {len(rows) - OVERVIEW_TOPICS} more topics")
+        body = f"Overview of {collection_id} ({len(rows)} topics):\n" + "\n".join(lines)
+        return Doc(f"overview:{collection_id}", "overview", collection_id, body, False,
+                   sorted({r.source for r in rows}))
+
+
+def _quote(token: str) -> str:
+    """An FTS5 string: double quotes doubled, so no query text is ever read as syntax."""
+    return '"' + token.replace('"', '""') + '"'
+
+
+def _by_collection(ids: Sequence[str]) -> dict[str, tuple[list[str], list[str]]]:
+    """collection -> (chunk ids, page topic ids); every id starts with ``collection/``."""
+    out: dict[str, tuple[list[str], list[str]]] = {}
+    for i in ids:
+        page = i.startswith(PAGE_PREFIX)
+        key = i[len(PAGE_PREFIX):] if page else i
+        chunks, topics = out.setdefault(key.partition("/")[0], ([], []))
+        (topics if page else chunks).append(key)
+    return out
