@@ -305,7 +305,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 failed.append(body)
             if args.format == "json":
                 _emit(body)
-        services.knowledge.catch_up()
+        # Index and embed now, so the first search does not pay for the backlog.
+        with tqdm(desc="index", unit="text", disable=quiet, file=sys.stderr) as bar:
+            services.catch_up_retrieval(progress=bar.update)
     finally:
         services.close()
     if args.format != "json":
@@ -315,6 +317,48 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             print(f"  {f['document_id']}: {f['error']['code']}: {f['error']['message']}")
     if failed:
         raise Failure(REJECTED, f"{len(failed)} of {len(documents)} documents not ingested")
+    return OK
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from infrastructure.bootstrap import bootstrap
+
+    if not args.query.strip():
+        raise Failure(USAGE, "the query is empty")
+    if args.top < 1:
+        raise Failure(USAGE, f"--top must be at least 1, not {args.top}")
+    from application.knowledge.ports import ProviderError
+
+    services = bootstrap(args.db)
+    try:
+        try:
+            service = services.search_service(args.provider)
+        except ProviderError as e:
+            raise Failure(USAGE, str(e)) from None
+        services.knowledge.catch_up()
+        with services.knowledge_reader.snapshot() as snap:
+            known = set(snap.collections())
+        unknown = [c for c in args.collection if c not in known]
+        if unknown:
+            raise Failure(USAGE, f"no documents in collection {', '.join(unknown)} "
+                                 f"(known: {', '.join(sorted(known)) or 'none'})")
+        result = service.search(args.collection, args.query, args.top)
+    finally:
+        services.close()
+    if args.format == "json":
+        _emit(result.as_dict())
+        return OK
+    print(f"search {args.query!r} in {', '.join(result.collections)} at position {result.position}: "
+          f"{len(result.hits)} hit(s)")
+    for n, hit in enumerate(result.hits, start=1):
+        score = "" if hit.score is None else f"  score {hit.score:.3f}"
+        flag = "  STALE (last good TLDR)" if hit.stale else ""
+        print(f"{n:>3}. [{hit.kind}] {hit.id}{score}{flag}  sources {hit.sources[:5]}")
+        body = " | ".join(line for line in hit.text.splitlines() if line.strip())
+        print(f"     {body[:300]}{' ...' if len(body) > 300 else ''}")
+    print("stages:")
+    for stage in result.stages:
+        print(f"  {stage.step:<10} {stage.status:<8} {stage.detail}")
     return OK
 
 
@@ -455,7 +499,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verbs.add_parser("rebuild", parents=[common],
                          help="rebuild read models into new tables while the current ones serve, then switch")
-    p.add_argument("--projection", choices=("canon", "authoring", "all"), default="all")
+    p.add_argument("--projection", choices=("canon", "authoring", "knowledge", "retrieval", "vectors", "all"),
+                   default="all")
     p.add_argument("--pause", type=float, default=0.0, metavar="MS",
                    help="sleep between pages, to leave room for live traffic")
     p.add_argument("--page-size", type=int, default=1000, metavar="N", help="events per transaction")
@@ -465,6 +510,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collection", required=True)
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.set_defaults(run=cmd_ingest)
+
+    p = verbs.add_parser("search", parents=[common],
+                         help="hybrid keyword + semantic search of a knowledge collection, with its stages")
+    p.add_argument("--collection", required=True, action="append", metavar="C",
+                   help="a collection to search (repeat for several); a story's chapters are story:<id>")
+    p.add_argument("query", metavar="QUERY")
+    p.add_argument("--top", type=int, default=8, metavar="K", help="chunks to return (default 8)")
+    p.add_argument("--provider", default=os.environ.get("CANON_LLM_PROVIDER", "offline"), choices=("offline", "gemini"),
+                   help="gemini lets a broad query step back (one generate call, cached)")
+    p.set_defaults(run=cmd_search)
 
     p = verbs.add_parser("compile", parents=[common], help="compile stale wiki pages, oldest drift first")
     p.add_argument("--budget", type=int, help="pages at most (default: the compile quota for an LLM provider, else all)")
