@@ -14,6 +14,12 @@ Version history (packet bytes must not depend on the version: issued packets sta
 - v3: ``rm_canon`` gains ``valid_to``, the chapter the next step takes over (NULL: still in
   force), so "as of chapter K" is a range test instead of ranking every step of a kind; the
   (story, kind, valid_from) index is gone (the primary key serves).
+- v4: a covering index for "in force at chapter K, by kind": (story, kind, valid_to,
+  valid_from) then every column a packet candidate needs except its text. The in-force rows
+  are one index range (``valid_to IS NULL``) plus the few revised later (``valid_to > K``), read
+  without touching the wide table rows. It leads with valid_to, not valid_from: the
+  projection's per-entry lookups (story, kind, key) keep the primary key as their best index
+  even with no statistics.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import JSON, Boolean, Column, Index, Integer, MetaData, String, Table, Text
 
-VERSION = 3
+VERSION = 4
+# What a packet candidate needs besides its text, in the order the reader selects it.
+IN_FORCE_COVERS = ("key", "step", "retired", "name", "state", "hidden_until", "tokens", "source")
 
 
 @dataclass(frozen=True)
@@ -130,6 +138,9 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         # v3 dropped it: with no statistics yet (a fresh build) SQLite preferred it to the
         # primary key for per-entry lookups and went quadratic.
         Index(f"ix_{name('canon')}_kind_from", canon.c.story_id, canon.c.kind, canon.c.valid_from)
+    if version >= 4:
+        Index(f"ix_{name('canon')}_in_force", canon.c.story_id, canon.c.kind, canon.c.valid_to, canon.c.valid_from,
+              *(canon.c[c] for c in IN_FORCE_COVERS))
     aliases = Table(
         name("aliases"), md,
         Column("story_id", String(200), primary_key=True),

@@ -1,24 +1,144 @@
 """Reads the canon tables for the packet compiler, from one consistent snapshot.
 
 This module knows the canon tables only: it has no way to name a draft or proposal table.
+
+Packets are latency-bound, so every statement is built once per build (``_Statements``) with
+bind parameters: per call SQLAlchemy only finds its compiled form, and rows are read by
+position, not through mappings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-
 from typing import Any
 
-from sqlalchemy import and_, false, func, literal, or_, select
+from sqlalchemy import and_, bindparam, false, func, literal, or_, select, tuple_
 from sqlalchemy.engine import Connection, Engine
 
 from application.packets.ports import ChapterView, EntryView, Fact, NodeView, SceneView, StoryView
 from projections.canon_tables import CanonTables
 
+# Selected in this order; ``text`` is appended when asked for.
+_ENTRY_COLUMNS = ("story_id", "kind", "key", "step", "valid_from", "retired", "name", "state", "hidden_until",
+                  "tokens", "source")
+
 
 def _fact(text: str | None, tokens: int | None, source: int | None) -> Fact:
     return Fact(text or "", tokens or 0, (source,) if source is not None else ())
+
+
+def _entry(r: Any, with_text: bool) -> EntryView:
+    # r: a row of _ENTRY_COLUMNS (+ text)
+    text = r[11] if with_text else None
+    ref = None if with_text else ("canon", r[0], r[1], r[2], r[3])
+    return EntryView(r[1], r[2], r[3], r[4], bool(r[5]), r[6], r[7], r[8], Fact(text, r[9] or 0, (r[10],), ref))
+
+
+class _Statements:
+    """The packet queries of one build, each built once."""
+
+    def __init__(self, t: CanonTables) -> None:
+        self.t = t
+        self.ranged = "valid_to" in t.canon.c  # v3+: in force at K is a range test
+        s, ch, v, sc, tg = t.stories, t.chapters, t.volumes, t.scene_cards, t.scene_tags
+        story, chapter = bindparam("story"), bindparam("chapter")
+        self.story = select(s.c.story_id, s.c.title, s.c.guardrails_text, s.c.guardrails_tokens, s.c.contract_text,
+                            s.c.contract_tokens, s.c.budgets, s.c.source, s.c.position).where(s.c.story_id == story)
+        self.chapter = select(ch.c.chapter, ch.c.volume, ch.c.goals_text, ch.c.goals_tokens, ch.c.goals_source,
+                              ch.c.summary_text, ch.c.summary_tokens, ch.c.summary_source, ch.c.text,
+                              ch.c.text_tokens, ch.c.text_source).where(ch.c.story_id == story, ch.c.chapter == chapter)
+        self.scene_cards = (select(sc.c.scene_id, sc.c.text, sc.c.tokens, sc.c.source)
+                            .where(sc.c.story_id == story, sc.c.chapter == chapter).order_by(sc.c.source, sc.c.scene_id))
+        self.scene_tags = (select(tg.c.scene_id, tg.c.tag_type, tg.c.key)
+                           .where(tg.c.story_id == story, tg.c.chapter == chapter)
+                           .order_by(tg.c.scene_id, tg.c.tag_type, tg.c.ordinal))
+        self.chapter_summaries = (
+            select(ch.c.chapter, ch.c.summary_text, ch.c.summary_tokens, ch.c.summary_source)
+            .where(ch.c.story_id == story, ch.c.chapter >= bindparam("first"), ch.c.chapter <= bindparam("last"),
+                   ch.c.summary_text.is_not(None))
+            .order_by(ch.c.chapter))
+        self.volume_summaries = (select(v.c.volume, v.c.summary_text, v.c.summary_tokens, v.c.summary_source)
+                                 .where(v.c.story_id == story, v.c.summary_text.is_not(None)).order_by(v.c.volume))
+        cn, nodes = t.canon, t.chain_nodes
+        # Texts are looked up by (story, key) on an index, then matched exactly in Python: a
+        # row-value IN over four columns makes SQLite scan the table.
+        self.canon_texts = select(cn.c.kind, cn.c.key, cn.c.step, cn.c.text).where(
+            cn.c.story_id == story, cn.c.key.in_(bindparam("keys", expanding=True)),
+            cn.c.step.in_(bindparam("steps", expanding=True)))
+        self.node_texts = select(nodes.c.chain, nodes.c.step, nodes.c.ordinal, nodes.c.text).where(
+            nodes.c.story_id == story, nodes.c.chain.in_(bindparam("chains", expanding=True)),
+            nodes.c.step.in_(bindparam("steps", expanding=True)))
+        self._entries: dict[tuple[Any, ...], Any] = {}
+        self.chain_nodes = self._chain_nodes()
+        self.superseded = self._superseded()
+
+    def in_force(self, chapter: Any) -> list[Any]:
+        cn = self.t.canon
+        return [cn.c.valid_from <= chapter, or_(cn.c.valid_to.is_(None), cn.c.valid_to > chapter)]
+
+    def entries(self, by: str, since: bool, active: bool, with_text: bool) -> Any:
+        shape = (by, since, active, with_text)
+        if shape not in self._entries:
+            self._entries[shape] = self._build_entries(*shape)
+        return self._entries[shape]
+
+    def _build_entries(self, by: str, since: bool, active: bool, with_text: bool) -> Any:
+        cn = self.t.canon
+        conditions = [cn.c.story_id == bindparam("story")]
+        # One kind per statement: an equality lets the planner use the in-force index (an IN
+        # list made SQLite fall back to the primary key and scan every step of the kind).
+        conditions.append(cn.c.kind == bindparam("kind") if by == "kind"
+                          else cn.c.key.in_(bindparam("keys", expanding=True)))
+        if since:
+            # Inside the in-force test: the step in force is the latest one, so if it is not
+            # newer than ``since`` no other step is.
+            conditions.append(cn.c.valid_from > bindparam("since"))
+        columns = [cn.c[name] for name in _ENTRY_COLUMNS] + ([cn.c.text] if with_text else [])
+        if self.ranged:
+            stmt = select(*columns).where(*conditions, *self.in_force(bindparam("chapter")))
+            if active:
+                stmt = stmt.where(cn.c.retired == false(), func.coalesce(func.lower(cn.c.state), "") != "resolved")
+            # Sorted by the caller: an ORDER BY that the primary key satisfies makes SQLite
+            # walk every step of the kind through it instead of the in-force index.
+            return stmt
+        # v1/v2 builds: rank each entry's steps
+        ranked = self.ranked(*conditions[1:], with_text=with_text)
+        stmt = select(*(ranked.c[c.name] for c in columns)).where(ranked.c.rank == 1)
+        if active:
+            stmt = stmt.where(ranked.c.retired == false(), func.coalesce(func.lower(ranked.c.state), "") != "resolved")
+        return stmt.order_by(ranked.c.kind, ranked.c.key)
+
+    def ranked(self, *conditions: Any, with_text: bool) -> Any:
+        cn = self.t.canon
+        rank = func.row_number().over(
+            partition_by=(cn.c.kind, cn.c.key), order_by=(cn.c.valid_from.desc(), cn.c.step.desc())
+        ).label("rank")
+        columns = [cn.c[name] for name in _ENTRY_COLUMNS] + ([cn.c.text] if with_text else [])
+        return select(*columns, rank).where(
+            cn.c.story_id == bindparam("story"), cn.c.valid_from <= bindparam("chapter"), *conditions).subquery()
+
+    def _superseded(self) -> Any:
+        cn = self.t.canon
+        ranked = self.ranked(cn.c.kind == bindparam("kind"), cn.c.key.in_(bindparam("keys", expanding=True)),
+                             with_text=False)
+        return (select(*(ranked.c[c] for c in _ENTRY_COLUMNS))
+                .where(ranked.c.rank > 1, ranked.c.rank <= bindparam("limit") + 1, ranked.c.retired == false())
+                .order_by(ranked.c.key, ranked.c.rank))
+
+    def _chain_nodes(self) -> Any:
+        cn, nodes = self.t.canon, self.t.chain_nodes
+        chains = [cn.c.story_id == bindparam("story"), cn.c.kind == "development_chain", cn.c.retired == false()]
+        if self.ranged:
+            in_force = select(cn.c.key, cn.c.step).where(*chains, *self.in_force(bindparam("chapter")))
+        else:
+            ranked = self.ranked(cn.c.kind == "development_chain", with_text=False)
+            in_force = select(ranked.c.key, ranked.c.step).where(ranked.c.rank == 1, ranked.c.retired == false())
+        # A row-value IN lets the planner start from the few chains in force, not every node.
+        return (select(nodes.c.chain, nodes.c.step, nodes.c.ordinal, nodes.c.node_id, nodes.c.node_kind,
+                       nodes.c.hidden_until, nodes.c.tokens, nodes.c.source)
+                .where(nodes.c.story_id == bindparam("story"), tuple_(nodes.c.chain, nodes.c.step).in_(in_force))
+                .order_by(nodes.c.chain, nodes.c.ordinal))
 
 
 class SqlCanonReader:
@@ -29,172 +149,103 @@ class SqlCanonReader:
         the snapshot's own transaction."""
         self.engine = engine
         self._builds = builds
+        self._statements: dict[str, _Statements] = {}
 
     @contextmanager
     def snapshot(self) -> Iterator[SqlCanonSnapshot]:
         with self.engine.begin() as conn:
             tables, position = self._builds(conn)
-            yield SqlCanonSnapshot(conn, tables, position)
+            statements = self._statements.get(tables.tag)
+            if statements is None or statements.t is not tables:
+                statements = self._statements[tables.tag] = _Statements(tables)
+            yield SqlCanonSnapshot(conn, statements, position)
 
 
 class SqlCanonSnapshot:
-    def __init__(self, conn: Connection, tables: CanonTables, position: int) -> None:
+    def __init__(self, conn: Connection, statements: _Statements, position: int) -> None:
         self.c = conn
-        self.t = tables
+        self.q = statements
         self.position = position  # the log position this snapshot's read model reflects
 
     def story(self, story_id: str) -> StoryView | None:
-        s = self.t.stories
-        row = self.c.execute(select(s).where(s.c.story_id == story_id)).mappings().first()
-        if row is None:
+        r = self.c.execute(self.q.story, {"story": story_id}).first()
+        if r is None:
             return None
-        return StoryView(row["story_id"], row["title"], _fact(row["guardrails_text"], row["guardrails_tokens"], row["source"]),
-                         _fact(row["contract_text"], row["contract_tokens"], row["source"]), dict(row["budgets"]),
-                         row["position"])
+        return StoryView(r[0], r[1], _fact(r[2], r[3], r[7]), _fact(r[4], r[5], r[7]), dict(r[6]), r[8])
 
     def chapter(self, story_id: str, number: int) -> ChapterView | None:
-        ch = self.t.chapters
-        row = self.c.execute(select(ch).where(ch.c.story_id == story_id, ch.c.chapter == number)).mappings().first()
-        if row is None:
+        r = self.c.execute(self.q.chapter, {"story": story_id, "chapter": number}).first()
+        if r is None:
             return None
-        summary = _fact(row["summary_text"], row["summary_tokens"], row["summary_source"]) if row["summary_text"] else None
-        text = _fact(row["text"], row["text_tokens"], row["text_source"]) if row["text"] else None
-        return ChapterView(row["chapter"], row["volume"], _fact(row["goals_text"], row["goals_tokens"], row["goals_source"]),
-                           summary, text)
+        summary = _fact(r[5], r[6], r[7]) if r[5] else None
+        text = _fact(r[8], r[9], r[10]) if r[8] else None
+        return ChapterView(r[0], r[1], _fact(r[2], r[3], r[4]), summary, text)
 
     def scenes(self, story_id: str, chapter: int) -> list[SceneView]:
-        sc, tg = self.t.scene_cards, self.t.scene_tags
-        cards = self.c.execute(
-            select(sc).where(sc.c.story_id == story_id, sc.c.chapter == chapter).order_by(sc.c.source, sc.c.scene_id)
-        ).mappings().all()
+        params = {"story": story_id, "chapter": chapter}
+        cards = self.c.execute(self.q.scene_cards, params).all()
         tags: dict[str, list[tuple[str, str]]] = {}
-        for row in self.c.execute(
-            select(tg.c.scene_id, tg.c.tag_type, tg.c.key)
-            .where(tg.c.story_id == story_id, tg.c.chapter == chapter)
-            .order_by(tg.c.scene_id, tg.c.tag_type, tg.c.ordinal)
-        ):
-            tags.setdefault(row.scene_id, []).append((row.tag_type, row.key))
-        return [SceneView(r["scene_id"], _fact(r["text"], r["tokens"], r["source"]), tuple(tags.get(r["scene_id"], [])))
-                for r in cards]
-
-    _ENTRY_COLUMNS = ("story_id", "kind", "key", "step", "valid_from", "retired", "name", "state", "hidden_until", "tokens", "source")
-
-    def _ranked(self, story_id: str, chapter: int, *conditions: Any, with_text: bool = True) -> Any:
-        cn = self.t.canon
-        rank = func.row_number().over(
-            partition_by=(cn.c.kind, cn.c.key), order_by=(cn.c.valid_from.desc(), cn.c.step.desc())
-        ).label("rank")
-        columns = [cn.c[name] for name in self._ENTRY_COLUMNS] + ([cn.c.text] if with_text else [])
-        return select(*columns, rank).where(cn.c.story_id == story_id, cn.c.valid_from <= chapter, *conditions).subquery()
-
-    @staticmethod
-    def _entry(r: Any) -> EntryView:
-        text = r.get("text")
-        ref = None if text is not None else ("canon", r["story_id"], r["kind"], r["key"], r["step"])
-        return EntryView(r["kind"], r["key"], r["step"], r["valid_from"], bool(r["retired"]), r["name"], r["state"],
-                         r["hidden_until"], Fact(text, r["tokens"] or 0, (r["source"],), ref))
+        for scene_id, tag_type, key in self.c.execute(self.q.scene_tags, params).all():
+            tags.setdefault(scene_id, []).append((tag_type, key))
+        return [SceneView(r[0], _fact(r[1], r[2], r[3]), tuple(tags.get(r[0], []))) for r in cards]
 
     def entries_as_of(self, story_id: str, chapter: int, *, kinds: tuple[str, ...] = (),
                       keys: tuple[str, ...] = (), since: int | None = None, active: bool = False,
                       with_text: bool = True) -> list[EntryView]:
-        cn = self.t.canon
-        conditions = []
-        if kinds:
-            conditions.append(cn.c.kind.in_(kinds))
+        if bool(kinds) == bool(keys):
+            raise ValueError("entries_as_of takes kinds or keys")
+        params: dict[str, Any] = {"story": story_id, "chapter": chapter, "since": since}
         if keys:
-            conditions.append(cn.c.key.in_(keys))
-        if since is not None:
-            # Equivalent inside the ranking: the step in force is the latest one, so if it is
-            # not newer than ``since`` no other step is.
-            conditions.append(cn.c.valid_from > since)
-        if "valid_to" in cn.c:  # v3+: the step in force is a range test, no ranking
-            columns = [cn.c[name] for name in self._ENTRY_COLUMNS] + ([cn.c.text] if with_text else [])
-            stmt = select(*columns).where(
-                cn.c.story_id == story_id, cn.c.valid_from <= chapter,
-                or_(cn.c.valid_to.is_(None), cn.c.valid_to > chapter), *conditions)
-            if active:
-                stmt = stmt.where(cn.c.retired == false(), func.coalesce(func.lower(cn.c.state), "") != "resolved")
-            return [self._entry(r) for r in self.c.execute(stmt.order_by(cn.c.kind, cn.c.key)).mappings()]
-        ranked = self._ranked(story_id, chapter, *conditions, with_text=with_text)
-        stmt = select(ranked).where(ranked.c.rank == 1)
-        if active:
-            stmt = stmt.where(ranked.c.retired == false(),
-                              func.coalesce(func.lower(ranked.c.state), "") != "resolved")
-        rows = self.c.execute(stmt.order_by(ranked.c.kind, ranked.c.key)).mappings().all()
-        return [self._entry(r) for r in rows]
+            params["keys"] = list(keys)
+            stmt = self.q.entries("keys", since is not None, active, with_text)
+            rows = self.c.execute(stmt, params).all()
+        else:
+            stmt = self.q.entries("kind", since is not None, active, with_text)
+            rows = [r for kind in set(kinds) for r in self.c.execute(stmt, {**params, "kind": kind}).all()]
+        rows.sort(key=lambda r: (r[1], r[2]))
+        return [_entry(r, with_text) for r in rows]
 
     def superseded_steps(self, story_id: str, chapter: int, kind: str, keys: tuple[str, ...],
                          limit: int) -> dict[str, list[EntryView]]:
         if not keys:
             return {}
-        cn = self.t.canon
-        ranked = self._ranked(story_id, chapter, cn.c.kind == kind, cn.c.key.in_(keys), with_text=False)
-        rows = self.c.execute(
-            select(ranked).where(ranked.c.rank > 1, ranked.c.rank <= limit + 1, ranked.c.retired == false())
-            .order_by(ranked.c.key, ranked.c.rank)
-        ).mappings().all()
         out: dict[str, list[EntryView]] = {}
+        rows = self.c.execute(self.q.superseded, {"story": story_id, "chapter": chapter, "kind": kind,
+                                                    "keys": list(keys), "limit": limit}).all()
         for r in rows:
-            out.setdefault(r["key"], []).append(self._entry(r))
+            out.setdefault(r[2], []).append(_entry(r, False))
         return out
 
     def texts(self, refs: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], str]:
-        # Looked up by (story, key) on an index, then matched exactly: a row-value IN over
-        # four columns makes SQLite scan the table.
         out: dict[tuple[Any, ...], str] = {}
-        cn, nodes = self.t.canon, self.t.chain_nodes
         for story_id in sorted({r[1] for r in refs}):
             canon = {r for r in refs if r[0] == "canon" and r[1] == story_id}
             if canon:
-                rows = self.c.execute(select(cn.c.kind, cn.c.key, cn.c.step, cn.c.text).where(
-                    cn.c.story_id == story_id, cn.c.key.in_(sorted({r[3] for r in canon})),
-                    cn.c.step.in_(sorted({r[4] for r in canon}))))
-                for r in rows:
-                    ref = ("canon", story_id, r.kind, r.key, r.step)
+                rows = self.c.execute(self.q.canon_texts, {"story": story_id, "keys": sorted({r[3] for r in canon}),
+                                                           "steps": sorted({r[4] for r in canon})}).all()
+                for kind, key, step, text in rows:
+                    ref = ("canon", story_id, kind, key, step)
                     if ref in canon:
-                        out[ref] = r.text
+                        out[ref] = text
             chain = {r for r in refs if r[0] == "node" and r[1] == story_id}
             if chain:
-                rows = self.c.execute(select(nodes.c.chain, nodes.c.step, nodes.c.ordinal, nodes.c.text).where(
-                    nodes.c.story_id == story_id, nodes.c.chain.in_(sorted({r[2] for r in chain})),
-                    nodes.c.step.in_(sorted({r[3] for r in chain}))))
-                for r in rows:
-                    ref = ("node", story_id, r.chain, r.step, r.ordinal)
+                rows = self.c.execute(self.q.node_texts, {"story": story_id, "chains": sorted({r[2] for r in chain}),
+                                                          "steps": sorted({r[3] for r in chain})}).all()
+                for name, step, ordinal, text in rows:
+                    ref = ("node", story_id, name, step, ordinal)
                     if ref in chain:
-                        out[ref] = r.text
+                        out[ref] = text
         return out
 
     def chapter_summaries(self, story_id: str, first: int, last: int) -> list[tuple[int, Fact]]:
-        ch = self.t.chapters
-        rows = self.c.execute(
-            select(ch.c.chapter, ch.c.summary_text, ch.c.summary_tokens, ch.c.summary_source)
-            .where(ch.c.story_id == story_id, ch.c.chapter >= first, ch.c.chapter <= last, ch.c.summary_text.is_not(None))
-            .order_by(ch.c.chapter)
-        )
-        return [(r.chapter, _fact(r.summary_text, r.summary_tokens, r.summary_source)) for r in rows]
+        rows = self.c.execute(self.q.chapter_summaries, {"story": story_id, "first": first, "last": last}).all()
+        return [(r[0], _fact(r[1], r[2], r[3])) for r in rows]
 
     def volume_summaries(self, story_id: str) -> list[tuple[int, Fact]]:
-        v = self.t.volumes
-        rows = self.c.execute(
-            select(v).where(v.c.story_id == story_id, v.c.summary_text.is_not(None)).order_by(v.c.volume)
-        ).mappings().all()
-        return [(r["volume"], _fact(r["summary_text"], r["summary_tokens"], r["summary_source"])) for r in rows]
+        rows = self.c.execute(self.q.volume_summaries, {"story": story_id}).all()
+        return [(r[0], _fact(r[1], r[2], r[3])) for r in rows]
 
     def chain_nodes(self, story_id: str, chapter: int) -> list[NodeView]:
-        cn, nodes = self.t.canon, self.t.chain_nodes
-        if "valid_to" in cn.c:
-            ranked = (select(cn.c.key, cn.c.step, cn.c.retired, literal(1).label("rank"))
-                      .where(cn.c.story_id == story_id, cn.c.kind == "development_chain", cn.c.valid_from <= chapter,
-                             or_(cn.c.valid_to.is_(None), cn.c.valid_to > chapter)).subquery())
-        else:
-            ranked = self._ranked(story_id, chapter, cn.c.kind == "development_chain", with_text=False)
-        rows = self.c.execute(
-            select(nodes.c.chain, nodes.c.step, nodes.c.ordinal, nodes.c.node_id, nodes.c.node_kind,
-                   nodes.c.hidden_until, nodes.c.tokens, nodes.c.source)
-            .join(ranked, and_(nodes.c.story_id == story_id, nodes.c.chain == ranked.c.key, nodes.c.step == ranked.c.step))
-            .where(ranked.c.rank == 1, ranked.c.retired == false())
-            .order_by(nodes.c.chain, nodes.c.ordinal)
-        ).mappings().all()
-        return [NodeView(r["chain"], r["node_id"], r["node_kind"], r["hidden_until"],
-                         Fact(None, r["tokens"], (r["source"],), ("node", story_id, r["chain"], r["step"], r["ordinal"])))
+        rows = self.c.execute(self.q.chain_nodes, {"story": story_id, "chapter": chapter}).all()
+        return [NodeView(r[0], r[3], r[4], r[5], Fact(None, r[6], (r[7],), ("node", story_id, r[0], r[1], r[2])))
                 for r in rows]

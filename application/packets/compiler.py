@@ -8,7 +8,6 @@ room is left to say something useful) or dropped. The same fact is never packed 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from application.packets.packet import TIERS, Item, Packet, Stage
@@ -86,7 +85,7 @@ def fill(candidates: list[Candidate], budget: int, tokens: TokenCounter,
         refs = {i: ordered[i].fact.ref for i in unread}
         texts = load(list(refs.values()))  # type: ignore[arg-type]
         for i, ref in refs.items():
-            items[i] = replace(items[i], text=texts[ref])  # type: ignore[index]
+            items[i].text = texts[ref]  # type: ignore[index]
     return items
 
 
@@ -107,8 +106,12 @@ def _trim(text: str, room: int, tokens: TokenCounter) -> str:
 
 
 def _stages(req: Request, candidates: list[Candidate], items: list[Item], budget: int, scene_detail: str) -> list[Stage]:
-    used = sum(i.tokens for i in items if i.status != "dropped")
-    counts = {s: sum(i.status == s for i in items) for s in ("included", "trimmed", "dropped")}
+    used = 0
+    counts = {"included": 0, "trimmed": 0, "dropped": 0}
+    for i in items:
+        counts[i.status] += 1
+        if i.status != "dropped":
+            used += i.tokens
     retrieval = (
         Stage("l1-retrieval", "skipped", "not built yet: L0 structured recall only")
         if req.role in USES_RETRIEVAL

@@ -11,12 +11,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 Tier = Literal["P0", "P1", "P2", "P3", "P4"]
 TIERS: tuple[Tier, ...] = ("P0", "P1", "P2", "P3", "P4")
 Status = Literal["included", "trimmed", "dropped"]
 
 
-@dataclass(frozen=True)
+# slots, not frozen: built for every candidate of every packet, and a frozen init costs ~4x.
+@dataclass(slots=True)
 class Item:
     tier: Tier
     kind: str
@@ -55,23 +58,20 @@ class Packet:
     stages: tuple[Stage, ...]
     hash: str = field(default="")
     packet_id: str = field(default="")
+    body_json: bytes = field(default=b"", repr=False, compare=False)  # the sealed body, reused by to_json
 
     @property
     def used_tokens(self) -> int:
         return sum(i.tokens for i in self.items if i.status != "dropped")
 
     def tiers(self) -> list[dict[str, Any]]:
-        out = []
-        for tier in TIERS:
-            items = [i for i in self.items if i.tier == tier]
-            out.append({
-                "tier": tier,
-                "included": sum(i.status == "included" for i in items),
-                "trimmed": sum(i.status == "trimmed" for i in items),
-                "dropped": sum(i.status == "dropped" for i in items),
-                "tokens": sum(i.tokens for i in items if i.status != "dropped"),
-            })
-        return out
+        counts = {tier: {"tier": tier, "included": 0, "trimmed": 0, "dropped": 0, "tokens": 0} for tier in TIERS}
+        for i in self.items:
+            row = counts[i.tier]
+            row[i.status] += 1
+            if i.status != "dropped":
+                row["tokens"] += i.tokens
+        return list(counts.values())
 
     def _body(self) -> dict[str, Any]:
         return {
@@ -90,18 +90,30 @@ class Packet:
 
     def sealed(self) -> Packet:
         """The packet with its hash and id: both derive from the body, so equal bodies share them."""
-        digest = hashlib.sha256(canonical_json(self._body()).encode()).hexdigest()
-        return Packet(**{**self.__dict__, "hash": digest, "packet_id": f"pkt_{digest[:24]}"})
+        body = canonical_bytes(self._body())
+        digest = hashlib.sha256(body).hexdigest()
+        return Packet(**{**self.__dict__, "hash": digest, "packet_id": f"pkt_{digest[:24]}", "body_json": body})
 
     def as_dict(self) -> dict[str, Any]:
         return {"packet_id": self.packet_id, **self._body(), "hash": self.hash}
 
     def to_json(self) -> str:
-        return canonical_json(self.as_dict())
+        if not self.body_json:
+            return canonical_json(self.as_dict())
+        # The same bytes as canonical_json(as_dict()): the body's members between the id and the hash.
+        head = canonical_bytes({"packet_id": self.packet_id})[:-1]
+        tail = canonical_bytes({"hash": self.hash})[1:]
+        return (head + b"," + self.body_json[1:-1] + b"," + tail).decode()
 
 
 def canonical_json(obj: Any) -> str:
+    """The contract's definition of a packet's bytes: compact, keys in insertion order, UTF-8."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+
+
+def canonical_bytes(obj: Any) -> bytes:
+    """``canonical_json(obj).encode()``, ~20x faster (a property test holds them equal)."""
+    return orjson.dumps(obj)
 
 
 def render_text(packet: Packet) -> str:

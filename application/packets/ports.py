@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 
-@dataclass(frozen=True)
+# slots, not frozen: built for every candidate of every packet, and a frozen init costs ~4x.
+@dataclass(slots=True)
 class Fact:
     """One packable piece of canon: its rendered text, token count and source event positions.
 
@@ -51,7 +52,8 @@ class SceneView:
     tags: tuple[tuple[str, str], ...]  # (tag type, key) in card order
 
 
-@dataclass(frozen=True)
+# slots, not frozen: built for every candidate of every packet, and a frozen init costs ~4x.
+@dataclass(slots=True)
 class EntryView:
     kind: str
     key: str
@@ -64,7 +66,8 @@ class EntryView:
     fact: Fact
 
 
-@dataclass(frozen=True)
+# slots, not frozen: built for every candidate of every packet, and a frozen init costs ~4x.
+@dataclass(slots=True)
 class NodeView:
     chain: str
     node_id: str

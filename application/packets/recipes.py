@@ -20,7 +20,8 @@ RECENT_TIMELINE = 5
 HISTORY_STEPS = 3  # earlier states per tagged character: the latest shifts, not the whole life
 
 
-@dataclass(frozen=True)
+# slots, not frozen: built for every candidate of every packet, and a frozen init costs ~4x.
+@dataclass(slots=True)
 class Candidate:
     tier: Tier
     kind: str
