@@ -104,24 +104,24 @@ class Auditor:
         replay = self.scratch(record.story_id, record.position)
         try:
             with replay.snapshot() as snap:
-                replayed = compile_packet(snap, request, self.tokens)
+                replayed = compile_packet(snap, request, self.tokens, compiler=record.compiler)
             events = dict(replay.events)
         finally:
             replay.close()
         differences = _differences(record, replayed)
-        live = self._live_check(request, replayed)
+        live = self._live_check(request, replayed, record.compiler)
         lineage = self._lineage(record, replayed, events)
         return AuditReport(packet_id, record.story_id, record.position, record.hash, replayed.hash, len(events),
                            live, [(i, lineage.get(i.sources, [])) for i in replayed.items], differences)
 
-    def _live_check(self, request: Request, replayed: Packet) -> str:
+    def _live_check(self, request: Request, replayed: Packet, compiler: int) -> str:
         self.live_catch_up(self.ledger.position())
         with self.live.snapshot() as snap:
             story = snap.story(request.story_id)
             if story is None or story.position != replayed.position:
                 moved = story.position if story else None
                 return f"skipped: the story's canon has moved on to position {moved}"
-            live = compile_packet(snap, request, self.tokens)
+            live = compile_packet(snap, request, self.tokens, compiler=compiler)
         if live.hash == replayed.hash:
             return "ok"
         changed = [f"{a.tier} {a.kind} {a.key}" for a, b in zip(live.items, replayed.items) if a != b]

@@ -1,6 +1,13 @@
 """PacketRecord: one per distinct packet. ``PacketIssued`` records what a worker was given:
 the position it reflects, the parameters it was compiled with, its items and its hash, so
-it can be audited later by replaying history to that position."""
+it can be audited later by replaying history to that position.
+
+Class version 2 adds ``compiler`` (which compiler built it: 1 = L0 only, 2 = L0 + L1
+retrieval) and ``recall`` (what L1 retrieval selected: the query, each hit's id and kind, and
+the retrieval stages). Retrieval ranks with models and caches that are not events, so an
+audit does not re-rank: it checks that every recorded hit's text is canon at the packet's
+position, rebuilt from the log, and that the rest of the packet replays to the same hash.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +23,28 @@ class PacketRecord(Aggregate):
     def create_id(packet_id: str, **_: Any):  # type: ignore[override]
         return ids.packet_id(packet_id)
 
-    @event("PacketIssued")
+    class PacketIssued(Aggregate.Created):
+        class_version = 2
+        packet_id: str
+        story_id: str
+        role: str
+        chapter: int
+        scene: str | None
+        budget: int
+        position: int
+        hash: str
+        tokenizer: str
+        items: list[dict[str, Any]]
+        compiler: int
+        recall: dict[str, Any] | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            # Packets issued before L1 retrieval were compiled from L0 alone.
+            state["compiler"] = 1
+            state["recall"] = None
+
+    @event(PacketIssued)
     def __init__(
         self,
         packet_id: str,
@@ -29,6 +57,8 @@ class PacketRecord(Aggregate):
         hash: str,
         tokenizer: str,
         items: list[dict[str, Any]],
+        compiler: int = 1,
+        recall: dict[str, Any] | None = None,
     ) -> None:
         self.packet_id = packet_id
         self.story_id = story_id
@@ -40,3 +70,5 @@ class PacketRecord(Aggregate):
         self.hash = hash
         self.tokenizer = tokenizer
         self.items = items
+        self.compiler = compiler
+        self.recall = recall

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from application.packets.packet import TIERS, Item, Packet, Stage
-from application.packets.ports import CanonSnapshot
+from application.packets.ports import CanonSnapshot, Fact, Recall, Retriever
 from application.packets.recipes import RECIPES, USES_RETRIEVAL, Candidate, Request
 from domain.errors import CanonError, NotFound
 from domain.story import ROLES
@@ -19,13 +19,19 @@ from domain.tokens import TokenCounter
 
 MIN_TRIM_TOKENS = 32
 ELLIPSIS = " …"
+# Which compiler built a packet (recorded in PacketIssued; an audit replays with the same one):
+# 1: L0 structured recall only; 2: L0, then L1 retrieval filling what is left of P4.
+COMPILER = 2
+QUERY_KINDS = ("scene_card", "chapter_goals")  # the P0 texts that say what the chapter is about
 
 
 class PacketError(CanonError):
     """The packet cannot be built as asked (budget, role, chapter ...)."""
 
 
-def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter) -> Packet:
+def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,
+                   *, compiler: int = COMPILER) -> Packet:
+    """``retriever``: L1 (compiler 2 only); an audit passes one that replays the recorded hits."""
     if req.role not in ROLES:
         raise PacketError("unknown_role", f"role {req.role!r} is not one of {', '.join(ROLES)}", "role")
     if req.chapter < 1:
@@ -46,10 +52,59 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter) -> P
             "P0 is never trimmed: raise the budget or shorten the scene card, goals, guardrails or contract",
             "budget",
         )
+    if compiler == 1:
+        items = fill(candidates, budget, tokens, snap.texts)
+        stages = _stages_v1(req, candidates, items, budget, scene_detail)
+        return Packet(req.story_id, req.role, req.chapter, req.scene, story.position, budget, tokens.name,
+                      tuple(items), tuple(stages)).sealed()
+    l0 = len(candidates)
+    recall, l1_stages = _l1(req, candidates, retriever, tokens)
     items = fill(candidates, budget, tokens, snap.texts)
-    stages = _stages(req, candidates, items, budget, scene_detail)
+    stages = [Stage("scene-keys", "done", scene_detail),
+              Stage("l0-recall", "done", f"{l0} candidates from confirmed canon as of chapter {req.chapter}"),
+              *l1_stages,
+              _budget_stage(items, budget)]
     return Packet(req.story_id, req.role, req.chapter, req.scene, story.position, budget, tokens.name,
-                  tuple(items), tuple(stages)).sealed()
+                  tuple(items), tuple(stages), recall=recall, compiler=compiler).sealed()
+
+
+def _l1(req: Request, candidates: list[Candidate], retriever: Retriever | None,
+        tokens: TokenCounter) -> tuple[Recall | None, list[Stage]]:
+    """L1 hits join P4 after L0's own; fill gives them what budget is left, in rank order."""
+    if req.role not in USES_RETRIEVAL:
+        return None, [Stage("l1-retrieval", "skipped", f"the {req.role} role uses no retrieval")]
+    if retriever is None:
+        return None, [Stage("l1-retrieval", "skipped", "no retriever configured: L0 structured recall only")]
+    query = "\n\n".join(c.fact.text for c in candidates if c.kind in QUERY_KINDS and c.fact.text)
+    if not query.strip():
+        return None, [Stage("l1-retrieval", "skipped", "nothing to search with: no scene card or chapter goals")]
+    recall = retriever.recall(req.story_id, req.chapter, query)
+    seen = {c.identity for c in candidates}
+    added = duplicates = 0
+    for rank, hit in enumerate(recall.hits, 1):
+        candidate = Candidate("P4", hit.kind, hit.id, Fact(hit.text, tokens.count(hit.text), hit.sources),
+                              f"L1 retrieval, rank {rank}")
+        if candidate.identity in seen:
+            duplicates += 1
+            continue
+        seen.add(candidate.identity)
+        candidates.append(candidate)
+        added += 1
+    merge = Stage("merge", "done" if recall.hits else "skipped",
+                  f"{added} L1 candidate(s) after L0 in P4, {duplicates} already in L0" if recall.hits
+                  else "retrieval found nothing")
+    return recall, [*recall.stages, merge]
+
+
+def _budget_stage(items: list[Item], budget: int) -> Stage:
+    used = 0
+    counts = {"included": 0, "trimmed": 0, "dropped": 0}
+    for i in items:
+        counts[i.status] += 1
+        if i.status != "dropped":
+            used += i.tokens
+    return Stage("truncate", "done", f"used {used} of {budget} tokens: {counts['included']} included, "
+                                     f"{counts['trimmed']} trimmed, {counts['dropped']} dropped")
 
 
 def fill(candidates: list[Candidate], budget: int, tokens: TokenCounter,
@@ -105,7 +160,9 @@ def _trim(text: str, room: int, tokens: TokenCounter) -> str:
     return ""
 
 
-def _stages(req: Request, candidates: list[Candidate], items: list[Item], budget: int, scene_detail: str) -> list[Stage]:
+def _stages_v1(req: Request, candidates: list[Candidate], items: list[Item], budget: int,
+               scene_detail: str) -> list[Stage]:
+    """Compiler 1's stages, word for word: packets it issued must replay to the same bytes."""
     used = 0
     counts = {"included": 0, "trimmed": 0, "dropped": 0}
     for i in items:

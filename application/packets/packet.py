@@ -59,6 +59,8 @@ class Packet:
     hash: str = field(default="")
     packet_id: str = field(default="")
     body_json: bytes = field(default=b"", repr=False, compare=False)  # the sealed body, reused by to_json
+    recall: Any = field(default=None, repr=False, compare=False)  # ports.Recall: what L1 selected, for the record
+    compiler: int = field(default=1, compare=False)  # which compiler built it (not in the JSON)
 
     @property
     def used_tokens(self) -> int:

@@ -103,3 +103,35 @@ class CanonSnapshot(Protocol):
 
 class CanonReader(Protocol):
     def snapshot(self) -> AbstractContextManager[CanonSnapshot]: ...
+
+
+# -- L1 retrieval ---------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Recalled:
+    """One L1 hit, as a packet candidate: canon text from the story's own accepted chapters
+    (``kind`` "chunk") or a wiki page's TLDR (``kind`` "wiki_page")."""
+
+    id: str
+    kind: str
+    text: str
+    sources: tuple[int, ...]
+
+
+@dataclass
+class Recall:
+    """What L1 retrieval gave one packet request: hits best first, and a stage per step."""
+
+    query: str
+    hits: list[Recalled]
+    stages: list[Any]  # application.packets.packet.Stage
+
+    def record(self) -> dict[str, Any]:
+        """What PacketIssued keeps: enough to rebuild the same items from the log."""
+        return {"query": self.query, "hits": [{"id": h.id, "kind": h.kind} for h in self.hits],
+                "stages": [s.as_dict() for s in self.stages]}
+
+
+class Retriever(Protocol):
+    def recall(self, story_id: str, chapter: int, query: str) -> Recall:
+        """L1 candidates from canon that precedes ``chapter``; never raises (errors are stages)."""
+        ...

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from application.ledger import CanonLedger
 from application.packets.compiler import compile_packet
 from application.packets.packet import Packet
-from application.packets.ports import CanonReader
+from application.packets.ports import CanonReader, Retriever
 from application.packets.recipes import Request
 from domain.errors import CanonError
 from domain.packet_log import PacketRecord
@@ -16,8 +16,9 @@ from domain.tokens import TokenCounter
 
 class PacketService:
     def __init__(self, ledger: CanonLedger, catch_up: Callable[[int], int], reader: CanonReader,
-                 tokens: TokenCounter) -> None:
+                 tokens: TokenCounter, retriever: Retriever | None = None) -> None:
         self.ledger = ledger
+        self.retriever = retriever
         self.catch_up = catch_up
         self.reader = reader
         self.tokens = tokens
@@ -32,7 +33,7 @@ class PacketService:
         for _ in range(5):
             with self.reader.snapshot() as snap:
                 if snap.position >= target:
-                    packet = compile_packet(snap, request, self.tokens)
+                    packet = compile_packet(snap, request, self.tokens, self.retriever)
                     break
             # Behind (new writes, or a rebuild switched builds): catch up, then read again.
             self.catch_up(target)
@@ -50,7 +51,8 @@ def issued(packet: Packet) -> PacketRecord:
     return PacketRecord(
         packet_id=packet.packet_id, story_id=packet.story_id, role=packet.role, chapter=packet.chapter,
         scene=packet.scene, budget=packet.budget, position=packet.position, hash=packet.hash,
-        tokenizer=packet.tokenizer,
+        tokenizer=packet.tokenizer, compiler=packet.compiler,
+        recall=packet.recall.record() if packet.recall is not None else None,
         items=[{"tier": i.tier, "kind": i.kind, "key": i.key, "status": i.status, "sources": list(i.sources)}
                for i in packet.items],
     )

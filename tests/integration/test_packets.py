@@ -169,5 +169,5 @@ def test_packet_json_has_the_contract_fields(demo):
             "stages"} <= set(packet)
     for item in packet["items"]:
         assert {"tier", "kind", "key", "text", "tokens", "status", "reason", "sources"} <= set(item)
-    assert [s["step"] for s in packet["stages"]] == ["scene-keys", "l0-recall", "l1-retrieval", "wiki", "budget"]
+    assert [s["step"] for s in packet["stages"]] == ["scene-keys", "l0-recall", "l1-retrieval", "truncate"]
     assert all(s["status"] in ("active", "done", "skipped", "error") and s["detail"] for s in packet["stages"])
