@@ -1,0 +1,349 @@
+#!/usr/bin/env python
+"""Hybrid search quality on Cranfield, and search latency at 1,400 docs and at 50,000 chunks (issue 6).
+
+    python benchmarks/bench_cranfield.py [--stores sqlite,postgres] [--embedder auto|minilm|hashing]
+                                         [--scale 50000] [--scale-store sqlite] [--skip-scale]
+                                         [--format markdown|json] [--save-json PATH]
+
+Not part of the pytest run. Data: ``../shared/data/cranfield`` (relative to the project root).
+
+Quality. The 1,400 abstracts go through the real command path: one ``ingest_document`` per
+abstract (collection ``cranfield``, document id = the ``.I`` number, title ``.T``, text ``.W``),
+applied in atomic batches of 100; then the projections catch up (knowledge, keyword index,
+vectors: each timed, that is the index build). Queries are numbered 1..225 by their order in
+``cran.qry`` (the ``.I`` numbers skip: the judgements use the position). Judgements from
+``cranqrel``: grade 1 (most relevant) .. 4 -> gain 4 .. 1; -1 is not relevant. Metrics over the
+queries with at least one relevant document: NDCG@10 (linear gain, as trec_eval), MRR@10 and
+Recall@100, on documents (a chunk counts as its abstract; the first chunk of a document
+places it). Runs:
+
+- keyword: the store's BM25 (FTS5 on SQLite, postings SQL on PostgreSQL), 100 hits;
+- dense: cosine over the vector index, 100 hits;
+- rrf: ``fusion.rrf`` (k 60) of those two lists;
+- zscore: ``rerank.zscore_order`` over the rrf candidates (every candidate of both lists);
+- default: what ``canon search`` returns: ``HybridSearch.search`` (lists 100 deep, rrf wide 3x,
+  z-score rerank narrow), top 10 chunks for NDCG/MRR (fewer than 10 abstracts when two chunks of
+  one abstract rank), and top 100 (wide 300) for Recall@100;
+- default-10-docs: the same pipeline asked for 20 chunks, cut to the first 10 abstracts.
+
+Latency. p50 / p90 of ``SearchService.search`` (catch-up check, snapshot, every stage) per
+query, after one warm-up query, plus the keyword and vector steps alone. At 1,400 docs: the
+Cranfield store above. At ``--scale`` chunks: War and Peace through the story commands
+(accepted chapter text -> collection ``story:war-and-peace``), padded with documents made of
+the novel's paragraphs in a seeded shuffle, ingested into the same collection. Embedding 50,000
+chunks with MiniLM would take ~45 minutes here, so the scale store indexes vectors with the
+384-dimension hashing embedder (the same matrix shape as MiniLM); the MiniLM query embedding
+time measured on Cranfield is reported beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from application.parsing import parse_command  # noqa: E402
+from application.retrieval.fusion import rrf  # noqa: E402
+from application.retrieval.rerank import zscore_order  # noqa: E402
+from application.retrieval.search import HybridSearch  # noqa: E402
+from infrastructure.bootstrap import bootstrap  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+CRANFIELD = DATA / "cranfield"
+NOVEL = DATA / "novels" / "war_and_peace.txt"
+COLLECTION = "cranfield"
+DEEP = 100
+
+
+# -- Cranfield ------------------------------------------------------------------------------------
+def _fields(path: Path) -> list[dict[str, str]]:
+    records: list[dict[str, str]] = []
+    field = None
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        m = re.match(r"^\.([ITABW])\b\s*(.*)$", line)
+        if m:
+            field = m.group(1)
+            if field == "I":
+                records.append({"I": m.group(2).strip()})
+            else:
+                records[-1][field] = ""
+            continue
+        if field and field != "I":
+            records[-1][field] += line + "\n"
+    return records
+
+
+def load_cranfield() -> tuple[list[dict[str, str]], list[str], dict[int, dict[str, int]]]:
+    docs = _fields(CRANFIELD / "cran.all.1400")
+    queries = [" ".join(q.get("W", "").split()) for q in _fields(CRANFIELD / "cran.qry")]
+    qrels: dict[int, dict[str, int]] = {}
+    for line in (CRANFIELD / "cranqrel").read_text().splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        q, d, grade = int(parts[0]), parts[1], int(parts[2])
+        if 1 <= grade <= 4:
+            qrels.setdefault(q, {})[d] = 5 - grade  # by position in cran.qry, 1-based
+    return docs, queries, qrels
+
+
+def ndcg10(ranking: list[str], gains: dict[str, int]) -> float:
+    dcg = sum(gains.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranking[:10]))
+    ideal = sorted(gains.values(), reverse=True)[:10]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def mrr10(ranking: list[str], gains: dict[str, int]) -> float:
+    return next((1.0 / (i + 1) for i, d in enumerate(ranking[:10]) if gains.get(d, 0) > 0), 0.0)
+
+
+def recall100(ranking: list[str], gains: dict[str, int]) -> float:
+    relevant = {d for d, g in gains.items() if g > 0}
+    return len(relevant & set(ranking[:100])) / len(relevant) if relevant else 0.0
+
+
+def documents(ids: list[str]) -> list[str]:
+    """Chunk ids -> abstract numbers, first occurrence first."""
+    return list(dict.fromkeys(i.rsplit("#", 1)[0].partition("/")[2] for i in ids if not i.startswith("page:")))
+
+
+def p(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def scratch(kind: str) -> tuple[str, Any]:
+    """(url, cleanup) of a fresh store."""
+    if kind == "sqlite":
+        folder = tempfile.mkdtemp(prefix="canon_bench_")
+        return f"sqlite:///{folder}/bench.db", lambda: None
+    import psycopg
+
+    admin = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    name = f"canon_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+    def drop() -> None:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    return admin.rsplit("/", 1)[0] + f"/{name}", drop
+
+
+def apply_all(services: Any, commands: list[dict[str, Any]], batch: int = 100) -> float:
+    parsed = [parse_command(c) for c in commands]
+    started = time.perf_counter()
+    for i in range(0, len(parsed), batch):
+        results = services.ledger.apply(parsed[i:i + batch], atomic=True)
+        bad = [r.as_dict() for r in results if not r.ok]
+        if bad:
+            raise SystemExit(f"command rejected: {bad[0]}")
+    return time.perf_counter() - started
+
+
+def build(services: Any) -> dict[str, float]:
+    goal = services.ledger.position()
+    t0 = time.perf_counter()
+    services.knowledge.catch_up(goal)
+    t1 = time.perf_counter()
+    services.retrieval.catch_up(goal)
+    t2 = time.perf_counter()
+    from projections.retrieval import catch_up_vectors
+
+    catch_up_vectors(services.vectors, goal)
+    t3 = time.perf_counter()
+    return {"knowledge_s": t1 - t0, "keyword_index_s": t2 - t1, "vector_index_s": t3 - t2}
+
+
+def latency(services: Any, collections: list[str], queries: list[str], top_k: int = 10) -> dict[str, float]:
+    service = services.search_service()
+    service.search(collections, queries[0], top_k)  # warm-up: model load, matrix cache
+    full, kw, vec, emb = [], [], [], []
+    for q in queries:
+        t = time.perf_counter()
+        service.search(collections, q, top_k)
+        full.append(time.perf_counter() - t)
+        with services.retrieval_reader.snapshot() as snap:
+            t = time.perf_counter()
+            snap.keyword(q, collections, 30)
+            kw.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            [v] = services.embedder.embed([q])
+            emb.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            snap.vector(v, collections, 30)
+            vec.append(time.perf_counter() - t)
+    ms = 1000.0
+    return {"queries": len(queries), "search_p50_ms": p(full, 0.5) * ms, "search_p90_ms": p(full, 0.9) * ms,
+            "keyword_p50_ms": p(kw, 0.5) * ms, "embed_p50_ms": p(emb, 0.5) * ms, "vector_p50_ms": p(vec, 0.5) * ms}
+
+
+def run_cranfield(kind: str, embedder: str) -> dict[str, Any]:
+    docs, queries, qrels = load_cranfield()
+    url, cleanup = scratch(kind)
+    services = bootstrap(url, embedder=embedder)
+    try:
+        commands = [{"type": "ingest_document", "command_id": f"cran-{d['I']}", "collection_id": COLLECTION,
+                     "document_id": d["I"], "title": " ".join(d.get("T", "").split()) or f"Abstract {d['I']}",
+                     "text": d.get("W", "")} for d in docs]
+        apply_s = apply_all(services, commands)
+        timings = build(services)
+        with services.knowledge_reader.snapshot() as snap:
+            chunks = sum(len(snap.topic_chunks(COLLECTION, t.topic_id)) for t in snap.topics(COLLECTION))
+        pipeline = HybridSearch(services.embedder)
+        runs: dict[str, list[list[str]]] = {k: [] for k in ("keyword", "dense", "rrf", "zscore", "default",
+                                                            "default-10-docs")}
+        default_deep: list[list[str]] = []
+        judged = [n for n in range(1, len(queries) + 1) if qrels.get(n)]
+        with services.retrieval_reader.snapshot() as snap:
+            for n in judged:
+                q = queries[n - 1]
+                kw = snap.keyword(q, [COLLECTION], 3 * DEEP).hits
+                [v] = services.embedder.embed([q])
+                dense = snap.vector(v, [COLLECTION], 3 * DEEP)
+                fused = rrf({"keyword": kw, "vector": dense})
+                runs["keyword"].append(documents([h.id for h in kw]))
+                runs["dense"].append(documents([h.id for h in dense]))
+                runs["rrf"].append(documents([c.id for c in fused]))
+                runs["zscore"].append(documents([c.id for c in zscore_order(fused)]))
+                runs["default"].append(documents([h.id for h in pipeline.search(snap, [COLLECTION], q, 10).hits]))
+                runs["default-10-docs"].append(
+                    documents([h.id for h in pipeline.search(snap, [COLLECTION], q, 20).hits])[:10])
+                default_deep.append(documents([h.id for h in pipeline.search(snap, [COLLECTION], q, DEEP).hits]))
+        scores = {}
+        for name, rankings in runs.items():
+            gains = [qrels[n] for n in judged]
+            deep = default_deep if name.startswith("default") else rankings
+            scores[name] = {
+                "ndcg10": statistics.fmean(ndcg10(r, g) for r, g in zip(rankings, gains)),
+                "mrr10": statistics.fmean(mrr10(r, g) for r, g in zip(rankings, gains)),
+                "recall100": statistics.fmean(recall100(r, g) for r, g in zip(deep, gains)),
+            }
+        lat = latency(services, [COLLECTION], [queries[n - 1] for n in judged[:100]])
+        return {"store": kind, "embedder": services.embedder.name, "docs": len(docs), "chunks": chunks,
+                "queries": len(judged), "apply_s": apply_s, **timings, "scores": scores, "latency": lat}
+    finally:
+        services.close()
+        cleanup()
+
+
+# -- scale ----------------------------------------------------------------------------------------
+SCALE_QUERIES = [
+    "Pierre at the battle of Borodino", "Natasha's first ball", "Prince Andrew wounded at Austerlitz",
+    "the burning of Moscow", "Kutuzov and the council at Fili", "Nicholas Rostov gambling debt to Dolokhov",
+    "Princess Mary and her father at Bald Hills", "the freemasons initiate Pierre", "Anatole tries to elope with Natasha",
+    "Platon Karataev in captivity", "Napoleon crosses the Niemen", "wolf hunt with the borzois",
+    "Speranski and the reforms", "Petya killed in the partisan raid", "the retreat of the French army in winter",
+    "Helene's salon in Petersburg", "old Count Rostov's finances", "Denisov and the requisitioned provisions",
+    "what does history say about free will", "Andrew sees the sky at Austerlitz",
+]
+
+
+def run_scale(kind: str, target_chunks: int) -> dict[str, Any]:
+    from bench_import import commands_for, read_novel
+
+    from infrastructure.providers.offline import HashingEmbedder
+
+    url, cleanup = scratch(kind)
+    services = bootstrap(url, embedder=HashingEmbedder(384))
+    try:
+        books = read_novel(str(NOVEL))
+        apply_s = apply_all(services, commands_for(books, None))
+        story = "story:war-and-peace"
+        services.knowledge.catch_up()
+        with services.knowledge_reader.snapshot() as snap:
+            novel_chunks = sum(len(snap.topic_chunks(story, t.topic_id)) for t in snap.topics(story))
+        paragraphs = [" ".join(para.split()) for b in books for c in b.chapters for para in c.text.split("\n\n")
+                      if len(para.split()) > 20]
+        rng = random.Random(6)
+        pad_commands, made, n = [], novel_chunks, 0
+        per_doc = 100  # ~ chunks per padding document
+        while made < target_chunks:
+            n += 1
+            take = min(per_doc, target_chunks - made)
+            body = "\n\n".join(" ".join(rng.sample(paragraphs, 2)) for _ in range(take))
+            text = "\n\n".join(f"## Part {i}\n\n{para}" for i, para in enumerate(body.split("\n\n"), start=1))
+            pad_commands.append({"type": "ingest_document", "command_id": f"pad-{n}", "collection_id": story,
+                                 "document_id": f"padding-{n:04d}.md", "title": f"Padding {n}", "text": text})
+            made += take
+        apply_s += apply_all(services, pad_commands, batch=10)
+        timings = build(services)
+        with services.knowledge_reader.snapshot() as snap:
+            chunks = sum(len(snap.topic_chunks(story, t.topic_id)) for t in snap.topics(story))
+        lat = latency(services, [story], SCALE_QUERIES * 5)
+        return {"store": kind, "embedder": services.embedder.name, "novel_chunks": novel_chunks, "chunks": chunks,
+                "apply_s": apply_s, **timings, "latency": lat}
+    finally:
+        services.close()
+        cleanup()
+
+
+# -- report ---------------------------------------------------------------------------------------
+def markdown(report: dict[str, Any]) -> str:
+    out = [f"- Command: `{report['command']}`", f"- Date: {report['date']}; git {report['git']}; "
+           f"{report['machine']}", ""]
+    out += ["| Store | Run | NDCG@10 | MRR@10 | Recall@100 |", "|---|---|--:|--:|--:|"]
+    for r in report["cranfield"]:
+        for name, s in r["scores"].items():
+            out.append(f"| {r['store']} | {name} | {s['ndcg10']:.3f} | {s['mrr10']:.3f} | {s['recall100']:.3f} |")
+    out += ["", "| Store | Embedder | Docs | Chunks | Apply | Knowledge | Keyword index | Vector index | "
+                "search p50 | p90 | keyword p50 | embed p50 | vector p50 |", "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in report["cranfield"] + report.get("scale", []):
+        lat = r["latency"]
+        out.append(f"| {r['store']} | {r['embedder']} | {r.get('docs', '-')} | {r['chunks']} | {r['apply_s']:.1f} s | "
+                   f"{r['knowledge_s']:.1f} s | {r['keyword_index_s']:.1f} s | {r['vector_index_s']:.1f} s | "
+                   f"{lat['search_p50_ms']:.1f} ms | {lat['search_p90_ms']:.1f} ms | {lat['keyword_p50_ms']:.1f} ms | "
+                   f"{lat['embed_p50_ms']:.1f} ms | {lat['vector_p50_ms']:.1f} ms |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--stores", default="sqlite,postgres")
+    ap.add_argument("--embedder", default="auto")
+    ap.add_argument("--scale", type=int, default=50_000)
+    ap.add_argument("--scale-stores", default="sqlite")
+    ap.add_argument("--skip-scale", action="store_true")
+    ap.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    ap.add_argument("--save-json")
+    args = ap.parse_args(argv)
+    import subprocess
+
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    report: dict[str, Any] = {
+        "command": "python benchmarks/bench_cranfield.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git": git,
+        "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}",
+        "cranfield": [], "scale": []}
+    for kind in filter(None, args.stores.split(",")):
+        report["cranfield"].append(run_cranfield(kind, args.embedder))
+        print(json.dumps(report["cranfield"][-1]), file=sys.stderr)
+    if not args.skip_scale:
+        for kind in filter(None, args.scale_stores.split(",")):
+            report["scale"].append(run_scale(kind, args.scale))
+            print(json.dumps(report["scale"][-1]), file=sys.stderr)
+    if args.save_json:
+        Path(args.save_json).write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2) if args.format == "json" else markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
