@@ -130,40 +130,57 @@ class Auditor:
         return "mismatch: the live read model differs from the log at " + "; ".join(changed)
 
     def _lineage(self, record: PacketRecord, packet: Packet, events: dict[int, Any]) -> dict[tuple[int, ...], list[Lineage]]:
+        """Name the command behind every source. A command's receipt is saved with its events,
+        after them, so the receipt naming the event at p is among the first receipts after p
+        (the next one, in practice): read forward from each source in small, growing windows
+        instead of every receipt in the log. A v1 receipt (no event list) closes its save: an
+        event with no receipt naming it belongs to the first v1 receipt of the story after it."""
+        story = record.story_id
+        topic = [get_topic(CommandReceipt.Recorded)]
+        end = self.ledger.position()
         by_ref: dict[str, tuple[str, str]] = {}
-        closing: list[tuple[int, str, str]] = []  # v1 receipts: (position, command_id, type)
-        cited = {p for i in packet.items for p in i.sources}
-        wanted = {event_ref(e.originator_id, e.originator_version): p for p, e in events.items() if p in cited}
-        topic = get_topic(CommandReceipt.Recorded)
-        start, end = 1, self.ledger.position()
-        # A receipt commits with its command's events, after them: it may sit just past the
-        # packet's position, so read on until every source is named or the log ends.
-        while start <= end:
-            page = self.ledger.read(start, 5000, end, [topic])
+        closing: list[tuple[int, str, str]] = []  # v1 receipts of the story read so far, by position
+        frontier = 0  # receipts are read contiguously from some start up to here
+
+        def read(start: int, limit: int) -> int:
+            """Receipts from ``start`` on; returns the last position read (``end`` at the log's end)."""
+            page = self.ledger.read(start, limit, end, topic)
             for position, receipt in page:
-                if receipt.story_id != record.story_id:
+                if receipt.story_id != story:
                     continue
                 for ref in receipt.events:
                     by_ref[ref] = (receipt.command_id, receipt.command_type)
                 if not receipt.events:
                     closing.append((position, receipt.command_id, receipt.command_type))
-            if len(page) < 5000:
-                break
-            start = page[-1][0] + 1
-            past = start > record.position
-            if past and all(ref in by_ref or any(q > p for q, _, _ in closing) for ref, p in wanted.items()):
-                break
+            return page[-1][0] if len(page) == limit else end
+
+        def first_closing(p: int) -> tuple[str | None, str | None]:
+            return next(((c, t) for q, c, t in closing if q > p), (None, None))
+
+        found: dict[int, tuple[str | None, str | None]] = {}
+        for p in sorted({p for i in packet.items for p in i.sources}):
+            e = events.get(p)
+            ref = event_ref(e.originator_id, e.originator_version) if e is not None else None
+            if frontier < p:
+                frontier = p
+            window = 4
+            while True:
+                if ref is not None and ref in by_ref:
+                    found[p] = by_ref[ref]
+                    break
+                command = first_closing(p)
+                if command[0] is not None or frontier >= end:
+                    found[p] = command
+                    break
+                frontier = read(frontier + 1, window)
+                window = min(window * 4, 4096)
         out: dict[tuple[int, ...], list[Lineage]] = {}
         for item in packet.items:
             rows = []
             for p in item.sources:
                 e = events.get(p)
                 kind = type(e).__qualname__ if e is not None else "unknown"
-                command = by_ref.get(event_ref(e.originator_id, e.originator_version)) if e is not None else None
-                if command is None:
-                    # Before receipts listed their events: the receipt that closed the same save.
-                    command = next(((c, t) for q, c, t in closing if q > p), (None, None))
-                rows.append(Lineage(p, kind, *command))
+                rows.append(Lineage(p, kind, *found[p]))
             out[item.sources] = rows
         return out
 

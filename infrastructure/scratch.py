@@ -16,7 +16,8 @@ from projections.canon_tables import canon_tables
 from projections.canon_view import SqlCanonReader, SqlCanonSnapshot
 from projections.sql_ops import execute
 
-PAGE = 5000
+PAGE = 5000  # events read per query
+BATCH = 50_000  # the story's events projected per batch
 
 
 class ScratchCanon:
@@ -39,16 +40,26 @@ class ScratchCanon:
         self.tables.metadata.create_all(self.engine)
         projection = CanonProjection(self.tables, tokens)
         self.events: dict[int, Any] = {}  # position -> the story's canon events replayed
+        mine: list[tuple[int, Any]] = []
         start = 1
         with self.engine.begin() as conn:
             while start <= position:
                 page = ledger.read(start, PAGE, position, projection.topics)
-                mine = [(p, e) for p, e in page if getattr(e, "story_id", None) == story_id]
-                self.events.update(mine)
-                execute(conn, projection.ops(mine))
+                mine += [(p, e) for p, e in page if getattr(e, "story_id", None) == story_id]
+                if len(mine) >= BATCH or len(page) < PAGE:
+                    # Big batches: an entry whose whole timeline is in one batch gets its
+                    # valid_to computed in Python, with no per-entry SQL re-derivation.
+                    self.events.update(mine)
+                    execute(conn, projection.ops(mine))
+                    mine = []
                 if len(page) < PAGE:
                     break
                 start = page[-1][0] + 1
+            self.events.update(mine)
+            execute(conn, projection.ops(mine))
+        with self.engine.begin() as conn:  # planner statistics for the compile's queries
+            for table in self.tables.all():
+                conn.exec_driver_sql(f'ANALYZE "{table.name}"')
         self.reader = SqlCanonReader(self.engine, lambda conn: (self.tables, position))
 
     def snapshot(self) -> AbstractContextManager[SqlCanonSnapshot]:

@@ -50,6 +50,25 @@ def _valid_to_statement(t: CanonTables) -> Any:
             .values(valid_to=next_from))
 
 
+def _counter(tokens: TokenCounter) -> Any:
+    """``texts -> counts``: the counter's own batch method when it has one (one call per page
+    instead of one per text), else one ``count`` per text. Both give the same numbers."""
+    many = getattr(tokens, "count_many", None)
+    if many is not None:
+        return many
+    return lambda texts: [tokens.count(t) for t in texts]
+
+
+def _valid_to(steps: list[tuple[int, int]]) -> dict[int, int | None]:
+    """step -> valid_to for one entry's (valid_from, step) pairs: the valid_from of the first
+    step after it in (valid_from, step) order, None while it is still in force."""
+    out: dict[int, int | None] = {}
+    for vf, st in steps:
+        later = [v for v, s in steps if v > vf or (v == vf and s > st)]
+        out[st] = min(later) if later else None
+    return out
+
+
 class CanonProjection:
     name = "canon"
 
@@ -58,68 +77,108 @@ class CanonProjection:
         self.tokens = tokens
         self.topics = [get_topic(cls) for cls in HANDLED]
         self._valid_to = _valid_to_statement(tables) if tables.version >= 3 else None
+        self._count_many = _counter(tokens)
+        self._handlers: dict[type, Any] = {}
+        self._pending: list[tuple[dict[str, Any], str, str]] = []  # (row, tokens column, text) of this page
+        self._steps: dict[tuple[str, str, str], list[tuple[int, dict[str, Any]]]] = {}  # entry -> its steps here
 
-    def _text(self, text: str) -> tuple[str, int]:
-        return text, self.tokens.count(text)
+    def _count(self, row: dict[str, Any], column: str, text: str) -> None:
+        """Count ``text``'s tokens into ``row[column]`` with the rest of the page (one batch)."""
+        self._pending.append((row, column, text))
 
     def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
         """Ops for (position, event) pairs, in order, ending with each touched story's position."""
         ops: list[Op] = []
         touched: dict[str, int] = {}
+        self._pending, self._steps = [], {}
+        handlers = self._handlers
         for position, e in events:
-            handler = getattr(self, "_on_" + type(e).__qualname__.replace(".", "_"), None)
+            cls = type(e)
+            handler = handlers.get(cls, False)
+            if handler is False:
+                handler = handlers[cls] = getattr(self, "_on_" + cls.__qualname__.replace(".", "_"), None)
             if handler is None:
                 continue
             ops.extend(handler(e, position))
             touched[e.story_id] = position
+        ops.extend(self._canon_rows())
+        pending, self._pending = self._pending, []
+        if pending:
+            for (row, column, _), n in zip(pending, self._count_many([t for _, _, t in pending]), strict=True):
+                row[column] = n
         ops.extend(Update(self.t.stories, {"story_id": s}, {"position": p}) for s, p in touched.items())
+        return ops
+
+    def _canon_rows(self) -> list[Op]:
+        """The canon rows of this page, each with its ``valid_to`` where the page holds the
+        entry's whole timeline so far (its first step is here: later steps come later in the
+        log, so none is missing); the other entries get the SQL re-derivation instead."""
+        ops: list[Op] = []
+        steps, self._steps = self._steps, {}
+        for (story, kind, key), rows in steps.items():
+            whole = self.t.version >= 3 and [st for st, _ in rows] == list(range(1, len(rows) + 1))
+            if whole:
+                ends = _valid_to([(row["valid_from"], st) for st, row in rows])
+                for st, row in rows:
+                    row["valid_to"] = ends[st]
+                # Set when the row is inserted; a re-delivered event keeps the stored value,
+                # which already accounts for every later step.
+                ops.extend(Upsert(self.t.canon, row, ("valid_to",)) for _, row in rows)
+            else:
+                ops.extend(Upsert(self.t.canon, row) for _, row in rows)
+                if self.t.version >= 3:
+                    ops.append(Run("valid_to", self._valid_to, {"b_story": story, "b_kind": kind, "b_key": key},
+                                   deferred=True))
         return ops
 
     # -- story, chapters, volumes -----------------------------------------------------------------
     def _on_Story_Started(self, e: Any, p: int) -> list[Op]:
-        g, gt = self._text(r.guardrails(e.style_guardrails))
-        c, ct = self._text(r.output_contract(e.output_contract))
-        return [Upsert(self.t.stories, {
-            "story_id": e.story_id, "title": e.title, "guardrails_text": g, "guardrails_tokens": gt,
-            "contract_text": c, "contract_tokens": ct, "budgets": {**DEFAULT_BUDGETS, **e.budgets},
-            "source": p, "position": p,
-        })]
+        row = {"story_id": e.story_id, "title": e.title, "guardrails_text": r.guardrails(e.style_guardrails),
+               "contract_text": r.output_contract(e.output_contract), "budgets": {**DEFAULT_BUDGETS, **e.budgets},
+               "source": p, "position": p}
+        self._count(row, "guardrails_tokens", row["guardrails_text"])
+        self._count(row, "contract_tokens", row["contract_text"])
+        return [Upsert(self.t.stories, row)]
 
     def _on_Chapter_Planned(self, e: Any, p: int) -> list[Op]:
-        text, tokens = self._text(r.goals(e.number, e.goals))
-        return [Upsert(self.t.chapters, {
-            "story_id": e.story_id, "chapter": e.number, "volume": e.volume,
-            "goals_text": text, "goals_tokens": tokens, "goals_source": p,
-        })]
+        row = {"story_id": e.story_id, "chapter": e.number, "volume": e.volume,
+               "goals_text": r.goals(e.number, e.goals), "goals_source": p}
+        self._count(row, "goals_tokens", row["goals_text"])
+        return [Upsert(self.t.chapters, row)]
 
     def _on_Chapter_SceneCardAdded(self, e: Any, p: int) -> list[Op]:
-        text, tokens = self._text(r.scene_card(e.chapter, e.scene_id, e.summary, e.tags))
-        key = {"story_id": e.story_id, "chapter": e.chapter, "scene_id": e.scene_id}
-        ops: list[Op] = [Upsert(self.t.scene_cards, {**key, "text": text, "tokens": tokens, "source": p})]
+        story, chapter, scene = e.story_id, e.chapter, e.scene_id
+        row = {"story_id": story, "chapter": chapter, "scene_id": scene,
+               "text": r.scene_card(chapter, scene, e.summary, e.tags), "source": p}
+        self._count(row, "tokens", row["text"])
+        ops: list[Op] = [Upsert(self.t.scene_cards, row)]
+        tags = self.t.scene_tags
         for tag_type, keys in sorted(e.tags.items()):
             ops.extend(
-                Upsert(self.t.scene_tags, {**key, "tag_type": tag_type, "ordinal": i, "key": k})
+                Upsert(tags, {"story_id": story, "chapter": chapter, "scene_id": scene, "tag_type": tag_type,
+                              "ordinal": i, "key": k})
                 for i, k in enumerate(keys)
             )
         return ops
 
     def _on_Chapter_TextAccepted(self, e: Any, p: int) -> list[Op]:
-        text, tokens = self._text(r.chapter_text(e.chapter, e.text))
-        return [Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter},
-                       {"text": text, "text_tokens": tokens, "text_source": p})]
+        values = {"text": r.chapter_text(e.chapter, e.text), "text_source": p}
+        self._count(values, "text_tokens", values["text"])
+        return [Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values)]
 
     def _on_Chapter_SummaryRecorded(self, e: Any, p: int) -> list[Op]:
-        text, tokens = self._text(r.chapter_summary(e.chapter, e.text))
-        return [Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter},
-                       {"summary_text": text, "summary_tokens": tokens, "summary_source": p})]
+        values = {"summary_text": r.chapter_summary(e.chapter, e.text), "summary_source": p}
+        self._count(values, "summary_tokens", values["summary_text"])
+        return [Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values)]
 
     def _on_Volume_Opened(self, e: Any, p: int) -> list[Op]:
         return [Upsert(self.t.volumes, {"story_id": e.story_id, "volume": e.number})]
 
     def _on_Volume_SummaryRecorded(self, e: Any, p: int) -> list[Op]:
-        text, tokens = self._text(r.volume_summary(e.volume, e.text))
-        return [Upsert(self.t.volumes, {"story_id": e.story_id, "volume": e.volume, "summary_text": text,
-                                        "summary_tokens": tokens, "summary_source": p})]
+        row = {"story_id": e.story_id, "volume": e.volume, "summary_text": r.volume_summary(e.volume, e.text),
+               "summary_source": p}
+        self._count(row, "summary_tokens", row["summary_text"])
+        return [Upsert(self.t.volumes, row)]
 
     # -- canon ------------------------------------------------------------------------------------
     def _on_CanonEntry_Established(self, e: Any, p: int) -> list[Op]:
@@ -128,45 +187,45 @@ class CanonProjection:
     def _on_CanonEntry_Revised(self, e: Any, p: int) -> list[Op]:
         return self._version(e, p)
 
+    def _step(self, e: Any, row: dict[str, Any]) -> None:
+        """The canon row of one timeline step; emitted with the page (see ``_canon_rows``)."""
+        self._steps.setdefault((e.story_id, e.kind, e.key), []).append((e.originator_version, row))
+
     def _version(self, e: Any, p: int) -> list[Op]:
         v = e.version
         fields = v.get("fields") or {}
-        text, tokens = self._text(r.canon_version(e.kind, e.key, v))
-        key = {"story_id": e.story_id, "kind": e.kind, "key": e.key, "step": e.originator_version}
+        story, kind, key, step, valid_from = e.story_id, e.kind, e.key, e.originator_version, v["valid_from"]
         row = {
-            **key, "valid_from": v["valid_from"], "retired": False, "name": v["name"],
-            "state": fields.get("state"), "hidden_until": fields.get("hidden_until"),
-            "text": text, "tokens": tokens, "source": p,
+            "story_id": story, "kind": kind, "key": key, "step": step, "valid_from": valid_from, "retired": False,
+            "name": v["name"], "state": fields.get("state"), "hidden_until": fields.get("hidden_until"),
+            "text": r.canon_version(kind, key, v), "source": p,
         }
+        self._count(row, "tokens", row["text"])
         if self.t.version >= 2:
             row["aliases"] = list(v.get("aliases") or [])
-        ops: list[Op] = [Upsert(self.t.canon, row), *self._interval(e)]
+        self._step(e, row)
         names = {v["name"].casefold(), *(a.casefold() for a in v.get("aliases") or [] if a)}
-        ops.extend(Upsert(self.t.aliases, {**key, "alias": a, "valid_from": v["valid_from"]}) for a in sorted(names))
+        aliases = self.t.aliases
+        ops: list[Op] = [Upsert(aliases, {"story_id": story, "kind": kind, "key": key, "step": step, "alias": a,
+                                          "valid_from": valid_from}) for a in sorted(names)]
         for i, node in enumerate(fields.get("nodes") or []):
-            node_text, node_tokens = self._text(r.chain_node(e.key, node))
-            ops.append(Upsert(self.t.chain_nodes, {
-                "story_id": e.story_id, "chain": e.key, "step": e.originator_version, "ordinal": i,
-                "node_id": node["id"], "node_kind": node.get("kind", "node"), "valid_from": v["valid_from"],
-                "hidden_until": node.get("hidden_until"), "text": node_text, "tokens": node_tokens, "source": p,
-            }))
+            node_row = {
+                "story_id": story, "chain": key, "step": step, "ordinal": i, "node_id": node["id"],
+                "node_kind": node.get("kind", "node"), "valid_from": valid_from,
+                "hidden_until": node.get("hidden_until"), "text": r.chain_node(key, node), "source": p,
+            }
+            self._count(node_row, "tokens", node_row["text"])
+            ops.append(Upsert(self.t.chain_nodes, node_row))
         return ops
 
     def _on_CanonEntry_Retired(self, e: Any, p: int) -> list[Op]:
-        text, tokens = self._text(r.retirement(e.kind, e.key, e.valid_from, e.reason))
         row = {
             "story_id": e.story_id, "kind": e.kind, "key": e.key, "step": e.originator_version,
             "valid_from": e.valid_from, "retired": True, "name": e.key, "state": None, "hidden_until": None,
-            "text": text, "tokens": tokens, "source": p,
+            "text": r.retirement(e.kind, e.key, e.valid_from, e.reason), "source": p,
         }
+        self._count(row, "tokens", row["text"])
         if self.t.version >= 2:
             row["aliases"] = []
-        return [Upsert(self.t.canon, row), *self._interval(e)]
-
-    def _interval(self, e: Any) -> list[Op]:
-        """Re-derive ``valid_to`` for the entry's steps: a step rules until the next one in
-        (valid_from, step) order takes over."""
-        if self.t.version < 3:
-            return []
-        return [Run("valid_to", self._valid_to, {"b_story": e.story_id, "b_kind": e.kind, "b_key": e.key},
-                    deferred=True)]
+        self._step(e, row)
+        return []

@@ -83,6 +83,8 @@ class ProjectionRunner:
         position = start = self.position()
         if position >= goal:
             return position
+        long = goal - start >= ANALYZE_AFTER
+        first = True
         while True:
             with self.write_engine.begin() as conn:
                 # SQLite's write engine begins IMMEDIATE; PostgreSQL locks the row: one catcher at a time.
@@ -93,6 +95,12 @@ class ProjectionRunner:
                 if reached - start >= ANALYZE_AFTER:
                     self.analyze()
                 return reached
+            if long and first:
+                # Statistics from the first page already tell the planner which index finds one
+                # entry (the primary key): with none (a fresh build), SQLite may prefer a
+                # covering index that reads every entry of a kind, per statement.
+                self.analyze()
+            first = False
             if pause:
                 time.sleep(pause)
 

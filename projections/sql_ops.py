@@ -1,24 +1,42 @@
 """Row operations a projection emits, and their batched execution.
 
-Handlers return ops instead of executing SQL, so a page of events becomes a few
-``executemany`` calls (consecutive ops of one shape are grouped; order is kept). Every op
-is idempotent: an upsert keyed by the row's natural key, or an update by primary key.
+Handlers return ops instead of executing SQL, so a page of events becomes a few bulk
+statements. Every op is idempotent: an upsert keyed by the row's primary key, or an update
+or delete by key.
+
+Execution (``execute``), per run of ops between two barriers (a non-deferred ``Run``):
+
+* ops of one table whose keys are all primary keys are **merged per row** in event order (an
+  upsert then an update of the same row become one upsert), after which they touch distinct
+  rows and commute, so each shape runs as **one bulk statement**: ``executemany`` of a
+  driver-level statement on SQLite, one ``INSERT ... SELECT FROM unnest(arrays) ON CONFLICT``
+  (or ``UPDATE ... FROM unnest``) per shape on PostgreSQL. Any other mix keeps its order
+  (consecutive ops of one shape still share an ``executemany``).
+* statements are built once per (dialect, table, shape) and values are bound without
+  SQLAlchemy's per-row parameter processing; column types that need it (JSON, Boolean) go
+  through the dialect's own bind processors, so the stored values are the same as before.
+* deferred ``Run``s go last, once per distinct parameter set.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, delete, update
+from sqlalchemy import JSON, Boolean, Integer, String, Table, Text
 from sqlalchemy.engine import Connection
 
 
 @dataclass(frozen=True)
 class Upsert:
+    """Insert the row, or set ``values`` on the existing row with the same primary key.
+    ``keep``: columns written only when the row is inserted (an existing row keeps them)."""
+
     table: Table
     values: dict[str, Any]
+    keep: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,27 +69,50 @@ class Run:
 Op = Upsert | Update | Delete | Run
 
 
-def _upsert_statement(conn: Connection, table: Table, columns: tuple[str, ...]) -> Any:
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    stmt = insert(table)
-    keys = [c.name for c in table.primary_key.columns]
-    changing = {c: stmt.excluded[c] for c in columns if c not in keys}
-    if not changing:
-        return stmt.on_conflict_do_nothing(index_elements=keys)
-    return stmt.on_conflict_do_update(index_elements=keys, set_=changing)
+# -- planning ---------------------------------------------------------------------------------
+def _pk(table: Table) -> tuple[str, ...]:
+    return tuple(c.name for c in table.primary_key.columns)
 
 
-def _update_statement(table: Table, key_cols: tuple[str, ...], columns: tuple[str, ...]) -> Any:
-    where = and_(*(table.c[k] == bindparam(f"k_{k}") for k in key_cols))
-    return update(table).where(where).values({c: bindparam(f"v_{c}") for c in columns})
+def _merge_rows(table: Table, ops: list[Op]) -> list[Op] | None:
+    """One op per row, or None when the ops cannot be merged safely (keep their order)."""
+    pk = _pk(table)
+    pkset = set(pk)
+    rows: dict[tuple[Any, ...], Op] = {}
+    for op in ops:
+        if isinstance(op, Upsert):
+            try:
+                k = tuple(op.values[c] for c in pk)
+            except KeyError:
+                return None
+        elif isinstance(op, Update):
+            if op.key.keys() != pkset:
+                return None
+            k = tuple(op.key[c] for c in pk)
+        else:
+            return None
+        seen = rows.get(k)
+        if seen is None:
+            rows[k] = op
+        elif isinstance(seen, Upsert) and not op_keeps(op):
+            # After the upsert the row exists: a later upsert or update only sets its columns.
+            if seen.keep and any(c in seen.keep for c in op.values):
+                return None
+            rows[k] = Upsert(table, {**seen.values, **op.values}, seen.keep)
+        elif isinstance(seen, Update) and isinstance(op, Update):
+            rows[k] = Update(table, seen.key, {**seen.values, **op.values})
+        else:  # an update then an upsert of the same row: order matters
+            return None
+    return list(rows.values())
+
+
+def op_keeps(op: Op) -> bool:
+    return isinstance(op, Upsert) and bool(op.keep)
 
 
 def _shape(op: Op) -> tuple[Any, ...]:
     if isinstance(op, Upsert):
-        return ("upsert", op.table.name, tuple(sorted(op.values)))
+        return ("upsert", op.table.name, tuple(sorted(op.values)), op.keep)
     if isinstance(op, Update):
         return ("update", op.table.name, tuple(sorted(op.key)), tuple(sorted(op.values)))
     if isinstance(op, Delete):
@@ -79,72 +120,183 @@ def _shape(op: Op) -> tuple[Any, ...]:
     return ("run", op.name)
 
 
-def _params(op: Op) -> dict[str, Any]:
-    if isinstance(op, Upsert):
-        return op.values
-    if isinstance(op, Update):
-        return {**{f"k_{k}": v for k, v in op.key.items()}, **{f"v_{c}": v for c, v in op.values.items()}}
-    if isinstance(op, Delete):
-        return {f"k_{k}": v for k, v in op.key.items()}
-    return op.params
+Group = tuple[tuple[Any, ...], list[Op], bool]  # (shape, ops, rows are distinct)
 
 
-_statements: dict[tuple[Any, ...], Any] = {}
+def _groups(segment: list[Op]) -> list[Group]:
+    by_table: dict[str, list[Op]] = {}
+    tables: dict[str, Table] = {}
+    for op in segment:
+        name = op.table.name  # type: ignore[union-attr]
+        by_table.setdefault(name, []).append(op)
+        tables[name] = op.table  # type: ignore[union-attr]
+    out: list[Group] = []
+    for name in sorted(by_table):
+        ops = by_table[name]
+        merged = _merge_rows(tables[name], ops)
+        if merged is not None:
+            shapes: dict[tuple[Any, ...], list[Op]] = {}
+            for op in merged:
+                shapes.setdefault(_shape(op), []).append(op)
+            out += [(shape, group, True) for shape, group in shapes.items()]
+            continue
+        for op in ops:  # in order; consecutive ops of one shape share a statement
+            shape = _shape(op)
+            if out and out[-1][0] == shape and not out[-1][2]:
+                out[-1][1].append(op)
+            else:
+                out.append((shape, [op], False))
+    return out
 
 
-def _statement(conn: Connection, op: Op, shape: tuple[Any, ...]) -> Any:
-    if isinstance(op, Run):
-        return op.statement
-    key = (conn.dialect.name, id(op.table), shape)
-    stmt = _statements.get(key)
-    if stmt is None:  # building statements costs more than running them: build each shape once
-        if isinstance(op, Upsert):
-            stmt = _upsert_statement(conn, op.table, shape[2])
-        elif isinstance(op, Update):
-            stmt = _update_statement(op.table, shape[2], shape[3])
-        else:
-            stmt = delete(op.table).where(and_(*(op.table.c[k] == bindparam(f"k_{k}") for k in shape[2])))
-        _statements[key] = stmt
-    return stmt
-
-
-def _grouped(ops: list[Op]) -> list[Op]:
-    """Order ops so that one shape runs as one executemany. Rows of one table keep their
-    order; a non-deferred Run is a barrier (it reads what came before it); deferred Runs go
-    last, once each."""
-    out: list[Op] = []
+def _plan(ops: list[Op]) -> list[Group]:
+    """Groups in execution order. A non-deferred Run is a barrier (it reads what came before
+    it); deferred Runs go last, once each."""
+    out: list[Group] = []
     segment: list[Op] = []
     deferred: dict[tuple[Any, ...], Run] = {}
     for op in ops:
-        if isinstance(op, Run) and op.deferred:
-            deferred[(op.name, tuple(sorted(op.params.items())))] = op
-        elif isinstance(op, Run):
-            out += sorted(segment, key=lambda o: o.table.name)  # type: ignore[union-attr]
+        if isinstance(op, Run):
+            if op.deferred:
+                deferred[(op.name, tuple(sorted(op.params.items())))] = op
+                continue
+            out += _groups(segment)
             segment = []
-            out.append(op)
+            out.append((_shape(op), [op], False))
         else:
             segment.append(op)
-    out += sorted(segment, key=lambda o: o.table.name)  # type: ignore[union-attr]
-    return out + list(deferred.values())
+    out += _groups(segment)
+    runs: dict[tuple[Any, ...], list[Op]] = {}
+    for (name, _), op in deferred.items():
+        runs.setdefault(("run", name), []).append(op)
+    return out + [(shape, group, False) for shape, group in runs.items()]
+
+
+# -- statements -------------------------------------------------------------------------------
+_PG_ARRAY_TYPES = (String, Text, Integer, Boolean, JSON)
+
+
+@dataclass
+class _Statement:
+    sql: str
+    columns: tuple[str, ...]  # parameter order: the op's values (and keys) by column name
+    processors: tuple[Callable[[Any], Any] | None, ...]
+    bulk: bool  # PostgreSQL: one statement with one array per column
+
+
+def _processors(conn: Connection, table: Table, columns: tuple[str, ...], for_arrays: bool) -> tuple[Any, ...]:
+    out = []
+    for c in columns:
+        type_ = table.c[c].type
+        if for_arrays:  # psycopg adapts str/int/bool/None itself; JSON goes as text, cast in SQL
+            out.append((conn.dialect._json_serializer or json.dumps) if isinstance(type_, JSON) else None)  # type: ignore[attr-defined]
+        else:
+            out.append(type_._cached_bind_processor(conn.dialect))
+    return tuple(out)
+
+
+def _pg_type(conn: Connection, table: Table, column: str) -> str:
+    type_ = table.c[column].type
+    return "text" if isinstance(type_, JSON) else type_.compile(dialect=conn.dialect).lower()
+
+
+def _build(conn: Connection, op: Op, shape: tuple[Any, ...], distinct: bool) -> _Statement:
+    dialect = conn.dialect
+    q = dialect.identifier_preparer.quote
+    table: Table = op.table  # type: ignore[union-attr]
+    t = dialect.identifier_preparer.format_table(table)
+    pg = dialect.name == "postgresql"
+    mark = "%s" if dialect.paramstyle in ("format", "pyformat") else "?"
+    # Bulk (arrays) only for rows known distinct, on types psycopg maps to arrays unambiguously.
+    cols_used = shape[2] if shape[0] != "update" else shape[2] + shape[3]
+    bulk = pg and distinct and all(isinstance(table.c[c].type, _PG_ARRAY_TYPES) for c in cols_used)
+
+    def arrays(columns: tuple[str, ...]) -> str:
+        return ", ".join(f"{mark}::{_pg_type(conn, table, c)}[]" for c in columns)
+
+    def cast(c: str) -> str:
+        return f"v.{q(c)}::json" if isinstance(table.c[c].type, JSON) else f"v.{q(c)}"
+
+    if shape[0] == "upsert":
+        columns, keep = shape[2], shape[3]
+        keys = _pk(table)
+        names = ", ".join(q(c) for c in columns)
+        if bulk:
+            source = f"SELECT {', '.join(cast(c) for c in columns)} FROM unnest({arrays(columns)}) AS v({names})"
+        else:
+            source = f"VALUES ({', '.join(mark for _ in columns)})"
+        changing = [c for c in columns if c not in keys and c not in keep]
+        conflict = (f"DO UPDATE SET {', '.join(f'{q(c)} = excluded.{q(c)}' for c in changing)}" if changing
+                    else "DO NOTHING")
+        sql = f"INSERT INTO {t} ({names}) {source} ON CONFLICT ({', '.join(q(k) for k in keys)}) {conflict}"
+        return _Statement(sql, columns, _processors(conn, table, columns, bulk), bulk)
+    if shape[0] == "update":
+        key_cols, columns = shape[2], shape[3]
+        if bulk:
+            allc = key_cols + columns
+            sql = (f"UPDATE {t} SET {', '.join(f'{q(c)} = {cast(c)}' for c in columns)} "
+                   f"FROM unnest({arrays(allc)}) AS v({', '.join(q(c) for c in allc)}) "
+                   f"WHERE {' AND '.join(f'{t}.{q(k)} = v.{q(k)}' for k in key_cols)}")
+            return _Statement(sql, allc, _processors(conn, table, allc, True), True)
+        sql = (f"UPDATE {t} SET {', '.join(f'{q(c)} = {mark}' for c in columns)} "
+               f"WHERE {' AND '.join(f'{q(k)} = {mark}' for k in key_cols)}")
+        order = columns + key_cols
+        return _Statement(sql, order, _processors(conn, table, order, False), False)
+    key_cols = shape[2]
+    sql = f"DELETE FROM {t} WHERE {' AND '.join(f'{q(k)} = {mark}' for k in key_cols)}"
+    return _Statement(sql, key_cols, _processors(conn, table, key_cols, False), False)
+
+
+_statements: dict[tuple[Any, ...], _Statement] = {}
+
+
+def _statement(conn: Connection, op: Op, shape: tuple[Any, ...], distinct: bool) -> _Statement:
+    # By name, not id(): scratch builds come and go, and a freed table's id is reused. Tables
+    # of one name have one definition (the tag carries the schema version).
+    key = (conn.dialect.name, shape, distinct)
+    stmt = _statements.get(key)
+    if stmt is None:  # building statements costs more than running them: build each shape once
+        stmt = _statements[key] = _build(conn, op, shape, distinct)
+    return stmt
+
+
+def _values(op: Op) -> dict[str, Any]:
+    if isinstance(op, Upsert):
+        return op.values
+    if isinstance(op, Update):
+        return {**op.values, **op.key}
+    return op.key  # type: ignore[union-attr]
+
+
+def _rows(stmt: _Statement, ops: list[Op]) -> list[tuple[Any, ...]]:
+    columns, processors = stmt.columns, stmt.processors
+    rows = [tuple(v[c] for c in columns) for v in map(_values, ops)]
+    if any(processors):
+        conv = [(i, p) for i, p in enumerate(processors) if p is not None]
+        out = []
+        for row in rows:
+            r = list(row)
+            for i, p in conv:
+                r[i] = p(r[i])  # as SQLAlchemy does: JSON None is stored as JSON null
+            out.append(tuple(r))
+        rows = out
+    return rows
 
 
 def execute(conn: Connection, ops: Iterable[Op]) -> int:
-    """Run ops, grouped by shape (see ``_grouped``). Returns the statements run."""
+    """Run ops (see the module docstring). Returns the statements run."""
     statements = 0
-    batch: list[dict[str, Any]] = []
-    shape: tuple[Any, ...] | None = None
-    stmt: Any = None
-    for op in _grouped(list(ops)):
-        new_shape = _shape(op)
-        if new_shape != shape:
-            if batch:
-                conn.execute(stmt, batch)
-                statements += 1
-                batch = []
-            shape = new_shape
-            stmt = _statement(conn, op, new_shape)
-        batch.append(_params(op))
-    if batch:
-        conn.execute(stmt, batch)
+    for shape, group, distinct in _plan(list(ops)):
+        first = group[0]
+        if isinstance(first, Run):
+            conn.execute(first.statement, [op.params for op in group])  # type: ignore[union-attr]
+            statements += 1
+            continue
+        stmt = _statement(conn, first, shape, distinct)
+        rows = _rows(stmt, group)
+        if stmt.bulk:
+            conn.exec_driver_sql(stmt.sql, tuple(list(col) for col in zip(*rows)))
+        else:
+            conn.exec_driver_sql(stmt.sql, rows)
         statements += 1
     return statements
