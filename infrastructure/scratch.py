@@ -14,6 +14,7 @@ from domain.tokens import TokenCounter
 from projections.canon import CanonProjection
 from projections.canon_tables import canon_tables
 from projections.canon_view import SqlCanonReader, SqlCanonSnapshot
+from projections.runner import gc_paused
 from projections.sql_ops import execute
 
 PAGE = 5000  # events read per query
@@ -42,7 +43,7 @@ class ScratchCanon:
         self.events: dict[int, Any] = {}  # position -> the story's canon events replayed
         mine: list[tuple[int, Any]] = []
         start = 1
-        with self.engine.begin() as conn:
+        with self.engine.begin() as conn, gc_paused():
             while start <= position:
                 page = ledger.read(start, PAGE, position, projection.topics)
                 mine += [(p, e) for p, e in page if getattr(e, "story_id", None) == story_id]

@@ -69,6 +69,24 @@ def _valid_to(steps: list[tuple[int, int]]) -> dict[int, int | None]:
     return out
 
 
+class _Page:
+    """What one ``ops`` call gathers: texts to count in one batch, and canon rows by entry."""
+
+    __slots__ = ("pending", "steps")
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[dict[str, Any], str, str]] = []  # (row, tokens column, text)
+        self.steps: dict[tuple[str, str, str], list[tuple[int, dict[str, Any]]]] = {}  # entry -> its steps
+
+    def count(self, row: dict[str, Any], column: str, text: str) -> None:
+        """Count ``text``'s tokens into ``row[column]`` with the rest of the page (one batch)."""
+        self.pending.append((row, column, text))
+
+    def step(self, e: Any, row: dict[str, Any]) -> None:
+        """The canon row of one timeline step; emitted with the page (see ``_canon_rows``)."""
+        self.steps.setdefault((e.story_id, e.kind, e.key), []).append((e.originator_version, row))
+
+
 class CanonProjection:
     name = "canon"
 
@@ -79,18 +97,12 @@ class CanonProjection:
         self._valid_to = _valid_to_statement(tables) if tables.version >= 3 else None
         self._count_many = _counter(tokens)
         self._handlers: dict[type, Any] = {}
-        self._pending: list[tuple[dict[str, Any], str, str]] = []  # (row, tokens column, text) of this page
-        self._steps: dict[tuple[str, str, str], list[tuple[int, dict[str, Any]]]] = {}  # entry -> its steps here
-
-    def _count(self, row: dict[str, Any], column: str, text: str) -> None:
-        """Count ``text``'s tokens into ``row[column]`` with the rest of the page (one batch)."""
-        self._pending.append((row, column, text))
 
     def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
         """Ops for (position, event) pairs, in order, ending with each touched story's position."""
         ops: list[Op] = []
         touched: dict[str, int] = {}
-        self._pending, self._steps = [], {}
+        page = _Page()  # per call: ops() may run in several threads at once
         handlers = self._handlers
         for position, e in events:
             cls = type(e)
@@ -99,22 +111,21 @@ class CanonProjection:
                 handler = handlers[cls] = getattr(self, "_on_" + cls.__qualname__.replace(".", "_"), None)
             if handler is None:
                 continue
-            ops.extend(handler(e, position))
+            ops.extend(handler(e, position, page))
             touched[e.story_id] = position
-        ops.extend(self._canon_rows())
-        pending, self._pending = self._pending, []
-        if pending:
-            for (row, column, _), n in zip(pending, self._count_many([t for _, _, t in pending]), strict=True):
+        ops.extend(self._canon_rows(page.steps))
+        if page.pending:
+            counts = self._count_many([t for _, _, t in page.pending])
+            for (row, column, _), n in zip(page.pending, counts, strict=True):
                 row[column] = n
         ops.extend(Update(self.t.stories, {"story_id": s}, {"position": p}) for s, p in touched.items())
         return ops
 
-    def _canon_rows(self) -> list[Op]:
+    def _canon_rows(self, steps: dict[tuple[str, str, str], list[tuple[int, dict[str, Any]]]]) -> list[Op]:
         """The canon rows of this page, each with its ``valid_to`` where the page holds the
         entry's whole timeline so far (its first step is here: later steps come later in the
         log, so none is missing); the other entries get the SQL re-derivation instead."""
         ops: list[Op] = []
-        steps, self._steps = self._steps, {}
         for (story, kind, key), rows in steps.items():
             whole = self.t.version >= 3 and [st for st, _ in rows] == list(range(1, len(rows) + 1))
             if whole:
@@ -132,25 +143,25 @@ class CanonProjection:
         return ops
 
     # -- story, chapters, volumes -----------------------------------------------------------------
-    def _on_Story_Started(self, e: Any, p: int) -> list[Op]:
+    def _on_Story_Started(self, e: Any, p: int, page: _Page) -> list[Op]:
         row = {"story_id": e.story_id, "title": e.title, "guardrails_text": r.guardrails(e.style_guardrails),
                "contract_text": r.output_contract(e.output_contract), "budgets": {**DEFAULT_BUDGETS, **e.budgets},
                "source": p, "position": p}
-        self._count(row, "guardrails_tokens", row["guardrails_text"])
-        self._count(row, "contract_tokens", row["contract_text"])
+        page.count(row, "guardrails_tokens", row["guardrails_text"])
+        page.count(row, "contract_tokens", row["contract_text"])
         return [Upsert(self.t.stories, row)]
 
-    def _on_Chapter_Planned(self, e: Any, p: int) -> list[Op]:
+    def _on_Chapter_Planned(self, e: Any, p: int, page: _Page) -> list[Op]:
         row = {"story_id": e.story_id, "chapter": e.number, "volume": e.volume,
                "goals_text": r.goals(e.number, e.goals), "goals_source": p}
-        self._count(row, "goals_tokens", row["goals_text"])
+        page.count(row, "goals_tokens", row["goals_text"])
         return [Upsert(self.t.chapters, row)]
 
-    def _on_Chapter_SceneCardAdded(self, e: Any, p: int) -> list[Op]:
+    def _on_Chapter_SceneCardAdded(self, e: Any, p: int, page: _Page) -> list[Op]:
         story, chapter, scene = e.story_id, e.chapter, e.scene_id
         row = {"story_id": story, "chapter": chapter, "scene_id": scene,
                "text": r.scene_card(chapter, scene, e.summary, e.tags), "source": p}
-        self._count(row, "tokens", row["text"])
+        page.count(row, "tokens", row["text"])
         ops: list[Op] = [Upsert(self.t.scene_cards, row)]
         tags = self.t.scene_tags
         for tag_type, keys in sorted(e.tags.items()):
@@ -161,37 +172,33 @@ class CanonProjection:
             )
         return ops
 
-    def _on_Chapter_TextAccepted(self, e: Any, p: int) -> list[Op]:
+    def _on_Chapter_TextAccepted(self, e: Any, p: int, page: _Page) -> list[Op]:
         values = {"text": r.chapter_text(e.chapter, e.text), "text_source": p}
-        self._count(values, "text_tokens", values["text"])
+        page.count(values, "text_tokens", values["text"])
         return [Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values)]
 
-    def _on_Chapter_SummaryRecorded(self, e: Any, p: int) -> list[Op]:
+    def _on_Chapter_SummaryRecorded(self, e: Any, p: int, page: _Page) -> list[Op]:
         values = {"summary_text": r.chapter_summary(e.chapter, e.text), "summary_source": p}
-        self._count(values, "summary_tokens", values["summary_text"])
+        page.count(values, "summary_tokens", values["summary_text"])
         return [Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values)]
 
-    def _on_Volume_Opened(self, e: Any, p: int) -> list[Op]:
+    def _on_Volume_Opened(self, e: Any, p: int, page: _Page) -> list[Op]:
         return [Upsert(self.t.volumes, {"story_id": e.story_id, "volume": e.number})]
 
-    def _on_Volume_SummaryRecorded(self, e: Any, p: int) -> list[Op]:
+    def _on_Volume_SummaryRecorded(self, e: Any, p: int, page: _Page) -> list[Op]:
         row = {"story_id": e.story_id, "volume": e.volume, "summary_text": r.volume_summary(e.volume, e.text),
                "summary_source": p}
-        self._count(row, "summary_tokens", row["summary_text"])
+        page.count(row, "summary_tokens", row["summary_text"])
         return [Upsert(self.t.volumes, row)]
 
     # -- canon ------------------------------------------------------------------------------------
-    def _on_CanonEntry_Established(self, e: Any, p: int) -> list[Op]:
-        return self._version(e, p)
+    def _on_CanonEntry_Established(self, e: Any, p: int, page: _Page) -> list[Op]:
+        return self._version(e, p, page)
 
-    def _on_CanonEntry_Revised(self, e: Any, p: int) -> list[Op]:
-        return self._version(e, p)
+    def _on_CanonEntry_Revised(self, e: Any, p: int, page: _Page) -> list[Op]:
+        return self._version(e, p, page)
 
-    def _step(self, e: Any, row: dict[str, Any]) -> None:
-        """The canon row of one timeline step; emitted with the page (see ``_canon_rows``)."""
-        self._steps.setdefault((e.story_id, e.kind, e.key), []).append((e.originator_version, row))
-
-    def _version(self, e: Any, p: int) -> list[Op]:
+    def _version(self, e: Any, p: int, page: _Page) -> list[Op]:
         v = e.version
         fields = v.get("fields") or {}
         story, kind, key, step, valid_from = e.story_id, e.kind, e.key, e.originator_version, v["valid_from"]
@@ -200,10 +207,10 @@ class CanonProjection:
             "name": v["name"], "state": fields.get("state"), "hidden_until": fields.get("hidden_until"),
             "text": r.canon_version(kind, key, v), "source": p,
         }
-        self._count(row, "tokens", row["text"])
+        page.count(row, "tokens", row["text"])
         if self.t.version >= 2:
             row["aliases"] = list(v.get("aliases") or [])
-        self._step(e, row)
+        page.step(e, row)
         names = {v["name"].casefold(), *(a.casefold() for a in v.get("aliases") or [] if a)}
         aliases = self.t.aliases
         ops: list[Op] = [Upsert(aliases, {"story_id": story, "kind": kind, "key": key, "step": step, "alias": a,
@@ -214,18 +221,18 @@ class CanonProjection:
                 "node_kind": node.get("kind", "node"), "valid_from": valid_from,
                 "hidden_until": node.get("hidden_until"), "text": r.chain_node(key, node), "source": p,
             }
-            self._count(node_row, "tokens", node_row["text"])
+            page.count(node_row, "tokens", node_row["text"])
             ops.append(Upsert(self.t.chain_nodes, node_row))
         return ops
 
-    def _on_CanonEntry_Retired(self, e: Any, p: int) -> list[Op]:
+    def _on_CanonEntry_Retired(self, e: Any, p: int, page: _Page) -> list[Op]:
         row = {
             "story_id": e.story_id, "kind": e.kind, "key": e.key, "step": e.originator_version,
             "valid_from": e.valid_from, "retired": True, "name": e.key, "state": None, "hidden_until": None,
             "text": r.retirement(e.kind, e.key, e.valid_from, e.reason), "source": p,
         }
-        self._count(row, "tokens", row["text"])
+        page.count(row, "tokens", row["text"])
         if self.t.version >= 2:
             row["aliases"] = []
-        self._step(e, row)
+        page.step(e, row)
         return []

@@ -153,7 +153,7 @@ class ReadModels:
         build, resumed = self._begin_build()
         runner = self.runner(build)
         first = runner.position()
-        runner.catch_up(None, progress, pause)
+        runner.catch_up(None, progress, pause, final_analyze=False)  # analysed once, after the switch
         with self.write_engine.begin() as conn:
             row = self._row(conn, lock=True)
             if row["building_tag"] != build.tag:
