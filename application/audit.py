@@ -8,16 +8,17 @@ edited by hand shows up as a live packet that no longer matches its replay.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from application.ledger import CanonLedger
-from application.packets.compiler import compile_packet
-from application.packets.packet import Item, Packet
-from application.packets.ports import CanonReader, CanonSnapshot
+from application.packets.compiler import COMPILER, compile_packet
+from application.packets.packet import Item, Packet, Stage
+from application.packets.ports import CanonReader, CanonSnapshot, Recall
 from application.packets.recipes import Request
+from application.packets.replay import RecordedRecall
 from domain.errors import NotFound
 from domain.packet_log import PacketRecord
 from domain.receipt import CommandReceipt, event_ref
@@ -88,13 +89,51 @@ class Auditor:
         self.tokens = tokens
 
     def packet_at(self, request: Request, position: int) -> Packet:
-        """The packet as it would have been compiled at ``position`` (time travel)."""
+        """The packet as it would have been compiled at ``position`` (time travel).
+
+        L0 is rebuilt from the log. Retrieval indexes are not kept per position, so L1 is the
+        selection recorded by a packet issued for the same request at the same story position,
+        if there was one; otherwise the packet says L1 was not replayed.
+        """
         replay = self.scratch(request.story_id, position)
         try:
             with replay.snapshot() as snap:
-                return compile_packet(snap, request, self.tokens)
+                story = snap.story(request.story_id)
+                issued = self._issued_like(request, story.position, story.budgets) if story else None
+                retriever: Any = _NoReplay()
+                if issued is not None and issued.recall is not None:
+                    retriever = RecordedRecall(issued.recall, self.event_at, replay.events, self.tokens)
+                return compile_packet(snap, request, self.tokens, retriever)
         finally:
             replay.close()
+
+    @contextmanager
+    def scratch_for(self, story_id: str, position: int) -> Iterator[Scratch]:
+        replay = self.scratch(story_id, position)
+        try:
+            yield replay
+        finally:
+            replay.close()
+
+    def _issued_like(self, request: Request, position: int, budgets: dict[str, int]) -> PacketRecord | None:
+        budget = request.budget if request.budget is not None else budgets.get(request.role, 0)
+        topic = get_topic(PacketRecord.PacketIssued)
+        start, end, found = 1, self.ledger.position(), None
+        while start <= end:
+            page = self.ledger.read(start, 5000, end, [topic])
+            for _, e in page:
+                if (e.story_id, e.role, e.chapter, e.scene, e.budget, e.position, e.compiler) == (
+                        request.story_id, request.role, request.chapter, request.scene, budget, position, COMPILER):
+                    found = e
+            if len(page) < 5000:
+                break
+            start = page[-1][0] + 1
+        return self.ledger.packet_record(found.packet_id) if found is not None else None
+
+    def event_at(self, position: int) -> Any:
+        """The event at one log position (None if there is none)."""
+        page = self.ledger.read(position, 1, position)
+        return page[0][1] if page and page[0][0] == position else None
 
     def audit(self, packet_id: str) -> AuditReport:
         record = self.ledger.packet_record(packet_id)
@@ -103,25 +142,27 @@ class Auditor:
         request = request_of(record)
         replay = self.scratch(record.story_id, record.position)
         try:
+            retriever = (RecordedRecall(record.recall, self.event_at, replay.events, self.tokens)
+                         if record.recall is not None else None)
             with replay.snapshot() as snap:
-                replayed = compile_packet(snap, request, self.tokens, compiler=record.compiler)
+                replayed = compile_packet(snap, request, self.tokens, retriever, compiler=record.compiler)
             events = dict(replay.events)
         finally:
             replay.close()
         differences = _differences(record, replayed)
-        live = self._live_check(request, replayed, record.compiler)
+        live = self._live_check(request, replayed, record.compiler, retriever)
         lineage = self._lineage(record, replayed, events)
         return AuditReport(packet_id, record.story_id, record.position, record.hash, replayed.hash, len(events),
                            live, [(i, lineage.get(i.sources, [])) for i in replayed.items], differences)
 
-    def _live_check(self, request: Request, replayed: Packet, compiler: int) -> str:
+    def _live_check(self, request: Request, replayed: Packet, compiler: int, retriever: Any) -> str:
         self.live_catch_up(self.ledger.position())
         with self.live.snapshot() as snap:
             story = snap.story(request.story_id)
             if story is None or story.position != replayed.position:
                 moved = story.position if story else None
                 return f"skipped: the story's canon has moved on to position {moved}"
-            live = compile_packet(snap, request, self.tokens, compiler=compiler)
+            live = compile_packet(snap, request, self.tokens, retriever, compiler=compiler)
         if live.hash == replayed.hash:
             return "ok"
         changed = [f"{a.tier} {a.kind} {a.key}" for a, b in zip(live.items, replayed.items) if a != b]
@@ -183,6 +224,13 @@ class Auditor:
                 rows.append(Lineage(p, kind, *found[p]))
             out[item.sources] = rows
         return out
+
+
+class _NoReplay:
+    def recall(self, story_id: str, chapter: int, query: str) -> Recall:
+        return Recall(query, [], [Stage("l1-retrieval", "skipped",
+                                        "time travel: no packet was issued for this request at this position, and "
+                                        "retrieval indexes are not kept per position; L0 only")])
 
 
 def _differences(record: PacketRecord, replayed: Packet) -> list[str]:

@@ -12,6 +12,8 @@ from application.audit import Auditor
 from application.knowledge.quota import Quota, QuotaPolicy
 from application.ledger import CanonLedger
 from application.packets.service import PacketService
+from application.retrieval.search import HybridSearch
+from infrastructure.packet_retrieval import StoryRetriever
 from infrastructure.read_store import engines
 from infrastructure.scratch import scratch_canon
 from infrastructure.stores import StoreConfig, resolve_url, schema_lock, store_config
@@ -205,5 +207,14 @@ def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_polic
                       knowledge.tables(knowledge.active(conn)))
 
     retrieval_reader = SqlRetrievalReader(read, retrieval_builds, embedder.name)
+
+    def catch_up_knowledge(goal: int) -> None:
+        knowledge.catch_up(goal)
+        retrieval.catch_up(goal)
+
+    # Packets take L1 from the offline pipeline (no step-back): the same read models give the same bytes.
+    packets.retriever = StoryRetriever(ledger.position, catch_up_knowledge, lambda goal: catch_up_vectors(vectors, goal),
+                                       retrieval_reader, HybridSearch(embedder, None, embedder_note=embedder_note),
+                                       knowledge_reader)
     return Services(config, ledger, canon, authoring_models, packets, auditor, knowledge, knowledge_reader, quota,
                     retrieval, vectors, embedder, embedder_note, retrieval_reader, stepback_cache)

@@ -127,7 +127,7 @@ class Recall:
 
     def record(self) -> dict[str, Any]:
         """What PacketIssued keeps: enough to rebuild the same items from the log."""
-        return {"query": self.query, "hits": [{"id": h.id, "kind": h.kind} for h in self.hits],
+        return {"query": self.query, "hits": [{"id": h.id, "kind": h.kind, "sources": list(h.sources)} for h in self.hits],
                 "stages": [s.as_dict() for s in self.stages]}
 
 

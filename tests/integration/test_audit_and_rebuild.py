@@ -132,14 +132,20 @@ def test_rebuild_gives_identical_tables_and_packets_on_sqlite_and_postgres(tmp_p
         try:
             s.ledger.apply([parse_line(line) for line in sample_commands()])
             hashes = [p.hash for p in _issue_all(s)]
-            s.canon.rebuild()
-            s.authoring.rebuild()
-            results.append((_checksum(s), hashes, [p.hash for p in _issue_all(s)]))
+            retriever, s.packets.retriever = s.packets.retriever, None
+            l0 = [p.hash for p in _issue_all(s)]
+            s.packets.retriever = retriever
+            for models in s.read_models.values():
+                models.rebuild()
+            results.append((_checksum(s), l0, hashes, [p.hash for p in _issue_all(s)]))
         finally:
             s.close()
-    (sq_sum, sq_before, sq_after), (pg_sum, pg_before, pg_after) = results
+    (sq_sum, sq_l0, sq_before, sq_after), (pg_sum, pg_l0, pg_before, pg_after) = results
     assert sq_sum == pg_sum
-    assert sq_before == sq_after == pg_before == pg_after
+    assert sq_l0 == pg_l0  # L0 does not depend on the store, byte for byte
+    # L1 ranks with each store's own keyword index (FTS5 bm25 / PostgreSQL BM25), so the
+    # stores may differ there; each store's packets survive a rebuild of every read model.
+    assert sq_before == sq_after and pg_before == pg_after
 
 
 def test_schema_change_from_v1_keeps_every_issued_packet_auditable(store_url) -> None:

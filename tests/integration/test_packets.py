@@ -169,5 +169,6 @@ def test_packet_json_has_the_contract_fields(demo):
             "stages"} <= set(packet)
     for item in packet["items"]:
         assert {"tier", "kind", "key", "text", "tokens", "status", "reason", "sources"} <= set(item)
-    assert [s["step"] for s in packet["stages"]] == ["scene-keys", "l0-recall", "l1-retrieval", "truncate"]
+    assert [s["step"] for s in packet["stages"]] == ["scene-keys", "l0-recall", "step-back", "embed", "keyword", "vector",
+                                                     "fuse", "rerank", "overview", "select", "wiki", "merge", "truncate"]
     assert all(s["status"] in ("active", "done", "skipped", "error") and s["detail"] for s in packet["stages"])

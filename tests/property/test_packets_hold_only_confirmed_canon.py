@@ -99,6 +99,8 @@ def test_packets_hold_only_confirmed_canon(services, spec) -> None:
     confirmed: list[tuple[str, str, int, str]] = []  # kind, key, valid_from, marker, in confirmation order
     info: dict[str, tuple[str, str, int, str]] = {}
     draft_markers: dict[str, bool] = {}  # marker -> accepted
+    draft_chapter: dict[str, int] = {}
+    accepted_text: dict[int, str] = {}  # chapter -> the marker of its latest accepted draft
     while any(steps):
         seq = rnd.choice([s for s in steps if s])
         action, command, extra = seq.pop(0)
@@ -112,8 +114,10 @@ def test_packets_hold_only_confirmed_canon(services, spec) -> None:
             unconfirmed.pop(extra)
         elif action == "submit":
             draft_markers[extra] = False
+            draft_chapter[extra] = command["chapter"]
         elif action == "accept" and status == "applied":
             draft_markers[extra] = True
+            accepted_text[draft_chapter[extra]] = extra
 
     # Scene cards tag what was confirmed (tags of unconfirmed keys are refused by the domain).
     confirmed_keys = sorted({(kind, key) for kind, key, _, _ in confirmed if kind in TAGGABLE})
@@ -138,6 +142,14 @@ def test_packets_hold_only_confirmed_canon(services, spec) -> None:
             body = packet.to_json()
             leaked = [m for m in forbidden if m in body]
             assert not leaked, (role, n, leaked)
+            # L1 retrieval offers only the latest accepted text of earlier chapters.
+            for item in packet.items:
+                if item.kind in ("chunk", "wiki_page"):
+                    found = [m for m in draft_markers if m in item.text]
+                    assert all(draft_chapter[m] < n and accepted_text.get(draft_chapter[m]) == m for m in found), \
+                        (role, n, item.key, found)
+            if role == "writer" and any(c < n for c in accepted_text):
+                assert any(st.step == "keyword" and st.status == "done" for st in packet.stages), packet.stages
             if role == "writer":
                 for kind, key in tagged[n]:
                     in_force = [c for c in confirmed if (c[0], c[1]) == (kind, key) and c[2] <= n]

@@ -1,0 +1,123 @@
+"""L1 in packets, on both stores: wiki pages only while lint is green, earlier chapters only,
+audits that rebuild every retrieved text from the log, and packets that stand on L0 when
+retrieval fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from application.knowledge.lint import lint
+from application.packets.recipes import Request
+from application.packets.replay import RecordedRecall
+from application.parsing import parse_command, parse_line
+from application.retrieval.search import HybridSearch
+from infrastructure.bootstrap import bootstrap
+from infrastructure.demo import STORY, sample_commands
+from infrastructure.packet_retrieval import StoryRetriever
+
+COLLECTION = f"story:{STORY}"
+
+
+@pytest.fixture
+def demo(store_url):
+    s = bootstrap(store_url, embedder="hashing")
+    assert all(r.status == "applied" for r in s.ledger.apply([parse_line(line) for line in sample_commands()]))
+    yield s
+    s.close()
+
+
+def _stage(packet, step):
+    return next(s for s in packet.stages if s.step == step)
+
+
+def _l1(packet):
+    return [i for i in packet.items if i.kind in ("chunk", "wiki_page")]
+
+
+def _replace_chapter_2(s):
+    results = s.ledger.apply([parse_command(c) for c in (
+        {"type": "submit_draft", "command_id": "ch2-new", "story_id": STORY, "chapter": 2, "draft_id": "d2-new",
+         "text": "Hobb's ledger, rewritten: the flood night from the clerk's side."},
+        {"type": "accept_draft", "command_id": "ch2-accept", "story_id": STORY, "draft_id": "d2-new"})])
+    assert [r.status for r in results] == ["applied", "applied"]
+
+
+def test_wiki_pages_enter_packets_only_while_lint_is_green(demo) -> None:
+    assert _stage(demo.packets.packet(Request(STORY, "writer", 5)), "wiki").detail == "no wiki page of the story ranked"
+    report = demo.compiler("offline").nightly()
+    assert report.compiled == 4 and report.stopped_reason == "done"
+
+    green = demo.packets.packet(Request(STORY, "writer", 5))
+    pages = [i for i in green.items if i.kind == "wiki_page"]
+    assert pages and all(i.status == "included" for i in pages)
+    assert _stage(green, "wiki").status == "done" and "lint green" in _stage(green, "wiki").detail
+    assert demo.auditor.audit(green.packet_id).ok  # page TLDRs rebuilt from their PageCompiled events
+
+    _replace_chapter_2(demo)  # chapter 2's page now cites a chunk that changed: stale
+    demo.knowledge.catch_up()
+    with demo.knowledge_reader.snapshot() as k:
+        assert not lint(k, COLLECTION).green
+    red = demo.packets.packet(Request(STORY, "writer", 5))
+    assert not [i for i in red.items if i.kind == "wiki_page"]
+    assert [i for i in red.items if i.kind == "chunk"], "chunk retrieval runs underneath the pages"
+    wiki = _stage(red, "wiki")
+    assert wiki.status == "skipped" and "lint not green" in wiki.detail and "stale_tldr" in wiki.detail
+    assert demo.auditor.audit(red.packet_id).ok
+
+
+def test_retrieval_offers_only_earlier_chapters(demo) -> None:
+    for chapter in (2, 3, 5):
+        packet = demo.packets.packet(Request(STORY, "writer", chapter), record=False)
+        keys = [i.key for i in _l1(packet)]
+        assert keys, chapter
+        assert all(int(key.split("chapter-")[1][:5]) < chapter for key in keys), (chapter, keys)
+    assert _stage(demo.packets.packet(Request(STORY, "writer", 1), record=False), "select").detail == "nothing found"
+
+
+def test_replayed_hits_take_their_text_from_the_log_and_nothing_else(demo) -> None:
+    packet = demo.packets.packet(Request(STORY, "writer", 5))
+    record = demo.ledger.packet_record(packet.packet_id)
+    assert record.compiler == 2 and record.recall["hits"]
+    with demo.auditor.scratch_for(STORY, record.position) as replay:
+        honest = RecordedRecall(record.recall, demo.auditor.event_at, replay.events, demo.packets.tokens)
+        live = {i.key: i.text for i in _l1(packet)}
+        assert {h.id: h.text for h in honest.recall(STORY, 5, "").hits} == live
+
+        # A forged record pointing a hit at a draft submission (never canon) rebuilds no text.
+        draft_at = next(e.position for e in demo.ledger.history(story_id=STORY) if e.type == "Draft.Submitted")
+        forged = {**record.recall, "hits": [{**record.recall["hits"][0], "sources": [draft_at]}]}
+        [hit] = RecordedRecall(forged, demo.auditor.event_at, replay.events, demo.packets.tokens).recall(STORY, 5, "").hits
+        assert hit.text == ""
+
+    # Chapter 2 replaced after the packet: the audit still rebuilds the text in force then.
+    _replace_chapter_2(demo)
+    assert demo.auditor.audit(packet.packet_id).ok
+
+
+class _Broken:
+    name = "broken"
+    uses_quota = False
+
+    def embed(self, texts):
+        raise RuntimeError("model file missing")
+
+
+def test_packets_still_build_and_say_so_when_retrieval_fails(demo) -> None:
+    demo.catch_up_retrieval()  # the stand-in retrievers below do not catch up
+    retriever = demo.packets.retriever
+    demo.packets.retriever = StoryRetriever(
+        demo.ledger.position, lambda goal: None, lambda goal: None, retriever.reader,
+        HybridSearch(_Broken()), demo.knowledge_reader)
+    packet = demo.packets.packet(Request(STORY, "writer", 5), record=False)
+    assert _stage(packet, "embed").status in ("error", "skipped")
+    assert _stage(packet, "keyword").status == "done" and _l1(packet), [(s.step, s.status, s.detail) for s in packet.stages]
+
+    def down(goal):
+        raise ConnectionError("read model unavailable")
+
+    demo.packets.retriever = StoryRetriever(demo.ledger.position, down, down, retriever.reader,
+                                            retriever.pipeline, demo.knowledge_reader)
+    packet = demo.packets.packet(Request(STORY, "writer", 5), record=False)
+    failed = _stage(packet, "l1-retrieval")
+    assert failed.status == "error" and "ConnectionError" in failed.detail and "L0" in failed.detail
+    assert not _l1(packet) and [i for i in packet.items if i.tier == "P1"]
