@@ -22,7 +22,12 @@ ELLIPSIS = " …"
 # Which compiler built a packet (recorded in PacketIssued; an audit replays with the same one):
 # 1: L0 structured recall only; 2: L0, then L1 retrieval filling what is left of P4.
 COMPILER = 2
-QUERY_KINDS = ("scene_card", "chapter_goals")  # the P0 texts that say what the chapter is about
+QUERY_KINDS = ("chapter_goals", "scene_card")  # the P0 texts that say what the chapter is about
+# L1 searches with the chapter's goals and scene summaries, cut to this many words: search
+# cost grows with query length (every OR'ed term is a posting list, every token a model step)
+# while the first sentences already say what the chapter is about. Tag lines are left out:
+# L0 has already fetched every tagged entry by key.
+QUERY_WORDS = 64
 
 
 class PacketError(CanonError):
@@ -75,7 +80,7 @@ def _l1(req: Request, candidates: list[Candidate], retriever: Retriever | None,
         return None, [Stage("l1-retrieval", "skipped", f"the {req.role} role uses no retrieval")]
     if retriever is None:
         return None, [Stage("l1-retrieval", "skipped", "no retriever configured: L0 structured recall only")]
-    query = "\n\n".join(c.fact.text for c in candidates if c.kind in QUERY_KINDS and c.fact.text)
+    query = l1_query(candidates)
     if not query.strip():
         return None, [Stage("l1-retrieval", "skipped", "nothing to search with: no scene card or chapter goals")]
     recall = retriever.recall(req.story_id, req.chapter, query)
@@ -94,6 +99,22 @@ def _l1(req: Request, candidates: list[Candidate], retriever: Retriever | None,
                   f"{added} L1 candidate(s) after L0 in P4, {duplicates} already in L0" if recall.hits
                   else "retrieval found nothing")
     return recall, [*recall.stages, merge]
+
+
+def l1_query(candidates: list[Candidate]) -> str:
+    """The goals' items and each scene's summary, without their headings ("Chapter N goals:",
+    "Scene s1 (chapter N):"): words every chapter shares only slow the search down."""
+    parts = []
+    for kind in QUERY_KINDS:
+        for c in candidates:
+            if c.kind != kind or not c.fact.text:
+                continue
+            lines = c.fact.text.splitlines()
+            if kind == "chapter_goals":
+                parts += [line.removeprefix("- ") for line in lines[1:]]
+            else:
+                parts.append(lines[0].partition("): ")[2] or lines[0])
+    return " ".join(" ".join(parts).split()[:QUERY_WORDS])
 
 
 def _budget_stage(items: list[Item], budget: int) -> Stage:
