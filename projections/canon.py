@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from eventsourcing.utils import get_topic
-from sqlalchemy import and_, bindparam, func, or_, select, update
+from sqlalchemy import and_, bindparam, func, or_, select, text, update
 
 from domain.canon import CanonEntry
 from domain.chapter import Chapter
@@ -45,8 +45,10 @@ def _valid_to_statement(t: CanonTables) -> Any:
                    and_(later.c.valid_from == cn.c.valid_from, later.c.step > cn.c.step)))
         .scalar_subquery()
     )
+    # Only rows whose value changes are written (usually the step before the new one).
     return (update(cn)
-            .where(cn.c.story_id == bindparam("b_story"), cn.c.kind == bindparam("b_kind"), cn.c.key == bindparam("b_key"))
+            .where(cn.c.story_id == bindparam("b_story"), cn.c.kind == bindparam("b_kind"), cn.c.key == bindparam("b_key"),
+                   cn.c.valid_to.is_distinct_from(next_from))
             .values(valid_to=next_from))
 
 
@@ -69,6 +71,19 @@ def _valid_to(steps: list[tuple[int, int]]) -> dict[int, int | None]:
     return out
 
 
+def _valid_to_unnest(t: CanonTables) -> Any:
+    """``_valid_to_statement`` for many entries at once (PostgreSQL arrays)."""
+    cn = t.canon.name
+    return text(
+        f'UPDATE "{cn}" AS cn SET valid_to = (SELECT min(l.valid_from) FROM "{cn}" AS l '
+        'WHERE l.story_id = cn.story_id AND l.kind = cn.kind AND l."key" = cn."key" '
+        'AND (l.valid_from > cn.valid_from OR (l.valid_from = cn.valid_from AND l.step > cn.step))) '
+        'FROM unnest(CAST(:stories AS varchar[]), CAST(:kinds AS varchar[]), CAST(:keys AS varchar[])) AS v(s, k, e) '
+        'WHERE cn.story_id = v.s AND cn.kind = v.k AND cn."key" = v.e AND cn.valid_to IS DISTINCT FROM ('
+        f'SELECT min(l.valid_from) FROM "{cn}" AS l WHERE l.story_id = cn.story_id AND l.kind = cn.kind '
+        'AND l."key" = cn."key" AND (l.valid_from > cn.valid_from OR (l.valid_from = cn.valid_from AND l.step > cn.step)))')
+
+
 class _Page:
     """What one ``ops`` call gathers: texts to count in one batch, and canon rows by entry."""
 
@@ -89,12 +104,15 @@ class _Page:
 
 class CanonProjection:
     name = "canon"
+    # Its writes find rows by primary key only: a rebuild may build the other indexes last.
+    defer_indexes = True
 
     def __init__(self, tables: CanonTables, tokens: TokenCounter) -> None:
         self.t = tables
         self.tokens = tokens
         self.topics = [get_topic(cls) for cls in HANDLED]
         self._valid_to = _valid_to_statement(tables) if tables.version >= 3 else None
+        self._valid_to_pg = _valid_to_unnest(tables) if tables.version >= 3 else None
         self._count_many = _counter(tokens)
         self._handlers: dict[type, Any] = {}
 
@@ -121,6 +139,14 @@ class CanonProjection:
         ops.extend(Update(self.t.stories, {"story_id": s}, {"position": p}) for s, p in touched.items())
         return ops
 
+    def _valid_to_many(self, conn: Any, params: list[dict[str, Any]]) -> bool:
+        """PostgreSQL: every entry of the page in one statement (entries as arrays)."""
+        if conn.dialect.name != "postgresql":
+            return False
+        conn.execute(self._valid_to_pg, {"stories": [p["b_story"] for p in params],
+                                         "kinds": [p["b_kind"] for p in params], "keys": [p["b_key"] for p in params]})
+        return True
+
     def _canon_rows(self, steps: dict[tuple[str, str, str], list[tuple[int, dict[str, Any]]]]) -> list[Op]:
         """The canon rows of this page, each with its ``valid_to`` where the page holds the
         entry's whole timeline so far (its first step is here: later steps come later in the
@@ -139,7 +165,7 @@ class CanonProjection:
                 ops.extend(Upsert(self.t.canon, row) for _, row in rows)
                 if self.t.version >= 3:
                     ops.append(Run("valid_to", self._valid_to, {"b_story": story, "b_kind": kind, "b_key": key},
-                                   deferred=True))
+                                   deferred=True, many=self._valid_to_many))
         return ops
 
     # -- story, chapters, volumes -----------------------------------------------------------------

@@ -154,6 +154,9 @@ class ReadModels:
         runner = self.runner(build)
         first = runner.position()
         runner.catch_up(None, progress, pause, final_analyze=False)  # analysed once, after the switch
+        with self.write_engine.begin() as conn:  # built in one pass, now that the rows are in
+            for index in self._deferred_indexes(build):
+                index.create(conn, checkfirst=True)
         with self.write_engine.begin() as conn:
             row = self._row(conn, lock=True)
             if row["building_tag"] != build.tag:
@@ -180,12 +183,24 @@ class ReadModels:
             generation = row["generation"] + 1
             build = Build(f"v{self.spec.version}_{generation}", self.spec.version)
             self.tables(build).metadata.create_all(conn)
+            for index in self._deferred_indexes(build):
+                index.drop(conn)
             start_tracking(conn, self._tracking_name(build))
             conn.execute(update(registry).where(registry.c.projection == self.spec.name).values(
                 building_tag=build.tag, building_version=build.version, generation=generation))
         if stale is not None:
             self._drop(stale)
         return build, False
+
+    def _deferred_indexes(self, build: Build) -> list[Any]:
+        """Secondary (non-unique) indexes a projection lets a rebuild create after the fill
+        (``defer_indexes = True``): one sorted build instead of maintaining them row by row.
+        They never change what a statement does, only how fast; the projection opts in when
+        its own writes do not need them."""
+        if not getattr(self.runner(build).projection, "defer_indexes", False):
+            return []
+        return [index for table in self.tables(build).all() for index in sorted(table.indexes, key=lambda i: i.name)
+                if not index.unique]
 
     def _drop(self, build: Build) -> None:
         with self.write_engine.begin() as conn:

@@ -58,12 +58,15 @@ class Run:
 
     ``deferred``: the statement depends only on the rows' final state and is idempotent, so it
     may run once, after the page's other ops (runs with equal params are merged).
+    ``many``: optional ``(conn, [params, ...])`` that runs the page's runs of this name as one
+    statement; it returns False to fall back to an ``executemany`` of ``statement``.
     """
 
     name: str
     statement: Any
     params: dict[str, Any]
     deferred: bool = False
+    many: Callable[[Connection, list[dict[str, Any]]], bool] | None = None
 
 
 Op = Upsert | Update | Delete | Run
@@ -289,7 +292,9 @@ def execute(conn: Connection, ops: Iterable[Op]) -> int:
     for shape, group, distinct in _plan(list(ops)):
         first = group[0]
         if isinstance(first, Run):
-            conn.execute(first.statement, [op.params for op in group])  # type: ignore[union-attr]
+            params = [op.params for op in group]  # type: ignore[union-attr]
+            if first.many is None or not first.many(conn, params):
+                conn.execute(first.statement, params)
             statements += 1
             continue
         stmt = _statement(conn, first, shape, distinct)

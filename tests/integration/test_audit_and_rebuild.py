@@ -96,6 +96,16 @@ def test_unknown_packet_is_a_structured_error(demo) -> None:
     assert e.value.code == "unknown_packet"
 
 
+def _indexes_complete(services) -> bool:
+    """The active build has every index its tables declare (a rebuild builds some last)."""
+    models = services.canon
+    with models.read_engine.begin() as conn:
+        tables = models.tables(models.active(conn))
+        inspector = inspect(conn)
+        have = {ix["name"] for t in tables.all() for ix in inspector.get_indexes(t.name)}
+    return {ix.name for t in tables.all() for ix in t.indexes} <= have
+
+
 def test_rebuild_switches_builds_and_changes_nothing_a_reader_can_see(demo) -> None:
     packets = _issue_all(demo)
     before = _checksum(demo)
@@ -103,6 +113,7 @@ def test_rebuild_switches_builds_and_changes_nothing_a_reader_can_see(demo) -> N
     report = demo.canon.rebuild()
     assert report.old == old and report.new != old and demo.canon.active() == report.new
     assert _checksum(demo) == before
+    assert _indexes_complete(demo)
     with demo.canon.read_engine.begin() as conn:
         names = set(inspect(conn).get_table_names())
     assert not any(n.endswith(f"_{old.tag}") for n in names), "old build's tables were not dropped"
@@ -253,6 +264,7 @@ def test_rebuild_killed_mid_way_resumes_to_the_same_result(tmp_path) -> None:
             assert crashed.auditor.audit(packet.packet_id).ok
         with crashed.canon.read_engine.begin() as conn:
             assert tracked(conn, f"canon:{building.tag}") == crashed.ledger.position()
+        assert _indexes_complete(crashed)
     finally:
         crashed.close()
         clean.close()

@@ -126,3 +126,43 @@ def test_compiling_a_packet_reads_only_canon_tables(services) -> None:
     with services.authoring.read_engine.begin() as conn:
         texts = [r.text for r in conn.execute(select(drafts.c.text))]
     assert any("DRAFT-REJECTED-MARKER" in t for t in texts)
+
+
+def test_bulk_ops_keep_the_meaning_of_ops_applied_one_by_one(services) -> None:
+    """sql_ops merges ops per row and runs each shape as one statement: the result must be what
+    applying the ops in order gives (an update of a missing row does nothing; ``keep`` columns
+    are written on insert only; a later op of a row wins)."""
+    from sqlalchemy import JSON, Boolean, Column, Integer, MetaData, String, Table, select
+
+    from projections.sql_ops import Delete, Update, Upsert, _plan
+
+    md = MetaData()
+
+    def table(name: str) -> Table:
+        return Table(name, md, Column("a", String(20), primary_key=True), Column("b", Integer, primary_key=True),
+                     Column("x", String(20)), Column("n", Integer), Column("flag", Boolean), Column("doc", JSON))
+
+    merged, ordered = table("rm_ops_merged"), table("rm_ops_ordered")
+    md.create_all(services.canon.write_engine)
+    ops = [
+        Upsert(merged, {"a": "m", "b": 1, "x": "first", "n": 1, "doc": {"k": [1, 2]}}),
+        Update(merged, {"a": "m", "b": 1}, {"n": 2, "flag": False}),
+        Upsert(merged, {"a": "m", "b": 1, "x": "second"}),
+        Upsert(merged, {"a": "k", "b": 1, "x": "kept", "n": 7}, ("n",)),
+        Upsert(merged, {"a": "j", "b": 1, "x": "json null", "doc": None}),
+        Update(ordered, {"a": "u", "b": 1}, {"x": "lost"}),  # no row yet: nothing
+        Upsert(ordered, {"a": "u", "b": 1, "x": "ins", "n": 1, "flag": True}),
+        Upsert(ordered, {"a": "d", "b": 1, "x": "gone"}),
+        Delete(ordered, {"a": "d"}),
+    ]
+    plan = _plan(ops)
+    assert all(distinct for shape, _, distinct in plan if shape[1] == merged.name)
+    assert not any(distinct for shape, _, distinct in plan if shape[1] == ordered.name)
+    with services.canon.write_engine.begin() as conn:
+        execute(conn, ops)
+        execute(conn, [Upsert(merged, {"a": "k", "b": 1, "x": "again", "n": 99}, ("n",))])  # n is kept
+    with services.canon.write_engine.begin() as conn:
+        rows = {r.a: (r.x, r.n, r.flag, r.doc) for r in conn.execute(select(merged))}
+        rest = {r.a: (r.x, r.n, r.flag) for r in conn.execute(select(ordered))}
+    assert rows == {"m": ("second", 2, False, {"k": [1, 2]}), "k": ("again", 7, None, None), "j": ("json null", None, None, None)}
+    assert rest == {"u": ("ins", 1, True)}
