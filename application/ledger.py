@@ -161,13 +161,9 @@ class CanonLedger(Application):
 
     def _decide(self, command: Command, uow: UnitOfWork) -> bool:
         """Decide ``command`` into ``uow``; False when it changes nothing."""
-        before = uow.pending_counts()
+        uow.begin()
         handle(command, uow, self.tokens)
-        produced = [
-            event_ref(a.id, e.originator_version)
-            for a in uow.pending()
-            for e in a.pending_events[before.get(a.id, 0):]
-        ]
+        produced = [event_ref(e.originator_id, e.originator_version) for e in uow.produced()]
         if not produced:
             return False  # nothing changed (re-ingesting an unchanged document): nothing to record
         story = getattr(command, "story_id", None)
