@@ -21,6 +21,7 @@ Execution (``execute``), per run of ops between two barriers (a non-deferred ``R
 from __future__ import annotations
 
 import json
+from operator import itemgetter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -81,28 +82,29 @@ def _merge_rows(table: Table, ops: list[Op]) -> list[Op] | None:
     """One op per row, or None when the ops cannot be merged safely (keep their order)."""
     pk = _pk(table)
     pkset = set(pk)
-    rows: dict[tuple[Any, ...], Op] = {}
+    get = itemgetter(*pk) if len(pk) > 1 else (lambda d, c=pk[0]: (d[c],))  # type: ignore[misc]
+    rows: dict[Any, Op] = {}
     for op in ops:
-        if isinstance(op, Upsert):
+        if type(op) is Upsert:
             try:
-                k = tuple(op.values[c] for c in pk)
+                k = get(op.values)
             except KeyError:
                 return None
-        elif isinstance(op, Update):
+        elif type(op) is Update:
             if op.key.keys() != pkset:
                 return None
-            k = tuple(op.key[c] for c in pk)
+            k = get(op.key)
         else:
             return None
         seen = rows.get(k)
         if seen is None:
             rows[k] = op
-        elif isinstance(seen, Upsert) and not op_keeps(op):
+        elif type(seen) is Upsert and not op_keeps(op):
             # After the upsert the row exists: a later upsert or update only sets its columns.
             if seen.keep and any(c in seen.keep for c in op.values):
                 return None
             rows[k] = Upsert(table, {**seen.values, **op.values}, seen.keep)
-        elif isinstance(seen, Update) and isinstance(op, Update):
+        elif type(seen) is Update and type(op) is Update:
             rows[k] = Update(table, seen.key, {**seen.values, **op.values})
         else:  # an update then an upsert of the same row: order matters
             return None
@@ -113,14 +115,27 @@ def op_keeps(op: Op) -> bool:
     return isinstance(op, Upsert) and bool(op.keep)
 
 
+_shapes: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
 def _shape(op: Op) -> tuple[Any, ...]:
-    if isinstance(op, Upsert):
-        return ("upsert", op.table.name, tuple(sorted(op.values)), op.keep)
-    if isinstance(op, Update):
-        return ("update", op.table.name, tuple(sorted(op.key)), tuple(sorted(op.values)))
-    if isinstance(op, Delete):
-        return ("delete", op.table.name, tuple(sorted(op.key)))
-    return ("run", op.name)
+    """What makes ops share a statement: kind, table and the (sorted) columns they set."""
+    if type(op) is Upsert:
+        raw: tuple[Any, ...] = ("upsert", op.table.name, tuple(op.values), op.keep)
+    elif type(op) is Update:
+        raw = ("update", op.table.name, tuple(op.key), tuple(op.values))
+    elif type(op) is Delete:
+        raw = ("delete", op.table.name, tuple(op.key))
+    else:
+        return ("run", op.name)  # type: ignore[union-attr]
+    shape = _shapes.get(raw)
+    if shape is None:  # a handler builds its dicts in one order: sort each order once
+        if raw[0] == "update":
+            shape = (raw[0], raw[1], tuple(sorted(raw[2])), tuple(sorted(raw[3])))
+        else:
+            shape = (raw[0], raw[1], tuple(sorted(raw[2])), *raw[3:])
+        _shapes[raw] = shape
+    return shape
 
 
 Group = tuple[tuple[Any, ...], list[Op], bool]  # (shape, ops, rows are distinct)
@@ -273,7 +288,11 @@ def _values(op: Op) -> dict[str, Any]:
 
 def _rows(stmt: _Statement, ops: list[Op]) -> list[tuple[Any, ...]]:
     columns, processors = stmt.columns, stmt.processors
-    rows = [tuple(v[c] for c in columns) for v in map(_values, ops)]
+    if len(columns) > 1:
+        get = itemgetter(*columns)
+        rows = [get(v) for v in map(_values, ops)]
+    else:
+        rows = [(v[columns[0]],) for v in map(_values, ops)]
     if any(processors):
         conv = [(i, p) for i, p in enumerate(processors) if p is not None]
         out = []
