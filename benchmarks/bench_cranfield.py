@@ -21,10 +21,16 @@ places it). Runs:
 - dense: cosine over the vector index, 100 hits;
 - rrf: ``fusion.rrf`` (k 60) of those two lists;
 - zscore: ``rerank.zscore_order`` over the rrf candidates (every candidate of both lists);
-- default: what ``canon search`` returns: ``HybridSearch.search`` (lists 100 deep, rrf wide 3x,
-  z-score rerank narrow), top 10 chunks for NDCG/MRR (fewer than 10 abstracts when two chunks of
-  one abstract rank), and top 100 (wide 300) for Recall@100;
-- default-10-docs: the same pipeline asked for 20 chunks, cut to the first 10 abstracts.
+- default: what ``canon search --top 10`` returns: ``HybridSearch.search`` (lists 100 deep, rrf
+  wide 3x, z-score rerank on the lists' scale, one place per section first), top 10 chunks for
+  NDCG/MRR, and top 100 (wide 300) for Recall@100;
+- two ablations of the default from the same 100-deep lists, to show what each step is worth:
+  ``old-default`` = the pipeline before issue 6's follow-up (z-score on the pool's own scale,
+  the first 10 chunks, so two chunks of one abstract take two places) and ``+one-per-section``
+  = the same ranking with the default's selection rule. Recall@100 of both: their top 100
+  (wide 300).
+
+Also reported: the mean number of distinct abstracts in each run's first 10 results.
 
 Latency. p50 / p90 of ``SearchService.search`` (catch-up check, snapshot, every stage) per
 query, after one warm-up query, plus the keyword and vector steps alone. At 1,400 docs: the
@@ -58,9 +64,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from application.parsing import parse_command  # noqa: E402
-from application.retrieval.fusion import rrf  # noqa: E402
+from application.retrieval.fusion import rrf, wide  # noqa: E402
 from application.retrieval.rerank import zscore_order  # noqa: E402
-from application.retrieval.search import HybridSearch  # noqa: E402
+from application.retrieval.search import HybridSearch, section_of  # noqa: E402
 from infrastructure.bootstrap import bootstrap  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
@@ -119,8 +125,21 @@ def recall100(ranking: list[str], gains: dict[str, int]) -> float:
 
 
 def documents(ids: list[str]) -> list[str]:
-    """Chunk ids -> abstract numbers, first occurrence first."""
-    return list(dict.fromkeys(i.rsplit("#", 1)[0].partition("/")[2] for i in ids if not i.startswith("page:")))
+    """Chunk ids -> abstract numbers, first occurrence first. Only chunks are abstracts: a wiki
+    page (``page:``) or a broad query's collection overview (``overview:``, which ``select`` puts
+    before the ``top_k`` chunks, not in their place) is not a ranked abstract."""
+    return list(dict.fromkeys(i.rsplit("#", 1)[0].partition("/")[2] for i in ids
+                              if not i.startswith(("page:", "overview:"))))
+
+
+def one_per_section(ids: list[str], top: int) -> list[str]:
+    """The default's selection rule over a ranked list of chunk ids (``search._select``)."""
+    seen: set[str] = set()
+    first, waiting = [], []
+    for i in ids:
+        (waiting if section_of(i) in seen else first).append(i)
+        seen.add(section_of(i))
+    return (first[:top] + waiting)[:top]
 
 
 def p(values: list[float], q: float) -> float:
@@ -208,9 +227,9 @@ def run_cranfield(kind: str, embedder: str) -> dict[str, Any]:
         with services.knowledge_reader.snapshot() as snap:
             chunks = sum(len(snap.topic_chunks(COLLECTION, t.topic_id)) for t in snap.topics(COLLECTION))
         pipeline = HybridSearch(services.embedder)
-        runs: dict[str, list[list[str]]] = {k: [] for k in ("keyword", "dense", "rrf", "zscore", "default",
-                                                            "default-10-docs")}
-        default_deep: list[list[str]] = []
+        runs: dict[str, list[list[str]]] = {k: [] for k in ("keyword", "dense", "rrf", "zscore", "old-default",
+                                                            "+one-per-section", "default")}
+        deep_runs: dict[str, list[list[str]]] = {k: [] for k in ("old-default", "+one-per-section", "default")}
         judged = [n for n in range(1, len(queries) + 1) if qrels.get(n)]
         with services.retrieval_reader.snapshot() as snap:
             for n in judged:
@@ -223,15 +242,19 @@ def run_cranfield(kind: str, embedder: str) -> dict[str, Any]:
                 runs["dense"].append(documents([h.id for h in dense]))
                 runs["rrf"].append(documents([c.id for c in fused]))
                 runs["zscore"].append(documents([c.id for c in zscore_order(fused)]))
-                runs["default"].append(documents([h.id for h in pipeline.search(snap, [COLLECTION], q, 10).hits]))
-                runs["default-10-docs"].append(
-                    documents([h.id for h in pipeline.search(snap, [COLLECTION], q, 20).hits])[:10])
-                default_deep.append(documents([h.id for h in pipeline.search(snap, [COLLECTION], q, DEEP).hits]))
+                for top, store in ((10, runs), (DEEP, deep_runs)):
+                    depth = max(DEEP, wide(top))  # as HybridSearch reads its lists
+                    old = [c.id for c in zscore_order(rrf({"keyword": kw[:depth], "vector": dense[:depth]},
+                                                           limit=wide(top)))]
+                    store["old-default"].append(documents(old[:top]))
+                    store["+one-per-section"].append(documents(one_per_section(old, top)))
+                    store["default"].append(documents([h.id for h in pipeline.search(snap, [COLLECTION], q, top).hits]))
         scores = {}
         for name, rankings in runs.items():
             gains = [qrels[n] for n in judged]
-            deep = default_deep if name.startswith("default") else rankings
+            deep = deep_runs.get(name, rankings)
             scores[name] = {
+                "distinct_in_10": statistics.fmean(len(r[:10]) for r in rankings),
                 "ndcg10": statistics.fmean(ndcg10(r, g) for r, g in zip(rankings, gains)),
                 "mrr10": statistics.fmean(mrr10(r, g) for r, g in zip(rankings, gains)),
                 "recall100": statistics.fmean(recall100(r, g) for r, g in zip(deep, gains)),
@@ -299,10 +322,13 @@ def run_scale(kind: str, target_chunks: int) -> dict[str, Any]:
 def markdown(report: dict[str, Any]) -> str:
     out = [f"- Command: `{report['command']}`", f"- Date: {report['date']}; git {report['git']}; "
            f"{report['machine']}", ""]
-    out += ["| Store | Run | NDCG@10 | MRR@10 | Recall@100 |", "|---|---|--:|--:|--:|"]
+    out += ["| Store | Run | NDCG@10 | MRR@10 | Recall@100 | abstracts in top 10 |", "|---|---|--:|--:|--:|--:|"]
     for r in report["cranfield"]:
         for name, s in r["scores"].items():
-            out.append(f"| {r['store']} | {name} | {s['ndcg10']:.3f} | {s['mrr10']:.3f} | {s['recall100']:.3f} |")
+            out.append(f"| {r['store']} | {name} | {s['ndcg10']:.4f} | {s['mrr10']:.4f} | {s['recall100']:.4f} | "
+                       f"{s['distinct_in_10']:.2f} |")
+        best = max(r["scores"]["keyword"]["ndcg10"], r["scores"]["dense"]["ndcg10"])
+        out.append(f"| {r['store']} | default / best single | {r['scores']['default']['ndcg10'] / best:.3f}x | | | |")
     out += ["", "| Store | Embedder | Docs | Chunks | Apply | Knowledge | Keyword index | Vector index | "
                 "search p50 | p90 | keyword p50 | embed p50 | vector p50 |", "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in report["cranfield"] + report.get("scale", []):

@@ -1,5 +1,6 @@
 """Hybrid search over a knowledge collection (L1 retrieval): step-back -> embed -> keyword ->
-vector -> fuse (RRF, wide) -> rerank (z-score, narrow) -> overview -> select.
+vector -> fuse (RRF, wide) -> rerank (z-score, narrow) -> overview -> select (one place per
+section first).
 
 Every step leaves a stage, ``done`` / ``skipped`` / ``error`` with a detail that says what ran
 and why not: a blank stage is a lie. Nothing here raises for a retriever's failure: the other
@@ -111,9 +112,11 @@ class HybridSearch:
         candidates = [c for c in candidates if c.id in docs]
         stages.append(_fuse_stage(lists, candidates, gone, self.rrf_k, pool))
 
-        pages = sum(1 for c in candidates if docs[c.id].kind == "page")
-        ranked = rerank(query, candidates, top_k + pages, scorer=self.scorer,
-                        texts={cid: d.text for cid, d in docs.items()})
+        # The reranker orders the whole pool; ``select`` narrows it (it may pass over a chunk whose
+        # section already has a place, so it needs more than the first ``top_k``).
+        ranked = rerank(query, candidates, len(candidates), scorer=self.scorer,
+                        texts={cid: d.text for cid, d in docs.items()},
+                        list_scores={name: [h.score for h in hits] for name, hits in lists.items()})
         stages.append(ranked.stage)
 
         overview, stage = _overview(snapshot, query, collections)
@@ -207,23 +210,58 @@ def _overview(snapshot: RetrievalSnapshot, query: str, collections: list[str]) -
     return docs, Stage("overview", "done", f"broad query: the overview of {', '.join(d.collection for d in docs)}")
 
 
+def section_of(chunk_id: str) -> str:
+    """``collection/document#section/path/3`` -> ``collection/document#section/path``: the chunker's
+    ids are the section id, a slash and the chunk's place in it (``domain.chunking``)."""
+    head, slash, tail = chunk_id.rpartition("/")
+    return head if slash and "#" in head and tail.isdigit() else chunk_id
+
+
 def _select(ranked: list[Candidate], docs: dict[str, Doc], overview: list[Doc],
             top_k: int) -> tuple[list[SearchHit], Stage]:
+    """The overviews, then the ranked pages and chunks: ``top_k`` chunks, one per section first.
+
+    One place per section. The chunker cuts a section (a heading's text, or a whole document
+    without headings) into chunks only because of the token limit, so two chunks of one
+    section are one passage: a reader asking for ``top_k`` results wants ``top_k`` passages,
+    not an abstract and its continuation in two places. A chunk whose section already has a
+    place waits until every section in the pool has had one; then the waiting chunks fill the
+    remaining places in rank order, so a search never returns fewer chunks for it (a collection
+    of two long sections still gets ``top_k`` chunks). This is the standard "best passage
+    stands for its document" (MaxP) at section grain; on Cranfield (docs/benchmarks.md, issue
+    6), where an abstract is one section and 396 of 1,400 abstracts are cut in two or more
+    chunks, ten chunks held 9.3 abstracts on average before and NDCG@10 rose 0.407 -> 0.417
+    with the same ranking. Pages keep their rank rule: a page is offered when it ranks within
+    the first ``top_k`` places.
+    """
     hits = [SearchHit(d.id, d.kind, d.collection, d.text, d.stale, list(d.sources), None) for d in overview]
-    chunks = pages = stale = 0
+    placed: set[str] = set()
+    first: list[tuple[int, Candidate]] = []
+    waiting: list[tuple[int, Candidate]] = []
+    pages = stale = 0
     for place, c in enumerate(ranked):
         d = docs[c.id]
         if d.kind == "page":
-            if place >= top_k:
-                continue
-            pages += 1
-            stale += d.stale
-        else:
-            if chunks >= top_k:
-                continue
-            chunks += 1
+            if place < top_k:
+                first.append((place, c))
+                pages += 1
+                stale += d.stale
+            continue
+        section = section_of(c.id)
+        (waiting if section in placed else first).append((place, c))
+        placed.add(section)
+    chosen_chunks = [pc for pc in first if docs[pc[1].id].kind != "page"][:top_k]
+    chosen_chunks += waiting[: top_k - len(chosen_chunks)]
+    kept = {id(c) for _, c in chosen_chunks}
+    chosen = [(place, c) for place, c in first if docs[c.id].kind == "page" or id(c) in kept]
+    chosen += [(place, c) for place, c in waiting if id(c) in kept]
+    for _, c in chosen:
+        d = docs[c.id]
         hits.append(SearchHit(d.id, d.kind, d.collection, d.text, d.stale, list(d.sources), c.fused))
-    detail = f"{chunks} chunk(s), {pages} page(s)" + (f" ({stale} stale: last good TLDR)" if stale else "")
+    chunks = len(chosen_chunks)
+    sections = len({section_of(c.id) for _, c in chosen_chunks})
+    detail = f"{chunks} chunk(s) from {sections} section(s), {pages} page(s)" + (
+        f" ({stale} stale: last good TLDR)" if stale else "")
     if overview:
         detail += f", {len(overview)} overview(s)"
     return hits, Stage("select", "done" if hits else "skipped", detail if hits else "nothing found")

@@ -1,5 +1,6 @@
-"""rerank never raises, whatever the scores, the lists, the count or the plug-in does; and what it
-returns is always some of the candidates it was given, each once, at most ``top_n`` of them."""
+"""rerank never raises, whatever the scores, the lists (and the lists' scores it is scaled by), the
+count or the plug-in does; and what it returns is always some of the candidates it was given,
+each once, at most ``top_n`` of them."""
 
 from __future__ import annotations
 
@@ -60,6 +61,13 @@ scorers = st.one_of(
               st.lists(st.one_of(scores, st.text(max_size=3)), max_size=12)),
 )
 texts = st.one_of(st.none(), st.dictionaries(ids, st.text(max_size=20)))
+# Each retriever's whole list of scores (the z-score's scale), or junk in its place.
+list_scores = st.one_of(
+    st.none(),
+    st.dictionaries(st.sampled_from(RETRIEVERS), st.one_of(st.lists(scores, max_size=20), st.none(), st.text(max_size=3)),
+                    max_size=3),
+    st.integers(),
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -69,9 +77,11 @@ texts = st.one_of(st.none(), st.dictionaries(ids, st.text(max_size=20)))
     query=st.text(max_size=30),
     scorer=scorers,
     passages=texts,
+    scales=list_scores,
 )
-def test_rerank_never_raises_and_returns_at_most_top_n_of_its_candidates(pool, top_n, query, scorer, passages) -> None:
-    result = rerank(query, pool, top_n, scorer=scorer, texts=passages)
+def test_rerank_never_raises_and_returns_at_most_top_n_of_its_candidates(pool, top_n, query, scorer, passages,
+                                                                         scales) -> None:
+    result = rerank(query, pool, top_n, scorer=scorer, texts=passages, list_scores=scales)
 
     assert result.stage.step == "rerank"
     assert result.stage.status in ("done", "skipped", "error")

@@ -35,6 +35,50 @@ def test_zscore_keeps_the_margin_that_rank_fusion_throws_away() -> None:
     assert result.stage.status == "done" and result.stage.detail == "method=zscore, 3 in, 3 out"
 
 
+def test_with_the_lists_scores_a_lead_is_measured_against_the_whole_list() -> None:
+    # In the pool, a leads keyword by as much as b leads vector: a tie on the pool's scale.
+    # The keyword list is spread wide (a gap of 1 is 0.26 sigma), the vector list is tight at
+    # the tail (a gap of 0.1 is ~1.7 sigma): on the lists' scale b is clearly ahead.
+    keyword_list = [10.0, 9.0, 1.0, 1.0, 1.0, 1.0]
+    vector_list = [0.9, 0.8, 0.75, 0.75, 0.75, 0.75]
+    pool = [cand("a", keyword=10.0, vector=0.8), cand("b", keyword=9.0, vector=0.9)]
+    assert ids(zscore_order(pool)) == ["a", "b"]  # pool scale: a tie, given order
+
+    lists = {"keyword": keyword_list, "vector": vector_list}
+    ranked = zscore_order(pool, list_scores=lists)
+
+    def z(values: list[float], v: float) -> float:
+        mu = sum(values) / len(values)
+        sigma = (sum((x - mu) ** 2 for x in values) / len(values)) ** 0.5
+        return (v - mu) / sigma
+
+    assert ids(ranked) == ["b", "a"]
+    assert {c.id: c.fused for c in ranked} == pytest.approx({
+        "a": z(keyword_list, 10.0) + z(vector_list, 0.8), "b": z(keyword_list, 9.0) + z(vector_list, 0.9)})
+    result = rerank("q", pool, 2, list_scores=lists)
+    assert ids(result.candidates) == ["b", "a"]
+    assert result.stage.detail == "method=zscore (scaled by the full lists: keyword 6, vector 6), 2 in, 2 out"
+
+
+def test_on_the_lists_scale_the_missing_rule_uses_the_lists_lowest() -> None:
+    keyword_list = [4.0, 2.0, 0.0]  # mean 2, sigma sqrt(8/3); lowest z = -sqrt(1.5)
+    pool = [cand("a", keyword=4.0), cand("c", vector=0.5)]
+    z = {c.id: c.fused for c in zscore_order(pool, list_scores={"keyword": keyword_list})}
+    assert z["c"] == pytest.approx(-(1.5 ** 0.5) - MISSING_PENALTY + 0.0)  # vector: one hit, z 0
+    assert z["a"] == pytest.approx(2.0 / (8.0 / 3.0) ** 0.5 + (0.0 - MISSING_PENALTY))
+
+
+@pytest.mark.parametrize("unusable", [
+    [], [5.0], [3.0, 3.0, 3.0], [None, float("nan"), 2.0], [float("inf"), 1.0], "not a list", None,
+])
+def test_a_list_that_cannot_give_a_scale_falls_back_to_the_pools(unusable) -> None:
+    pool = [cand("a", keyword=3.0, vector=0.2), cand("b", keyword=1.0, vector=0.9), cand("c", keyword=2.0)]
+    expected = [(c.id, c.fused) for c in zscore_order(pool)]
+    got = zscore_order(pool, list_scores={"keyword": unusable, "vector": unusable})
+    assert [(c.id, c.fused) for c in got] == expected
+    assert rerank("q", pool, 3, list_scores={"keyword": unusable}).stage.status == "done"
+
+
 def test_raw_scales_do_not_leak_bm25_against_cosine() -> None:
     # Summing raw scores would let BM25's tens drown cosine's fractions; z-scores put them level.
     pool = [cand("k", keyword=25.9, vector=0.10), cand("v", keyword=1.0, vector=0.90), cand("x", keyword=13.45, vector=0.50)]
