@@ -187,11 +187,9 @@ class Auditor:
             """Receipts from ``start`` on; returns the last position read (``end`` at the log's end)."""
             page = self.ledger.read(start, limit, end, topic)
             for position, receipt in page:
-                if receipt.story_id != story:
-                    continue
-                for ref in receipt.events:
+                for ref in receipt.events:  # refs are unique across stories
                     by_ref[ref] = (receipt.command_id, receipt.command_type)
-                if not receipt.events:
+                if not receipt.events and receipt.story_id == story:
                     closing.append((position, receipt.command_id, receipt.command_type))
             return page[-1][0] if len(page) == limit else end
 
@@ -199,8 +197,11 @@ class Auditor:
             return next(((c, t) for q, c, t in closing if q > p), (None, None))
 
         found: dict[int, tuple[str | None, str | None]] = {}
+        other: dict[int, Any] = {}  # sources outside the replayed canon events (L1 items'), read here
         for p in sorted({p for i in packet.items for p in i.sources}):
             e = events.get(p)
+            if e is None:
+                e = other[p] = self.event_at(p)
             ref = event_ref(e.originator_id, e.originator_version) if e is not None else None
             if frontier < p:
                 frontier = p
@@ -219,7 +220,7 @@ class Auditor:
         for item in packet.items:
             rows = []
             for p in item.sources:
-                e = events.get(p)
+                e = events[p] if p in events else other.get(p)
                 kind = type(e).__qualname__ if e is not None else "unknown"
                 rows.append(Lineage(p, kind, *found[p]))
             out[item.sources] = rows
