@@ -61,7 +61,8 @@ def vectors_spec(tokens: Any, embedder: Any) -> ProjectionSpec:
 def choose_embedder(choice: str | None = None) -> tuple[Any, str]:
     """(embedder, note for the embed stage). ``auto`` (the default): the packaged MiniLM when the
     [semantic] extra is installed, else the hashing embedder, saying so. ``minilm``, ``hashing``,
-    or ``onnx:MODEL.onnx:TOKENIZER.json`` (any sentence model exported to ONNX, loaded from disk)."""
+    ``onnx:MODEL.onnx:TOKENIZER.json`` (any sentence model exported to ONNX, loaded from disk), or
+    ``hub:REPO[:ONNX_FILE]`` (downloaded from the Hugging Face hub: online users only)."""
     from infrastructure.providers.minilm import OnnxEmbedder, SemanticUnavailable, minilm
     from infrastructure.providers.offline import HashingEmbedder
 
@@ -77,6 +78,10 @@ def choose_embedder(choice: str | None = None) -> tuple[Any, str]:
     if choice == "hashing":
         fallback = HashingEmbedder()
         return fallback, f"word hashing, not semantic (chosen by {EMBEDDER_ENV})"
+    if choice.startswith("hub:"):  # online users only: downloads from the Hugging Face hub
+        from infrastructure.providers.hub import hub_embedder
+
+        return hub_embedder(choice[len("hub:"):]), ""
     if choice.startswith("onnx:"):
         model, _, tokenizer = choice[len("onnx:"):].rpartition(":")
         if not model or not tokenizer:
@@ -84,7 +89,7 @@ def choose_embedder(choice: str | None = None) -> tuple[Any, str]:
         from pathlib import Path
 
         return OnnxEmbedder(f"onnx:{Path(model).stem}", Path(model), Path(tokenizer)), ""
-    raise ValueError(f"unknown embedder {choice!r} (auto, minilm, hashing or onnx:MODEL:TOKENIZER)")
+    raise ValueError(f"unknown embedder {choice!r} (auto, minilm, hashing, onnx:MODEL:TOKENIZER or hub:REPO)")
 
 
 AUTHORING = ProjectionSpec("authoring", authoring.VERSION, authoring.authoring_tables, authoring.AuthoringProjection)
