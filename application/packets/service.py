@@ -30,13 +30,17 @@ class PacketService:
         asking again with no canon change in between gives the same bytes and packet_id.
         """
         target = self.ledger.position() if after is None else after
+        reached = 0
         for _ in range(5):
             with self.reader.snapshot() as snap:
-                if snap.position >= target:
+                # ``reached``: the catch-up found nothing of canon's between the model's
+                # tracking position and the target (e.g. only PacketIssued), so the model
+                # reflects the target without having written a new tracking position.
+                if snap.position >= target or reached >= target:
                     packet = compile_packet(snap, request, self.tokens, self.retriever)
                     break
             # Behind (new writes, or a rebuild switched builds): catch up, then read again.
-            self.catch_up(target)
+            reached = self.catch_up(target)
         else:
             raise CanonError("read_model_behind", f"the read model did not reach position {target}; retry")
         if record and packet.packet_id not in self._recorded:

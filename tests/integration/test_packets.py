@@ -172,3 +172,17 @@ def test_packet_json_has_the_contract_fields(demo):
     assert [s["step"] for s in packet["stages"]] == ["scene-keys", "l0-recall", "step-back", "embed", "keyword", "vector",
                                                      "fuse", "rerank", "overview", "select", "wiki", "merge", "truncate"]
     assert all(s["status"] in ("active", "done", "skipped", "error") and s["detail"] for s in packet["stages"])
+
+
+def test_others_events_do_not_make_packets_write(demo):
+    """PacketIssued is no canon event: the next request finds nothing to project and writes
+    no tracking row, yet still reads its writes once a canon event arrives."""
+    first = demo.packets.packet(Request(STORY, "writer", 5))  # records PacketIssued
+    tracked = demo.canon.position()
+    assert tracked < demo.ledger.position()
+    again = demo.packets.packet(Request(STORY, "writer", 5, budget=first.budget - 1))  # another PacketIssued
+    assert demo.canon.position() == tracked and again.position == first.position
+    [result] = _apply(demo, {"type": "record_chapter_summary", "command_id": "quiet-1", "chapter": 4,
+                             "text": "QUIET-MARKER summary"})
+    latest = demo.packets.packet(Request(STORY, "writer", 5), after=result.position)
+    assert demo.canon.position() >= result.position and "QUIET-MARKER" in latest.to_json()
