@@ -12,6 +12,7 @@ from application.audit import Auditor
 from application.knowledge.quota import Quota, QuotaPolicy
 from application.ledger import CanonLedger
 from application.packets.service import PacketService
+from application.retrieval.metered import MeteredEmbedder
 from application.retrieval.search import HybridSearch
 from infrastructure.packet_retrieval import StoryRetriever
 from infrastructure.read_store import engines
@@ -78,6 +79,10 @@ def choose_embedder(choice: str | None = None) -> tuple[Any, str]:
     if choice == "hashing":
         fallback = HashingEmbedder()
         return fallback, f"word hashing, not semantic (chosen by {EMBEDDER_ENV})"
+    if choice == "gemini":  # gemini-embedding-001 ($GEMINI_API_KEY); every call goes through the quota ledger
+        from infrastructure.providers.gemini import GeminiEmbedder, GeminiProvider
+
+        return GeminiEmbedder(GeminiProvider()), ""
     if choice.startswith("hub:"):  # online users only: downloads from the Hugging Face hub
         from infrastructure.providers.hub import hub_embedder
 
@@ -89,7 +94,7 @@ def choose_embedder(choice: str | None = None) -> tuple[Any, str]:
         from pathlib import Path
 
         return OnnxEmbedder(f"onnx:{Path(model).stem}", Path(model), Path(tokenizer)), ""
-    raise ValueError(f"unknown embedder {choice!r} (auto, minilm, hashing, onnx:MODEL:TOKENIZER or hub:REPO)")
+    raise ValueError(f"unknown embedder {choice!r} (auto, minilm, hashing, gemini, onnx:MODEL:TOKENIZER or hub:REPO)")
 
 
 AUTHORING = ProjectionSpec("authoring", authoring.VERSION, authoring.authoring_tables, authoring.AuthoringProjection)
@@ -141,7 +146,8 @@ class Services:
         elif provider != "offline":
             raise ValueError(f"unknown provider {provider!r} (offline or gemini)")
         pipeline = HybridSearch(self.embedder, StepBack(self.stepback_cache, self.quota, provider, generaliser),
-                                quota=self.quota, provider=provider, embedder_note=self.embedder_note)
+                                quota=self.quota, provider="gemini",  # the metered embedder's provider
+                                embedder_note=self.embedder_note)
 
         def catch_up(goal: int) -> None:
             self.knowledge.catch_up(goal)
@@ -186,12 +192,15 @@ def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_polic
         embedder_note = ""
     with schema_lock(config):
         ledger = CanonLedger(env=config.env, tokens=tokens)
+        quota = Quota(ledger, quota_policy)
         read, write = engines(config)
         canon = ReadModels(canon_spec(tokens), ledger, write, read, page_size)
         authoring_models = ReadModels(AUTHORING, ledger, write, read, page_size)
         knowledge = ReadModels(knowledge_spec(tokens), ledger, write, read, page_size)
         retrieval = ReadModels(retrieval_spec(tokens, config.is_postgres), ledger, write, read, page_size)
-        vectors = ReadModels(vectors_spec(tokens, embedder), ledger, write, read, page_size)
+        # A metered embedder (Gemini) reserves every index call in the quota ledger.
+        indexer = MeteredEmbedder(embedder, quota, "gemini") if getattr(embedder, "uses_quota", False) else embedder
+        vectors = ReadModels(vectors_spec(tokens, indexer), ledger, write, read, page_size)
         stepback_cache = SqlStepBackCache(write, read)
         for models in (canon, authoring_models, knowledge, retrieval, vectors):
             models.setup()
@@ -205,7 +214,6 @@ def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_polic
     auditor = Auditor(ledger, lambda story, position: scratch_canon(ledger, tokens, story, position), live,
                       canon.catch_up, tokens)
     knowledge_reader = SqlKnowledgeReader(read, lambda conn: knowledge.tables(knowledge.active(conn)))
-    quota = Quota(ledger, quota_policy)
 
     def retrieval_builds(conn: Connection) -> Builds:
         return Builds(retrieval.tables(retrieval.active(conn)), vectors.tables(vectors.active(conn)),
@@ -219,7 +227,8 @@ def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_polic
 
     # Packets take L1 from the offline pipeline (no step-back): the same read models give the same bytes.
     packets.retriever = StoryRetriever(ledger.position, catch_up_knowledge, lambda goal: catch_up_vectors(vectors, goal),
-                                       retrieval_reader, HybridSearch(embedder, None, embedder_note=embedder_note),
+                                       retrieval_reader, HybridSearch(embedder, None, quota=quota, provider="gemini",
+                                                                      embedder_note=embedder_note),
                                        knowledge_reader)
     return Services(config, ledger, canon, authoring_models, packets, auditor, knowledge, knowledge_reader, quota,
                     retrieval, vectors, embedder, embedder_note, retrieval_reader, stepback_cache)

@@ -1,0 +1,88 @@
+"""Gemini embeddings as the vector index's model: every index call is reserved in the quota
+ledger and settled, on both stores, against the fake Gemini server (real google-genai SDK).
+When the day is spent or Gemini answers 429, the vector index trails the log and search says
+so while keyword search answers alone. The ledger always equals the server's request log."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from application.knowledge.quota import QuotaPolicy
+from application.parsing import parse_command
+from infrastructure.bootstrap import bootstrap
+from tests.fakes.gemini_server import FakeGemini
+
+GUIDE = "# Guild Guide\n\n## Lamps\n\nLamps are lit at dusk by licensed lamplighters.\n\n" \
+        "## Curfew\n\nThe curfew bell rings at ten; the quay gates close.\n\n" \
+        "## Ledgers\n\nEvery flood night is written into the harbour ledger.\n"
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGemini]:
+    key = f"test-key-{uuid.uuid4().hex}"
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    with FakeGemini(expected_key=key) as fake:
+        monkeypatch.setenv("GEMINI_API_KEY", key)
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.url)
+        yield fake
+
+
+def _services(store_url: str, embed_per_day: int = 1000):
+    return bootstrap(store_url, embedder="gemini", quota_policy=QuotaPolicy(embed_per_day=embed_per_day))
+
+
+def _ingest(s, document: str) -> None:
+    [result] = s.ledger.apply([parse_command({
+        "type": "ingest_document", "command_id": uuid.uuid4().hex, "collection_id": "guild",
+        "document_id": document, "title": "Guild Guide", "text": GUIDE})])
+    assert result.ok, result.as_dict()
+
+
+def _stage(result, step):
+    return next(st for st in result.stages if st.step == step)
+
+
+def test_index_calls_are_reserved_and_settled(store_url, server) -> None:
+    s = _services(store_url)
+    try:
+        _ingest(s, "guide.md")
+        result = s.search_service().search(["guild"], "when are lamps lit")
+        spent = s.quota.status("gemini")["embed"]["spent"]
+        assert spent == len(server.calls("embed")) >= 2  # the index, then the query
+        assert _stage(result, "vector").status == "done" and "gemini" in _stage(result, "vector").detail
+        assert result.hits
+    finally:
+        s.close()
+
+
+def test_a_spent_day_leaves_the_vector_index_behind_and_search_says_so(store_url, server) -> None:
+    s = _services(store_url, embed_per_day=1)
+    try:
+        _ingest(s, "guide.md")
+        result = s.search_service().search(["guild"], "when are lamps lit")
+        status = s.quota.status("gemini")
+        assert status["embed"]["spent"] == len(server.calls("embed")) == 1  # nothing sent past the cap
+        assert status["refused"]
+        assert _stage(result, "keyword").status == "done" and result.hits  # keyword search stands alone
+        assert _stage(result, "embed").status in ("error", "skipped") and "quota" in _stage(result, "embed").detail
+    finally:
+        s.close()
+
+
+def test_a_429_while_indexing_exhausts_the_day(store_url, server) -> None:
+    s = _services(store_url)
+    try:
+        _ingest(s, "guide.md")
+        server.script("429", kind="embed")
+        result = s.search_service().search(["guild"], "when are lamps lit")
+        status = s.quota.status("gemini")
+        assert status["exhausted"] and status["embed"]["left"] == 0
+        assert status["embed"]["spent"] == len(server.calls("embed")) == 1
+        assert _stage(result, "keyword").status == "done" and result.hits
+        assert _stage(result, "embed").status in ("error", "skipped")
+    finally:
+        s.close()
