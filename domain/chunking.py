@@ -105,8 +105,7 @@ def _pack(paragraphs: list[str], budget: int, tokens: TokenCounter) -> list[str]
     current: list[str] = []
     size = 0
     for para in paragraphs:
-        for part in _fit(para, budget, tokens):
-            n = tokens.count(part)
+        for part, n in _fit(para, budget, tokens):
             if current and size + n > budget:
                 pieces.append("\n\n".join(current))
                 current, size = [], 0
@@ -117,24 +116,29 @@ def _pack(paragraphs: list[str], budget: int, tokens: TokenCounter) -> list[str]
     return pieces
 
 
-def _fit(paragraph: str, budget: int, tokens: TokenCounter) -> list[str]:
-    if tokens.count(paragraph) <= budget:
-        return [paragraph]
-    out: list[str] = []
-    current = ""
+def _fit(paragraph: str, budget: int, tokens: TokenCounter) -> list[tuple[str, int]]:
+    """The paragraph in parts within ``budget``, each with its token count (counted once)."""
+    whole = tokens.count(paragraph)
+    if whole <= budget:
+        return [(paragraph, whole)]
+    out: list[tuple[str, int]] = []
+    current, current_n = "", 0
     for sentence in _SENTENCE.split(paragraph):
-        while tokens.count(sentence) > budget:  # one enormous sentence: cut on tokens
+        n = tokens.count(sentence)
+        while n > budget:  # one enormous sentence: cut on tokens
             head = tokens.truncate(sentence, budget)
             if not head:
                 break
-            out.append(head)
+            out.append((head, tokens.count(head)))
             sentence = sentence[len(head):].lstrip()
+            n = tokens.count(sentence)
         candidate = f"{current} {sentence}".strip()
-        if current and tokens.count(candidate) > budget:
-            out.append(current)
-            current = sentence
+        candidate_n = tokens.count(candidate) if current else n if candidate == sentence else tokens.count(candidate)
+        if current and candidate_n > budget:
+            out.append((current, current_n))
+            current, current_n = sentence, n
         else:
-            current = candidate
+            current, current_n = candidate, candidate_n
     if current:
-        out.append(current)
+        out.append((current, current_n))
     return out
