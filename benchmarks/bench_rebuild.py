@@ -14,7 +14,7 @@ in the same process and the same run, R times each:
   The generated story is frozen out of the GC's reach before the repeats (``gc.freeze``):
   it is the script's own heap, which a real rebuild process does not have;
 * **rebuild**: ``canon rebuild`` of the canon read model (blue/green into new tables, pages of
-  ``runner.PAGE_SIZE`` events per transaction, tracking in the same transaction);
+  the canon runner's page size (5,000 events) per transaction, tracking in the same transaction);
 * **audit** of the chapter-1,000 writer packet issued at the end of the log (replay of the
   story's canon events into a scratch build, recompile, compare, lineage).
 
@@ -44,7 +44,6 @@ from bench_packets import DEFAULT_SERVER, load_story  # noqa: E402
 from application.packets.recipes import Request  # noqa: E402
 from application.parsing import parse_command  # noqa: E402
 from infrastructure.bootstrap import bootstrap  # noqa: E402
-from projections.runner import PAGE_SIZE  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -117,7 +116,8 @@ def run_store(stores: Any, commands: list[Any], chapters: int, repeats: int) -> 
             ratios = [a / b for a, b in zip(reads, rebuilds)]
             return {
                 "store": stores.kind, "load": load, "log_position": services.ledger.position(),
-                "canon_events": n, "first_catch_up_s": round(first_catch_up, 2), "page_size": PAGE_SIZE,
+                "canon_events": n, "first_catch_up_s": round(first_catch_up, 2),
+                "page_size": services.canon.runner(services.canon.active()).page_size,
                 "raw_read_s": round(raw_s, 3), "raw_read_events_per_s": round(n / raw_s),
                 "raw_read_gc_paused_s": round(raw_gc_s, 3),
                 "rebuild_s": round(rebuild_s, 3), "rebuild_events_per_s": round(n / rebuild_s),

@@ -100,10 +100,19 @@ class ReadModels:
     def runner(self, build: Build) -> ProjectionRunner:
         if build.tag not in self._runners:
             tables = self.tables(build)
+            projection = self.spec.projection(tables)
             self._runners[build.tag] = ProjectionRunner(
-                self.spec.projection(tables), self._tracking_name(build), self.log,
-                self.write_engine, self.read_engine, self.page_size, tables.all())
+                projection, self._tracking_name(build), self.log,
+                self.write_engine, self.read_engine, self._page_size(projection), tables.all())
         return self._runners[build.tag]
+
+    def _page_size(self, projection: Any) -> int:
+        """Events per transaction: the one asked for, or, when that is the default, the size the
+        projection prefers (``page_size``; the canon projection's bulk writes gain from larger
+        pages, while other projections keep the default)."""
+        if self.page_size != PAGE_SIZE:
+            return self.page_size
+        return getattr(projection, "page_size", PAGE_SIZE)
 
     def _tracking_name(self, build: Build) -> str:
         return f"{self.spec.name}:{build.tag}"

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from projections.sql_ops import Op, execute
 
-PAGE_SIZE = 5000  # events per transaction: fewer commits, and more entries whole within a page
+PAGE_SIZE = 1000  # events per transaction, unless the projection prefers another size (``page_size``)
 ANALYZE_AFTER = 5000  # a catch-up this big changes the planner's picture: refresh its statistics
 Progress = Callable[[int, int], None]
 
