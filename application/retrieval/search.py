@@ -17,6 +17,7 @@ step-back cannot run.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -31,6 +32,7 @@ from application.retrieval.stepback import StepBack, StepBackResult, is_broad_qu
 from domain.quota import EMBED, QuotaRefused
 
 DEFAULT_TOP_K = 8
+QUERY_VECTORS = 256
 # Each retriever's list is read this deep (at least as deep as the fusion pool): the z-score
 # reranker normalises each list by the scores it sees, and a longer list gives it a steadier
 # mean and spread (Cranfield NDCG@10: +0.006 from 30 to 100; docs/benchmarks.md, issue 6).
@@ -86,6 +88,9 @@ class HybridSearch:
     embedder_note: str = ""
     rrf_k: int = RRF_K
     depth: int = LIST_DEPTH
+    # Query vectors by (model, text), most recent last: a packet asked again, or a search
+    # repeated, embeds nothing and spends no quota.
+    _vectors: OrderedDict[tuple[str, str], list[float]] = field(default_factory=OrderedDict, repr=False, init=False)
 
     def search(self, snapshot: RetrievalSnapshot, collection_ids: Sequence[str], query: str,
                top_k: int = DEFAULT_TOP_K, *, vector_problem: str | None = None) -> SearchResult:
@@ -142,6 +147,15 @@ class HybridSearch:
                                                  f"{snapshot.vector_model}; keyword search only")
         if vector_problem:
             return None, Stage("embed", "error", f"vector index not current ({vector_problem}); keyword search only")
+        name = self.embedder.name
+
+        def done(vector: list[float]) -> tuple[list[float], Stage]:
+            return list(vector), Stage("embed", "done", f"{name}, {len(vector)} dimensions{note}")
+
+        cached = self._vectors.get((name, text))
+        if cached is not None:  # a pure function of (model, text): the same stage, no call, no quota
+            self._vectors.move_to_end((name, text))
+            return done(cached)
         call_id = None
         if self.embedder.uses_quota:
             if self.quota is None:
@@ -164,7 +178,10 @@ class HybridSearch:
                                                  f"{str(e)[:160]}); keyword search only")
         if call_id is not None:
             self.quota.settle(self.provider, call_id, "ok")
-        return list(vector), Stage("embed", "done", f"{self.embedder.name}, {len(vector)} dimensions{note}")
+        self._vectors[(name, text)] = list(vector)
+        if len(self._vectors) > QUERY_VECTORS:
+            self._vectors.popitem(last=False)
+        return done(vector)
 
 
 def _keyword(snapshot: RetrievalSnapshot, query: str, collections: list[str],

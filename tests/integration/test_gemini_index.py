@@ -50,11 +50,15 @@ def test_index_calls_are_reserved_and_settled(store_url, server) -> None:
     s = _services(store_url)
     try:
         _ingest(s, "guide.md")
-        result = s.search_service().search(["guild"], "when are lamps lit")
+        search = s.search_service()
+        result = search.search(["guild"], "when are lamps lit")
         spent = s.quota.status("gemini")["embed"]["spent"]
         assert spent == len(server.calls("embed")) >= 2  # the index, then the query
         assert _stage(result, "vector").status == "done" and "gemini" in _stage(result, "vector").detail
         assert result.hits
+        again = search.search(["guild"], "when are lamps lit")  # the query's vector is remembered
+        assert len(server.calls("embed")) == spent == s.quota.status("gemini")["embed"]["spent"]
+        assert again.as_dict() | {"position": None} == result.as_dict() | {"position": None}
     finally:
         s.close()
 
