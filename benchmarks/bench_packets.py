@@ -635,26 +635,6 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
             log(f"{kind}: chapter {ch:>5}: record=True new packet p50 {row['record_new']['p50']:.2f} ms, "
                 f"re-issue p50 {row['record_reissue']['p50']:.2f} ms")
         out["chapters"] = rows_out
-        # -- with L1 retrieval (the product default) ------------------------------------------------
-        packets.retriever = l1
-        t0 = time.perf_counter()
-        services.catch_up_retrieval()
-        out["l1_index"] = {"seconds": time.perf_counter() - t0, "embedder": services.embedder.name}
-        log(f"{kind}: knowledge, keyword and vector indexes of the story built in {out['l1_index']['seconds']:.1f} s "
-            f"({services.embedder.name})")
-        for row in rows_out:
-            req = Request(story, "writer", row["chapter"])
-            for _ in range(warmup):
-                packets.packet(req, record=False)
-            with_l1 = []
-            for _ in range(max(20, samples // 4)):
-                t = time.perf_counter()
-                p = packets.packet(req, record=False)
-                with_l1.append(time.perf_counter() - t)
-            row["with_l1"] = {**_pcts(with_l1), "l1_items": sum(i.kind in ("chunk", "wiki_page") for i in p.items),
-                              "stages": {st.step: st.detail for st in p.stages}}
-            log(f"{kind}: chapter {row['chapter']:>5}: with L1 p50 {row['with_l1']['p50']:.2f} ms")
-        packets.retriever = None
         # -- command-to-packet --------------------------------------------------------------------
         last_ch = chapters[-1]
         c2p = {}
@@ -687,6 +667,33 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
                 f"{failures} failures")
         out["command_to_packet"] = c2p
         rss["peak_after_latency_loops_mb"] = _rss_mb()
+        # -- with L1 retrieval (the product default) ------------------------------------------------
+        packets.retriever = l1
+        t0 = time.perf_counter()
+        services.catch_up_retrieval()
+        out["l1_index"] = {"seconds": time.perf_counter() - t0, "embedder": services.embedder.name}
+        log(f"{kind}: knowledge, keyword and vector indexes of the story built in {out['l1_index']['seconds']:.1f} s "
+            f"({services.embedder.name})")
+        for row in rows_out:
+            req = Request(story, "writer", row["chapter"])
+            for _ in range(warmup):
+                packets.packet(req, record=False)
+            with_l1, cold = [], []
+            for _ in range(max(20, samples // 4)):
+                t = time.perf_counter()
+                p = packets.packet(req, record=False)  # the query's vector is remembered: no embedding
+                with_l1.append(time.perf_counter() - t)
+                l1.pipeline._vectors.clear()  # a first request for this chapter embeds its query
+                t = time.perf_counter()
+                packets.packet(req, record=False)
+                cold.append(time.perf_counter() - t)
+            row["with_l1"] = {**_pcts(with_l1), "cold": _pcts(cold),
+                              "l1_items": sum(i.kind in ("chunk", "wiki_page") for i in p.items),
+                              "stages": {st.step: st.detail for st in p.stages}}
+            log(f"{kind}: chapter {row['chapter']:>5}: with L1 p50 {row['with_l1']['p50']:.2f} ms "
+                f"(first request, embedding the query: {row['with_l1']['cold']['p50']:.2f} ms)")
+        packets.retriever = None
+        rss["peak_with_l1_mb"] = _rss_mb()  # the embedding model and the vector index loaded
         # -- where the time goes ------------------------------------------------------------------
         breakdown = {}
         for ch in (chapters[0], last_ch):
@@ -853,14 +860,16 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
                 f"| {row['limit_rows']} / {row['replay_rows']:,} "
                 f"| {row['sql']['sqlalchemy_statements'] + row['sql']['ledger_position_queries']} |")
     out += ["", "With L1 retrieval (the product default; the table above is L0 only, issue 3's targets):", "",
-            "| Store | Chapter | Packet with L1 | L0 only | L1 items | Index build (embedder) | Keyword stage |",
-            "|---|--:|--:|--:|--:|--:|---|"]
+            "| Store | Chapter | Packet with L1, repeated | first request (embeds the query) | L0 only | L1 items "
+            "| Index build (embedder) | Worker peak RSS with L1 | Keyword stage |",
+            "|---|--:|--:|--:|--:|--:|--:|--:|---|"]
     for r in report["results"]:
         for row in r["chapters"]:
             w = row.get("with_l1")
             if w:
-                out.append(f"| {r['store']} | {row['chapter']:,} | {_ms(w)} | {_ms(row['packet'])} | {w['l1_items']} "
+                out.append(f"| {r['store']} | {row['chapter']:,} | {_ms(w)} | {_ms(w['cold'])} | {_ms(row['packet'])} | {w['l1_items']} "
                            f"| {r['l1_index']['seconds']:.0f} s ({r['l1_index']['embedder']}) "
+                           f"| {r['rss'].get('peak_with_l1_mb', 0):.0f} MB "
                            f"| {w['stages'].get('keyword', '')[:90]} |")
     for r in report["results"]:
         if "analyze" in r:
