@@ -17,9 +17,10 @@ Version history (packet bytes must not depend on the version: issued packets sta
 - v4: a covering index for "in force at chapter K, by kind": (story, kind, valid_to,
   valid_from) then every column a packet candidate needs except its text. The in-force rows
   are one index range (``valid_to IS NULL``) plus the few revised later (``valid_to > K``), read
-  without touching the wide table rows. It leads with valid_to, not valid_from: the
-  projection's per-entry lookups (story, kind, key) keep the primary key as their best index
-  even with no statistics.
+  without touching the wide table rows. Caution: with no statistics (a fresh build) SQLite
+  prefers it to the primary key for the projection's per-entry ``valid_to`` subquery, which
+  then reads every entry of a kind; rebuilds therefore build secondary indexes after the fill
+  and ANALYZE after their first page (``projections/read_models.py``, ``runner.py``).
 """
 
 from __future__ import annotations
