@@ -21,7 +21,6 @@ from application.retrieval.search_ports import Doc, KeywordResult
 from application.retrieval.ports import Hit
 
 TOP_K = 8
-OVERFETCH = 4  # later chapters are filtered out after the index answers: ask for more
 
 
 def _document(doc_id: str) -> str | None:
@@ -32,7 +31,8 @@ def _document(doc_id: str) -> str | None:
 
 
 class EarlierChapters:
-    """A retrieval snapshot that sees only documents before one chapter of the story."""
+    """A retrieval snapshot that sees only documents before one chapter of the story: the
+    indexes filter by document before ranking (``below``), and every id is checked again."""
 
     def __init__(self, inner: Any, chapter: int) -> None:
         self.inner = inner
@@ -43,13 +43,18 @@ class EarlierChapters:
         document = _document(doc_id)
         return document is not None and document.startswith("chapter-") and document < self.before
 
+    def _below(self, collection_ids: Sequence[str]) -> str:
+        [collection] = collection_ids  # a packet searches its story's collection only
+        return f"{collection}/{self.before}"
+
     def keyword(self, query: str, collection_ids: Sequence[str], limit: int) -> KeywordResult:
-        r = self.inner.keyword(query, collection_ids, limit * OVERFETCH)
-        return KeywordResult([h for h in r.hits if self._keep(h.id)][:limit], r.terms,
+        r = self.inner.keyword(query, collection_ids, limit, below=self._below(collection_ids))
+        return KeywordResult([h for h in r.hits if self._keep(h.id)], r.terms,
                              f"{r.method}, chapters before {self.before[len('chapter-'):].lstrip('0')}")
 
     def vector(self, query_vector: Sequence[float], collection_ids: Sequence[str], limit: int) -> list[Hit]:
-        return [h for h in self.inner.vector(query_vector, collection_ids, limit * OVERFETCH) if self._keep(h.id)][:limit]
+        hits = self.inner.vector(query_vector, collection_ids, limit, below=self._below(collection_ids))
+        return [h for h in hits if self._keep(h.id)]
 
     def docs(self, ids: Sequence[str]) -> dict[str, Doc]:
         return self.inner.docs([i for i in ids if self._keep(i)])

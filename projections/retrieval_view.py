@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,9 @@ from projections.retrieval_tables import RetrievalTables, VectorTables, collecti
 from projections.retrieval_text import key64, query_terms
 
 K1, B = 1.2, 0.75
+# ``below``: a document id bound, a page compared without its ``page:`` prefix (a page's id is
+# ``page:`` + its topic id, which starts with its document's id).
+_BELOW = " AND (CASE WHEN d.kind = 'page' THEN substr(d.doc_id, 6) ELSE d.doc_id END) < :below"
 OVERVIEW_TOPICS = 60  # a table of contents longer than this is cut, and says so
 
 
@@ -47,6 +50,14 @@ class _Matrix:
     changed: int
     ids: list[str]
     matrix: np.ndarray  # rows normalised, float32
+    _plain: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def plain_ids(self) -> np.ndarray:
+        """The ids as an array, a page's without its prefix: what ``below`` compares."""
+        if self._plain is None:
+            self._plain = np.array([i.removeprefix(PAGE_PREFIX) for i in self.ids] or [""], dtype=str)[:len(self.ids)]
+        return self._plain
 
 
 class SqlRetrievalReader:
@@ -94,28 +105,32 @@ class SqlRetrievalSnapshot:
         self.vector_model = reader.vector_model if builds.vectors is not None else None
 
     # -- keyword ------------------------------------------------------------------------------------
-    def keyword(self, query: str, collection_ids: Sequence[str], limit: int) -> KeywordResult:
+    def keyword(self, query: str, collection_ids: Sequence[str], limit: int, below: str | None = None) -> KeywordResult:
+        """``below``: only documents whose id (a page's without ``page:``) sorts before it."""
         terms = query_terms(query)
         if self.b.keyword.postings is not None:
             method = f"postgres bm25 (k1 {K1}, b {B})"
-            hits = self._postgres_bm25(terms, collection_ids, limit) if terms and collection_ids and limit > 0 else []
+            hits = (self._postgres_bm25(terms, collection_ids, limit, below)
+                    if terms and collection_ids and limit > 0 else [])
         else:
             method = "fts5 bm25 (quoted terms, OR)"
-            hits = self._fts5(terms, collection_ids, limit) if terms and collection_ids and limit > 0 else []
+            hits = self._fts5(terms, collection_ids, limit, below) if terms and collection_ids and limit > 0 else []
         return KeywordResult(hits, terms, method)
 
-    def _fts5(self, terms: list[str], collection_ids: Sequence[str], limit: int) -> list[Hit]:
+    def _fts5(self, terms: list[str], collection_ids: Sequence[str], limit: int, below: str | None) -> list[Hit]:
         fts, docs = self.b.keyword.fts, self.b.keyword.docs.name
         colls = " OR ".join(_quote(collection_token(c)) for c in collection_ids)
         words = " OR ".join(_quote(t) for t in terms)
         match = f"coll : ({colls}) AND terms : ({words})"
         rows = self.c.execute(text(
             f"SELECT d.doc_id, -bm25({fts}, 0.0, 1.0) AS score FROM {fts} JOIN {docs} d ON d.doc_key = {fts}.rowid "
-            f"WHERE {fts} MATCH :match ORDER BY bm25({fts}, 0.0, 1.0), d.doc_id LIMIT :limit"),
-            {"match": match, "limit": limit})
+            f"WHERE {fts} MATCH :match{_BELOW if below is not None else ''} "
+            f"ORDER BY bm25({fts}, 0.0, 1.0), d.doc_id LIMIT :limit"),
+            {"match": match, "limit": limit, "below": below})
         return [Hit(r.doc_id, float(r.score)) for r in rows]
 
-    def _postgres_bm25(self, terms: list[str], collection_ids: Sequence[str], limit: int) -> list[Hit]:
+    def _postgres_bm25(self, terms: list[str], collection_ids: Sequence[str], limit: int,
+                       below: str | None) -> list[Hit]:
         t = self.b.keyword
         sql = text(f"""
             WITH s AS (
@@ -131,13 +146,15 @@ class SqlRetrievalSnapshot:
                 FROM h JOIN df ON df.term = h.term CROSS JOIN s
                 GROUP BY h.doc_key)
             SELECT d.doc_id, r.score FROM r JOIN {t.docs.name} d ON d.doc_key = r.doc_key
+            WHERE TRUE{_BELOW.replace(" < :below", ' COLLATE "C" < :below') if below is not None else ''}
             ORDER BY r.score DESC, d.doc_id LIMIT :limit""")  # noqa: S608 - names are ours, values are bound
         rows = self.c.execute(sql, {"colls": list(collection_ids), "coll_keys": [key64(c) for c in collection_ids],
-                                    "terms": terms, "limit": limit})
+                                    "terms": terms, "limit": limit, "below": below})
         return [Hit(r.doc_id, float(r.score)) for r in rows]
 
     # -- vectors --------------------------------------------------------------------------------------
-    def vector(self, query_vector: Sequence[float], collection_ids: Sequence[str], limit: int) -> list[Hit]:
+    def vector(self, query_vector: Sequence[float], collection_ids: Sequence[str], limit: int,
+               below: str | None = None) -> list[Hit]:
         if self.b.vectors is None or limit <= 0:
             return []
         q = np.asarray(query_vector, dtype=np.float32)
@@ -153,8 +170,14 @@ class SqlRetrievalSnapshot:
                 continue
             if m.matrix.shape[1] != q.shape[0]:
                 raise ValueError(f"query vector has {q.shape[0]} dimensions, the index {m.matrix.shape[1]}")
-            ids += m.ids
-            scores.append(m.matrix @ q)
+            collection_scores = m.matrix @ q
+            if below is not None:
+                keep = m.plain_ids < below
+                ids += [i for i, k in zip(m.ids, keep) if k]
+                collection_scores = collection_scores[keep]
+            else:
+                ids += m.ids
+            scores.append(collection_scores)
         if not ids:
             return []
         all_scores = np.concatenate(scores)

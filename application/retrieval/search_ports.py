@@ -32,10 +32,14 @@ class Doc:
 class RetrievalSnapshot(Protocol):
     vector_model: str | None  # the model whose vectors this snapshot holds (None: no vector index)
 
-    def keyword(self, query: str, collection_ids: Sequence[str], limit: int) -> KeywordResult: ...
+    def keyword(self, query: str, collection_ids: Sequence[str], limit: int,
+                below: str | None = None) -> KeywordResult:
+        """``below``: only documents whose id (a page's without ``page:``) sorts before it."""
+        ...
 
-    def vector(self, query_vector: Sequence[float], collection_ids: Sequence[str], limit: int) -> list[Hit]:
-        """Nearest by cosine, best first; score = cosine."""
+    def vector(self, query_vector: Sequence[float], collection_ids: Sequence[str], limit: int,
+               below: str | None = None) -> list[Hit]:
+        """Nearest by cosine, best first; score = cosine. ``below`` as for ``keyword``."""
         ...
 
     def docs(self, ids: Sequence[str]) -> dict[str, Doc]:

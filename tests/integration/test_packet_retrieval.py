@@ -121,3 +121,32 @@ def test_packets_still_build_and_say_so_when_retrieval_fails(demo) -> None:
     failed = _stage(packet, "l1-retrieval")
     assert failed.status == "error" and "ConnectionError" in failed.detail and "L0" in failed.detail
     assert not _l1(packet) and [i for i in packet.items if i.tier == "P1"]
+
+
+def test_the_indexes_filter_earlier_chapters_before_ranking(store_url) -> None:
+    """Later chapters match the query better, yet the top two before chapter 3 are chapters 1
+    and 2: the bound is applied in the index, not to a list it already cut."""
+    s = bootstrap(store_url, embedder="hashing")
+    try:
+        commands = [{"type": "start_story", "command_id": "s", "story_id": "long", "title": "Long",
+                     "style_guardrails": ["g"], "output_contract": "md"}]
+        for n in range(1, 7):
+            lamps = " ".join(["lamp lantern wick"] * n)  # later chapters say it more often
+            commands += [{"type": "plan_chapter", "command_id": f"p{n}", "story_id": "long", "chapter": n,
+                          "volume": 1, "goals": [f"goal {n}"]},
+                         {"type": "submit_draft", "command_id": f"d{n}", "story_id": "long", "chapter": n,
+                          "draft_id": f"d{n}", "text": f"Chapter {n} of the quay. {lamps}."},
+                         {"type": "accept_draft", "command_id": f"a{n}", "story_id": "long", "draft_id": f"d{n}"}]
+        assert all(r.ok for r in s.ledger.apply([parse_command(c) for c in commands]))
+        s.catch_up_retrieval()
+        with s.retrieval_reader.snapshot() as snap:
+            unbounded = snap.keyword("lamp lantern wick", ["story:long"], 2).hits
+            assert [h.id.split("/")[1][:13] for h in unbounded] == ["chapter-00006", "chapter-00005"]
+            below = "story:long/chapter-00003"
+            keyword = snap.keyword("lamp lantern wick", ["story:long"], 2, below=below).hits
+            [vector] = s.embedder.embed(["lamp lantern wick"])
+            nearest = snap.vector(vector, ["story:long"], 2, below=below)
+        assert sorted(h.id.split("/")[1][:13] for h in keyword) == ["chapter-00001", "chapter-00002"]
+        assert sorted(h.id.split("/")[1][:13] for h in nearest) == ["chapter-00001", "chapter-00002"]
+    finally:
+        s.close()
