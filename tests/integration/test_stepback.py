@@ -273,3 +273,18 @@ def test_a_broken_cache_is_an_error_stage_not_an_exception(services, server, key
     assert embed_query == BROAD
     assert stage.status == "error" and "embedding the original" in stage.detail
     assert server.requests == []
+
+
+def test_step_back_has_its_own_share_of_the_day(services, cache, server, key) -> None:
+    """Step-back may spend QuotaPolicy.step_back_per_day generate calls, so broad searches
+    cannot eat the compile's share: past it, broad queries skip for quota with no call."""
+    quota = Quota(services.ledger, QuotaPolicy(generate_per_day=20, step_back_per_day=1))
+    step_back = StepBack(cache, quota, "gemini", GeminiProvider(key, base_url=server.url, timeout_ms=2_000),
+                         clock=Clock(), sleep=Sleeps())
+    assert step_back.run(BROAD).stage.status == "done"
+    embed_query, stage = step_back.run(OTHER_BROAD)
+    assert embed_query == OTHER_BROAD and (stage.status, stage.detail.split(":")[0]) == ("skipped", "quota")
+    assert "step-back may use 1 generate calls a day" in stage.detail
+    assert len(server.requests) == 1
+    status = quota.status("gemini")["generate"]
+    assert (status["step_back_spent"], status["step_back_cap"], status["left"]) == (1, 1, 19)
