@@ -69,6 +69,33 @@ def chunk_document(doc_key: str, title: str, text: str, tokens: TokenCounter,
     return sections, chunks
 
 
+def story_collection(story_id: str) -> str:
+    """The collection a story's accepted chapter text is chunked into."""
+    return f"story:{story_id}"
+
+
+def chapter_document(chapter: int) -> str:
+    """A chapter's document id: zero-padded, so ids sort in chapter order."""
+    return f"chapter-{chapter:05d}"
+
+
+@dataclass(frozen=True)
+class ChapterChunks:
+    collection: str
+    document_id: str
+    title: str
+    sections: list[Section]
+    chunks: list[Chunk]
+
+
+def chunk_chapter(story_id: str, chapter: int, text: str, tokens: TokenCounter) -> ChapterChunks:
+    """An accepted chapter's text as chunks: the knowledge and retrieval projections and the
+    audit's replay must agree on every id, so they all chunk through here."""
+    collection, document_id, title = story_collection(story_id), chapter_document(chapter), f"Chapter {chapter}"
+    sections, chunks = chunk_document(f"{collection}/{document_id}", title, text, tokens)
+    return ChapterChunks(collection, document_id, title, sections, chunks)
+
+
 def _sections(title: str, text: str) -> list[tuple[tuple[str, ...], str]]:
     out: list[tuple[tuple[str, ...], str]] = []
     trail: list[tuple[int, str]] = []

@@ -21,6 +21,18 @@ def source_set_hash(sources: list[dict[str, str]]) -> str:
     return hashlib.sha256(json.dumps(pairs).encode()).hexdigest()
 
 
+PAGE_PREFIX = "page:"  # a page's id among a collection's documents: page:<topic id>
+
+
+def page_doc_id(topic_id: str) -> str:
+    return PAGE_PREFIX + topic_id
+
+
+def page_summary(title: str, tldr: str) -> str:
+    """What a page offers a reader (search, packets): its title and last good TLDR."""
+    return f"{title}: {tldr}"
+
+
 def embedding_key(title: str, tldr: str, tags: list[str]) -> str:
     """What a page's embedding is computed from: unchanged key, no new embedding call."""
     return hashlib.sha256(json.dumps([title, tldr, sorted(tags)]).encode()).hexdigest()

@@ -16,9 +16,10 @@ from typing import Any
 from application.knowledge.lint import lint
 from application.packets.packet import Stage
 from application.packets.ports import Recall, Recalled
-from application.packets.replay import PAGE_PREFIX, STORY_COLLECTION, chapter_document
 from application.retrieval.search_ports import Doc, KeywordResult
 from application.retrieval.ports import Hit
+from domain.chunking import chapter_document, story_collection
+from domain.wiki import PAGE_PREFIX
 
 TOP_K = 8
 
@@ -78,7 +79,7 @@ class StoryRetriever:
         self.top_k = top_k
 
     def recall(self, story_id: str, chapter: int, query: str) -> Recall:
-        collection = STORY_COLLECTION.format(story_id=story_id)
+        collection = story_collection(story_id)
         try:
             goal = self.position()
             self.catch_up(goal)

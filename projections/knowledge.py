@@ -15,7 +15,7 @@ from eventsourcing.utils import get_topic
 from sqlalchemy import and_, bindparam, case, exists, func, literal, select, update
 
 from domain.chapter import Chapter
-from domain.chunking import chunk_document
+from domain.chunking import chunk_chapter
 from domain.document import Document
 from domain.tokens import TokenCounter
 from domain.wiki import WikiPage
@@ -26,7 +26,6 @@ HANDLED = (
     Document.Ingested, Document.Restructured, Document.ChunkAdded, Document.ChunkEdited, Document.ChunkRemoved,
     WikiPage.PageCompiled, Chapter.TextAccepted,
 )
-STORY_COLLECTION = "story:{story_id}"
 
 
 TOPIC_DEPTH = 2
@@ -37,10 +36,6 @@ def topic_of(section_id: str) -> str:
     and its H2 sections, or H1 chapters): ``coll/doc#a/b/c`` -> ``coll/doc#a/b``."""
     doc_key, _, path = section_id.partition("#")
     return f"{doc_key}#{'/'.join(path.split('/')[:TOPIC_DEPTH])}"
-
-
-def story_collection(story_id: str) -> str:
-    return STORY_COLLECTION.format(story_id=story_id)
 
 
 class KnowledgeProjection:
@@ -92,10 +87,8 @@ class KnowledgeProjection:
                 self._recompute(e.collection_id, topic_of(e.chunk_id.rsplit("/", 1)[0]), p)]
 
     def _on_Chapter_TextAccepted(self, e: Any, p: int) -> list[Op]:
-        collection = story_collection(e.story_id)
-        document_id = f"chapter-{e.chapter:05d}"
-        title = f"Chapter {e.chapter}"
-        sections, chunks = chunk_document(f"{collection}/{document_id}", title, e.text, self.tokens)
+        c = chunk_chapter(e.story_id, e.chapter, e.text, self.tokens)
+        collection, document_id, title, sections, chunks = c.collection, c.document_id, c.title, c.sections, c.chunks
         ops: list[Op] = [
             Upsert(self.t.documents, {"collection_id": collection, "document_id": document_id, "title": title, "source": p}),
             Delete(self.t.topics, {"collection_id": collection, "document_id": document_id}),

@@ -21,18 +21,16 @@ from eventsourcing.utils import get_topic
 from sqlalchemy import text
 
 from domain.chapter import Chapter
-from domain.chunking import chunk_document, content_hash
+from domain.chunking import chunk_chapter, content_hash
 from domain.document import Document
 from domain.tokens import TokenCounter
-from domain.wiki import WikiPage
-from projections.knowledge import story_collection
+from domain.wiki import WikiPage, page_doc_id
 from projections.retrieval_tables import RetrievalTables, VectorTables
 from projections.retrieval_text import key64, term_counts
 from projections.sql_ops import Delete, Op, Run, Upsert
 
 HANDLED = (Document.Ingested, Document.ChunkAdded, Document.ChunkEdited, Document.ChunkRemoved,
            WikiPage.PageCompiled, Chapter.TextAccepted)
-PAGE_PREFIX = "page:"
 
 
 @dataclass(frozen=True)
@@ -62,10 +60,6 @@ class DropDocument:
 Change = Put | Drop | DropDocument
 
 
-def page_doc_id(topic_id: str) -> str:
-    return PAGE_PREFIX + topic_id
-
-
 def page_text(title: str, tldr: str, tags: Sequence[str]) -> str:
     """What a page is indexed (and embedded) as: the same text the wiki compiler embeds."""
     return f"{title}\n{tldr}\n{' '.join(tags)}"
@@ -92,11 +86,9 @@ def changes(event: Any, tokens: TokenCounter) -> list[Change]:
                     page_text(page["title"], page["tldr"], page["tags"]), embedded)]
     if isinstance(event, Chapter.TextAccepted):
         # The knowledge projection's chunking, so the chunk ids are the same ones.
-        collection = story_collection(event.story_id)
-        document_id = f"chapter-{event.chapter:05d}"
-        _, chunks = chunk_document(f"{collection}/{document_id}", f"Chapter {event.chapter}", event.text, tokens)
-        return [DropDocument(collection, document_id),
-                *(Put(collection, c.chunk_id, "chunk", document_id, c.text) for c in chunks)]
+        c = chunk_chapter(event.story_id, event.chapter, event.text, tokens)
+        return [DropDocument(c.collection, c.document_id),
+                *(Put(c.collection, chunk.chunk_id, "chunk", c.document_id, chunk.text) for chunk in c.chunks)]
     raise TypeError(f"not a retrieval event: {type(event).__qualname__}")
 
 

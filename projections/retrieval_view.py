@@ -26,8 +26,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from application.retrieval.ports import Hit
 from application.retrieval.search_ports import Doc, KeywordResult
+from domain.wiki import PAGE_PREFIX, page_summary
 from projections.knowledge_tables import KnowledgeTables
-from projections.retrieval import PAGE_PREFIX, from_blob
+from projections.retrieval import from_blob
 from projections.retrieval_tables import RetrievalTables, VectorTables, collection_token
 from projections.retrieval_text import key64, query_terms
 
@@ -208,7 +209,7 @@ class SqlRetrievalSnapshot:
                 for r in rows:
                     doc_id = PAGE_PREFIX + r.topic_id
                     # A stale page serves its last good TLDR, flagged: never a guess at a newer one.
-                    out[doc_id] = Doc(doc_id, "page", collection, f"{r.title}: {r.tldr}",
+                    out[doc_id] = Doc(doc_id, "page", collection, page_summary(r.title, r.tldr),
                                       bool(r.edited or r.set_changed), [r.compiled])
         return out
 

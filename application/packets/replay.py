@@ -16,21 +16,9 @@ from typing import Any
 from application.packets.packet import Stage
 from application.packets.ports import Recall, Recalled
 from domain.chapter import Chapter
-from domain.chunking import chunk_document
+from domain.chunking import chunk_chapter, story_collection
 from domain.tokens import TokenCounter
-from domain.wiki import WikiPage
-
-STORY_COLLECTION = "story:{story_id}"
-PAGE_PREFIX = "page:"
-
-
-def chapter_document(chapter: int) -> str:
-    return f"chapter-{chapter:05d}"
-
-
-def page_text(page: Mapping[str, Any]) -> str:
-    """What a wiki page contributes to a packet: its title and last good TLDR."""
-    return f"{page['title']}: {page['tldr']}"
+from domain.wiki import WikiPage, page_doc_id, page_summary
 
 
 class RecordedRecall:
@@ -62,12 +50,10 @@ class RecordedRecall:
                           and e.chapter == event.chapter), default=None)
             if latest != sources[0]:
                 return ""  # replaced by a later acceptance before the packet: not canon then
-            collection = STORY_COLLECTION.format(story_id=story_id)
-            _, chunks = chunk_document(f"{collection}/{chapter_document(event.chapter)}", f"Chapter {event.chapter}",
-                                       event.text, self.tokens)
+            chunks = chunk_chapter(story_id, event.chapter, event.text, self.tokens).chunks
             return next((c.text for c in chunks if c.chunk_id == hit["id"]), "")
         if (hit["kind"] == "wiki_page" and isinstance(event, WikiPage.PageCompiled)
-                and event.collection_id == STORY_COLLECTION.format(story_id=story_id)
-                and PAGE_PREFIX + event.topic_id == hit["id"]):
-            return page_text(event.page)
+                and event.collection_id == story_collection(story_id)
+                and page_doc_id(event.topic_id) == hit["id"]):
+            return page_summary(event.page["title"], event.page["tldr"])
         return ""
