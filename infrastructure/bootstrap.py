@@ -32,13 +32,14 @@ from projections.retrieval_tables import VECTORS_VERSION, retrieval_tables, vect
 from projections.retrieval_tables import VERSION as RETRIEVAL_VERSION
 from projections.retrieval_view import Builds, SqlRetrievalReader
 from projections.runner import PAGE_SIZE, tracked
+from projections.token_memo import TokenMemo
 
 EMBEDDER_ENV = "CANON_EMBEDDER"
 
 
-def canon_spec(tokens: Any) -> ProjectionSpec:
+def canon_spec(tokens: Any, memo: TokenMemo | None = None) -> ProjectionSpec:
     return ProjectionSpec("canon", canon_tables.VERSION, canon_tables.canon_tables,
-                          lambda tables: CanonProjection(tables, tokens))
+                          lambda tables: CanonProjection(tables, tokens, memo))
 
 
 def knowledge_spec(tokens: Any) -> ProjectionSpec:
@@ -194,7 +195,8 @@ def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_polic
         ledger = CanonLedger(env=config.env, tokens=tokens)
         quota = Quota(ledger, quota_policy)
         read, write = engines(config)
-        canon = ReadModels(canon_spec(tokens), ledger, write, read, page_size)
+        TokenMemo.setup(write)  # the live canon builds reuse counts; the audit's replay does not
+        canon = ReadModels(canon_spec(tokens, TokenMemo(tokens.name)), ledger, write, read, page_size)
         authoring_models = ReadModels(AUTHORING, ledger, write, read, page_size)
         knowledge = ReadModels(knowledge_spec(tokens), ledger, write, read, page_size)
         retrieval = ReadModels(retrieval_spec(tokens, config.is_postgres), ledger, write, read, page_size)

@@ -237,7 +237,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
                     bar.total = max(goal, 1)
                     bar.update(reached - bar.n)
 
-                reports.append(models.rebuild(progress, pause=args.pause / 1000))
+                reports.append(models.rebuild(progress, pause=args.pause / 1000, recount=args.recount))
     finally:
         services.close()
     for report in reports:
@@ -504,6 +504,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pause", type=float, default=0.0, metavar="MS",
                    help="sleep between pages, to leave room for live traffic")
     p.add_argument("--page-size", type=int, default=1000, metavar="N", help="events per transaction")
+    p.add_argument("--recount", action="store_true",
+                   help="a repair: count every token afresh (empty the token-count memo) and start a new build "
+                        "even if one was left unfinished")
     p.set_defaults(run=cmd_rebuild)
 
     p = verbs.add_parser("ingest", parents=[common], help="ingest markdown/text files or folders into a collection")

@@ -20,6 +20,7 @@ from domain.volume import Volume
 from projections import rendering as r
 from projections.canon_tables import CanonTables
 from projections.sql_ops import Op, Run, Update, Upsert
+from projections.token_memo import TokenMemo
 
 HANDLED = (
     Story.Started,
@@ -109,18 +110,24 @@ class CanonProjection:
     # Events per transaction when the runner is left at its default: a fifth of the commits of
     # pages of 1,000, and most entries' timelines fall within one page (valid_to in Python).
     page_size = 5000
+    # ``ops`` takes the page's connection: counts come from the token memo in that transaction.
+    ops_in_transaction = True
 
-    def __init__(self, tables: CanonTables, tokens: TokenCounter) -> None:
+    def __init__(self, tables: CanonTables, tokens: TokenCounter, memo: TokenMemo | None = None) -> None:
         self.t = tables
         self.tokens = tokens
+        # None (the audit's scratch replay): every text is counted, independently of any memo.
+        self.memo = memo
         self.topics = [get_topic(cls) for cls in HANDLED]
         self._valid_to = _valid_to_statement(tables) if tables.version >= 3 else None
         self._valid_to_pg = _valid_to_unnest(tables) if tables.version >= 3 else None
         self._count_many = _counter(tokens)
         self._handlers: dict[type, Any] = {}
 
-    def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
-        """Ops for (position, event) pairs, in order, ending with each touched story's position."""
+    def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
+        """Ops for (position, event) pairs, in order, ending with each touched story's position.
+        ``conn``: the transaction the ops will run in; with a memo, token counts are looked up
+        (and the missing ones stored) there."""
         ops: list[Op] = []
         touched: dict[str, int] = {}
         page = _Page()  # per call: ops() may run in several threads at once
@@ -136,7 +143,11 @@ class CanonProjection:
             touched[e.story_id] = position
         ops.extend(self._canon_rows(page.steps))
         if page.pending:
-            counts = self._count_many([t for _, _, t in page.pending])
+            texts = [t for _, _, t in page.pending]
+            if self.memo is not None and conn is not None:
+                counts = self.memo.counts(conn, texts, self._count_many)
+            else:
+                counts = self._count_many(texts)
             for (row, column, _), n in zip(page.pending, counts, strict=True):
                 row[column] = n
         ops.extend(Update(self.t.stories, {"story_id": s}, {"position": p}) for s, p in touched.items())

@@ -157,10 +157,17 @@ class ReadModels:
         return self.runner(self.active()).position()
 
     # -- rebuilding --------------------------------------------------------------------------
-    def rebuild(self, progress: Progress | None = None, pause: float = 0.0) -> RebuildReport:
+    def rebuild(self, progress: Progress | None = None, pause: float = 0.0, *, recount: bool = False) -> RebuildReport:
+        """``recount``: derive everything afresh, for a repair: a new build even if one was
+        left unfinished (its rows may hold memoised values), and the projection's memo, if it
+        has one (the canon token counts), emptied first so that no entry is reused."""
         started = time.perf_counter()
-        build, resumed = self._begin_build()
+        build, resumed = self._begin_build(fresh=recount)
         runner = self.runner(build)
+        memo = getattr(runner.projection, "memo", None)
+        if recount and memo is not None:
+            with self.write_engine.begin() as conn:
+                memo.clear(conn)
         first = runner.position()
         runner.catch_up(None, progress, pause, final_analyze=False)  # analysed once, after the switch
         with self.write_engine.begin() as conn:  # built in one pass, now that the rows are in
@@ -180,12 +187,12 @@ class ReadModels:
         self._drop(old)
         return RebuildReport(self.spec.name, old, build, resumed, goal, goal - first, time.perf_counter() - started)
 
-    def _begin_build(self) -> tuple[Build, bool]:
+    def _begin_build(self, fresh: bool = False) -> tuple[Build, bool]:
         with self.write_engine.begin() as conn:
             row = self._row(conn, lock=True)
-            if row["building_tag"] and row["building_version"] == self.spec.version:
+            if row["building_tag"] and row["building_version"] == self.spec.version and not fresh:
                 return Build(row["building_tag"], row["building_version"]), True
-            if row["building_tag"]:  # an unfinished build of another schema version: start over
+            if row["building_tag"]:  # an unfinished build of another schema version (or fresh): start over
                 stale = Build(row["building_tag"], row["building_version"])
             else:
                 stale = None

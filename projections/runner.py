@@ -147,7 +147,11 @@ class ProjectionRunner:
             return position
         with gc_paused():
             page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)
-            execute(conn, self.projection.ops(page))
+            if getattr(self.projection, "ops_in_transaction", False):  # it reads a cache in this transaction
+                ops = self.projection.ops(page, conn)  # type: ignore[call-arg]
+            else:
+                ops = self.projection.ops(page)
+            execute(conn, ops)
         reached = page[-1][0] if len(page) == self.page_size else goal
         conn.execute(update(tracking).where(tracking.c.projection == self.tracking_name).values(position=reached))
         return reached

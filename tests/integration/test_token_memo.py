@@ -1,0 +1,179 @@
+"""The token-count memo: a rebuild reuses counts of byte-equal texts, the audit does not, and
+``rebuild --recount`` repairs a corrupt entry. On both stores."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from sqlalchemy import select, update
+
+from application.packets.recipes import Request
+from application.parsing import parse_line
+from infrastructure.bootstrap import canon_spec
+from infrastructure.demo import STORY, sample_commands
+from infrastructure.tokenizer import token_counter
+from projections.checksum import table_checksum
+from projections.read_models import ReadModels
+from projections.token_memo import TokenMemo, digest, token_memo
+
+
+class CountingCounter:
+    """The real counter, counting how many texts it was asked to count."""
+
+    def __init__(self) -> None:
+        self.inner = token_counter()
+        self.name = self.inner.name
+        self.texts = 0
+
+    def count(self, text: str) -> int:
+        self.texts += 1
+        return self.inner.count(text)
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        return self.inner.truncate(text, max_tokens)
+
+
+@pytest.fixture
+def demo(services):
+    assert all(r.ok for r in services.ledger.apply([parse_line(line) for line in sample_commands()]))
+    services.canon.catch_up()
+    return services
+
+
+def _checksum(models: ReadModels) -> str:
+    with models.read_engine.begin() as conn:
+        return table_checksum(conn, models.tables(models.active(conn)))
+
+
+def _models(services, tokens, memo: TokenMemo | None) -> ReadModels:
+    """The services' canon builds, projected with ``tokens`` and ``memo``."""
+    c = services.canon
+    return ReadModels(canon_spec(tokens, memo), c.log, c.write_engine, c.read_engine)
+
+
+def _memo_rows(services) -> dict[bytes, int]:
+    with services.canon.read_engine.begin() as conn:
+        return {bytes(d): n for d, n in conn.execute(select(token_memo.c.digest, token_memo.c.tokens))}
+
+
+def test_counts_hit_the_memo_and_misses_are_counted_once_and_stored(services) -> None:
+    tokens = token_counter()
+    memo = TokenMemo(tokens.name)
+    asked: list[list[str]] = []
+
+    def count(texts: list[str]) -> list[int]:
+        asked.append(list(texts))
+        return [tokens.count(t) for t in texts]
+
+    texts = ["Ilse keeps the lighthouse.", "", "Ilse keeps the lighthouse.", "Oskar — ☃ 雪 and \u00e9.", "x" * 5000]
+    expected = [tokens.count(t) for t in texts]
+    with services.canon.write_engine.begin() as conn:
+        assert memo.counts(conn, texts, count) == expected
+    assert [sorted(a) for a in asked] == [sorted(set(texts))]  # distinct misses, one batch
+    with services.canon.write_engine.begin() as conn:
+        assert memo.counts(conn, texts + ["a new text"], count) == expected + [tokens.count("a new text")]
+        assert memo.size(conn) == 5
+    assert asked[1:] == [["a new text"]]
+    # Another encoding's entries are its own.
+    other = TokenMemo("another_encoding")
+    with services.canon.write_engine.begin() as conn:
+        assert other.counts(conn, texts[:1], lambda ts: [7 for _ in ts]) == [7]
+        assert memo.counts(conn, texts[:1], count) == expected[:1]
+
+
+def test_a_memo_larger_than_one_lookup_chunk(services) -> None:
+    tokens = token_counter()
+    memo = TokenMemo(tokens.name)
+    texts = [f"entry {i}: the keeper's log" for i in range(2500)]
+    with services.canon.write_engine.begin() as conn:
+        first = memo.counts(conn, texts, lambda ts: [tokens.count(t) for t in ts])
+    with services.canon.write_engine.begin() as conn:
+        again = memo.counts(conn, texts, lambda ts: pytest.fail("all of them are in the memo"))
+    assert first == again == [tokens.count(t) for t in texts]
+
+
+def test_a_warm_rebuild_counts_nothing_and_builds_the_same_tables_as_one_without_memo(demo) -> None:
+    before = _checksum(demo.canon)
+    counter = CountingCounter()
+    warm = _models(demo, counter, TokenMemo(counter.name))
+    warm.rebuild()
+    assert counter.texts == 0  # every text of the demo was counted by the first catch-up
+    assert _checksum(warm) == before
+    plain = _models(demo, counter, None)  # as before the memo: every text counted
+    plain.rebuild()
+    assert counter.texts >= len(_memo_rows(demo)) > 20  # every text of the log
+    assert _checksum(plain) == before
+
+
+def test_a_corrupt_memo_entry_is_caught_by_audit_and_repaired_by_recount(demo) -> None:
+    packet = demo.packets.packet(Request(STORY, "writer", 5))
+    assert demo.auditor.audit(packet.packet_id).ok
+    tables = demo.canon.tables(demo.canon.active())
+    with demo.canon.read_engine.begin() as conn:
+        text, tokens = conn.execute(select(tables.canon.c.text, tables.canon.c.tokens)
+                                    .where(tables.canon.c.key == "oskar").order_by(tables.canon.c.step.desc())).first()
+    key = digest(text)
+    assert _memo_rows(demo)[key] == tokens
+    with demo.canon.write_engine.begin() as conn:  # a hand edit (or a bad sector) in the cache
+        conn.execute(update(token_memo).where(token_memo.c.digest == key).values(tokens=tokens + 40))
+
+    demo.canon.rebuild()  # a warm rebuild trusts the memo: the wrong count reaches the read model
+    report = demo.auditor.audit(packet.packet_id)
+    # The replay counts for itself, so it still reproduces the packet; the live model does not.
+    assert not report.ok and report.replayed_hash == packet.hash
+    assert report.live.startswith("mismatch") and "oskar" in report.live
+
+    counter = CountingCounter()
+    repaired = _models(demo, counter, TokenMemo(counter.name)).rebuild(recount=True)
+    assert counter.texts >= len(_memo_rows(demo)) > 20 and not repaired.resumed
+    assert _memo_rows(demo)[key] == tokens
+    report = demo.auditor.audit(packet.packet_id)
+    assert report.ok and report.live == "ok", report.as_dict()
+
+
+def test_recount_prunes_the_memo_to_the_texts_of_the_log(demo) -> None:
+    memo = TokenMemo(token_counter().name)
+    with demo.canon.write_engine.begin() as conn:
+        memo.counts(conn, ["a text no event renders"], lambda ts: [3])
+    stale = digest("a text no event renders")
+    assert stale in _memo_rows(demo)
+    demo.canon.rebuild(recount=True)
+    rows = _memo_rows(demo)
+    assert stale not in rows and rows
+    demo.canon.rebuild()
+    assert _memo_rows(demo) == rows
+
+
+def test_recount_does_not_resume_an_unfinished_build(demo) -> None:
+    unfinished, _ = demo.canon._begin_build()
+    report = demo.canon.rebuild(recount=True)
+    assert not report.resumed and report.new != unfinished
+    assert demo.canon.building() is None
+
+
+def test_cli_rebuild_recount(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    from infrastructure.bootstrap import bootstrap
+
+    s = bootstrap(url)
+    try:
+        s.ledger.apply([parse_line(line) for line in sample_commands()])
+        packet = s.packets.packet(Request(STORY, "writer", 5))
+        with s.canon.write_engine.begin() as conn:
+            conn.execute(update(token_memo).values(tokens=token_memo.c.tokens + 1))
+    finally:
+        s.close()
+    cli = [sys.executable, "-m", "infrastructure.cli", "--db", url]
+    run = subprocess.run([*cli, "rebuild", "--projection", "canon", "--format", "json"], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert subprocess.run([*cli, "audit", packet.packet_id], capture_output=True, text=True, timeout=120).returncode != 0
+    run = subprocess.run([*cli, "rebuild", "--projection", "canon", "--recount", "--format", "json"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["projection"] == "canon"
+    audit = subprocess.run([*cli, "audit", packet.packet_id], capture_output=True, text=True, timeout=120)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
