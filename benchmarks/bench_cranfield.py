@@ -17,13 +17,18 @@ queries with at least one relevant document: NDCG@10 (linear gain, as trec_eval)
 Recall@100, on documents (a chunk counts as its abstract; the first chunk of a document
 places it). Runs:
 
-- keyword: the store's BM25 (FTS5 on SQLite, postings SQL on PostgreSQL), 100 hits;
-- dense: cosine over the vector index, 100 hits;
-- rrf: ``fusion.rrf`` (k 60) of those two lists;
-- zscore: ``rerank.zscore_order`` over the rrf candidates (every candidate of both lists);
-- default: what ``canon search --top 10`` returns: ``HybridSearch.search`` (lists 100 deep, rrf
-  wide 3x, z-score rerank on the lists' scale, one place per section first), top 10 chunks for
-  NDCG/MRR, and top 100 (wide 300) for Recall@100;
+- keyword: the store's BM25 (FTS5 on SQLite, postings SQL on PostgreSQL), 300 hits;
+- keyword+prf: RM3 pseudo-relevance feedback on that list (``feedback.expand``: Anserini's
+  defaults, 10 feedback chunks, 10 terms, original query weight 0.5), 300 hits: a single
+  retriever, so it counts for the "best single retriever" bar;
+- dense: cosine over the vector index, 300 hits;
+- rrf: ``fusion.rrf`` (k 60) of keyword and dense; rrf+prf: of keyword+prf and dense;
+- zscore, zscore+prf: ``rerank.zscore_order`` over those rrf candidates (every candidate of both
+  lists);
+- default: what ``canon search --top 10`` returns: ``HybridSearch.search`` (lists 100 deep, the
+  keyword list expanded by RM3, rrf wide 3x, z-score rerank on the lists' scale, one place per
+  section first), top 10 chunks for NDCG/MRR, and top 100 (wide 300) for Recall@100;
+  default-no-prf: the same with ``feedback=False`` (the default before RM3);
 - two ablations of the default from the same 100-deep lists, to show what each step is worth:
   ``old-default`` = the pipeline before issue 6's follow-up (z-score on the pool's own scale,
   the first 10 chunks, so two chunks of one abstract take two places) and ``+one-per-section``
@@ -33,7 +38,8 @@ places it). Runs:
 Also reported: the mean number of distinct abstracts in each run's first 10 results.
 
 Latency. p50 / p90 of ``SearchService.search`` (catch-up check, snapshot, every stage) per
-query, after one warm-up query, plus the keyword and vector steps alone. At 1,400 docs: the
+query, after one warm-up query, with RM3 on (the default) and off in the same run, plus the
+keyword step, the RM3 step (``feedback.expand`` after the keyword read) and the vector step alone. At 1,400 docs: the
 Cranfield store above. At ``--scale`` chunks: War and Peace through the story commands
 (accepted chapter text -> collection ``story:war-and-peace``), padded with documents made of
 the novel's paragraphs in a seeded shuffle, ingested into the same collection. Embedding 50,000
@@ -64,6 +70,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from application.parsing import parse_command  # noqa: E402
+from application.retrieval.feedback import expand  # noqa: E402
 from application.retrieval.fusion import rrf, wide  # noqa: E402
 from application.retrieval.rerank import zscore_order  # noqa: E402
 from application.retrieval.search import HybridSearch, section_of  # noqa: E402
@@ -194,15 +201,21 @@ def build(services: Any) -> dict[str, float]:
 def latency(services: Any, collections: list[str], queries: list[str], top_k: int = 10) -> dict[str, float]:
     service = services.search_service()
     service.search(collections, queries[0], top_k)  # warm-up: model load, matrix cache
-    full, kw, vec, emb = [], [], [], []
+    full, plain, kw, prf, vec, emb = [], [], [], [], [], []
     for q in queries:
-        t = time.perf_counter()
-        service.search(collections, q, top_k)
-        full.append(time.perf_counter() - t)
+        for feedback, times in ((True, full), (False, plain)):
+            service.pipeline.feedback = feedback
+            t = time.perf_counter()
+            service.search(collections, q, top_k)
+            times.append(time.perf_counter() - t)
+        service.pipeline.feedback = True
         with services.retrieval_reader.snapshot() as snap:
             t = time.perf_counter()
-            snap.keyword(q, collections, 30)
+            first = snap.keyword(q, collections, 100)
             kw.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            expand(snap, collections, first, 100)
+            prf.append(time.perf_counter() - t)
             t = time.perf_counter()
             [v] = services.embedder.embed([q])
             emb.append(time.perf_counter() - t)
@@ -211,7 +224,8 @@ def latency(services: Any, collections: list[str], queries: list[str], top_k: in
             vec.append(time.perf_counter() - t)
     ms = 1000.0
     return {"queries": len(queries), "search_p50_ms": p(full, 0.5) * ms, "search_p90_ms": p(full, 0.9) * ms,
-            "keyword_p50_ms": p(kw, 0.5) * ms, "embed_p50_ms": p(emb, 0.5) * ms, "vector_p50_ms": p(vec, 0.5) * ms}
+            "search_no_prf_p50_ms": p(plain, 0.5) * ms, "search_no_prf_p90_ms": p(plain, 0.9) * ms,
+            "keyword_p50_ms": p(kw, 0.5) * ms, "prf_p50_ms": p(prf, 0.5) * ms, "embed_p50_ms": p(emb, 0.5) * ms, "vector_p50_ms": p(vec, 0.5) * ms}
 
 
 def run_cranfield(kind: str, embedder: str) -> dict[str, Any]:
@@ -227,28 +241,38 @@ def run_cranfield(kind: str, embedder: str) -> dict[str, Any]:
         with services.knowledge_reader.snapshot() as snap:
             chunks = sum(len(snap.topic_chunks(COLLECTION, t.topic_id)) for t in snap.topics(COLLECTION))
         pipeline = HybridSearch(services.embedder)
-        runs: dict[str, list[list[str]]] = {k: [] for k in ("keyword", "dense", "rrf", "zscore", "old-default",
-                                                            "+one-per-section", "default")}
-        deep_runs: dict[str, list[list[str]]] = {k: [] for k in ("old-default", "+one-per-section", "default")}
+        runs: dict[str, list[list[str]]] = {k: [] for k in (
+            "keyword", "keyword+prf", "dense", "rrf", "zscore", "rrf+prf", "zscore+prf", "old-default",
+            "+one-per-section", "default-no-prf", "default")}
+        deep_runs: dict[str, list[list[str]]] = {k: [] for k in ("old-default", "+one-per-section", "default-no-prf",
+                                                                 "default")}
         judged = [n for n in range(1, len(queries) + 1) if qrels.get(n)]
         with services.retrieval_reader.snapshot() as snap:
             for n in judged:
                 q = queries[n - 1]
-                kw = snap.keyword(q, [COLLECTION], 3 * DEEP).hits
+                first = snap.keyword(q, [COLLECTION], 3 * DEEP)
+                kw = first.hits
+                kw_prf = expand(snap, [COLLECTION], first, 3 * DEEP).hits
                 [v] = services.embedder.embed([q])
                 dense = snap.vector(v, [COLLECTION], 3 * DEEP)
                 fused = rrf({"keyword": kw, "vector": dense})
+                fused_prf = rrf({"keyword": kw_prf, "vector": dense})
                 runs["keyword"].append(documents([h.id for h in kw]))
+                runs["keyword+prf"].append(documents([h.id for h in kw_prf]))
                 runs["dense"].append(documents([h.id for h in dense]))
                 runs["rrf"].append(documents([c.id for c in fused]))
                 runs["zscore"].append(documents([c.id for c in zscore_order(fused)]))
+                runs["rrf+prf"].append(documents([c.id for c in fused_prf]))
+                runs["zscore+prf"].append(documents([c.id for c in zscore_order(fused_prf)]))
                 for top, store in ((10, runs), (DEEP, deep_runs)):
                     depth = max(DEEP, wide(top))  # as HybridSearch reads its lists
                     old = [c.id for c in zscore_order(rrf({"keyword": kw[:depth], "vector": dense[:depth]},
                                                            limit=wide(top)))]
                     store["old-default"].append(documents(old[:top]))
                     store["+one-per-section"].append(documents(one_per_section(old, top)))
-                    store["default"].append(documents([h.id for h in pipeline.search(snap, [COLLECTION], q, top).hits]))
+                    for name, feedback in (("default-no-prf", False), ("default", True)):
+                        hits = pipeline.search(snap, [COLLECTION], q, top, feedback=feedback).hits
+                        store[name].append(documents([h.id for h in hits]))
         scores = {}
         for name, rankings in runs.items():
             gains = [qrels[n] for n in judged]
@@ -327,15 +351,19 @@ def markdown(report: dict[str, Any]) -> str:
         for name, s in r["scores"].items():
             out.append(f"| {r['store']} | {name} | {s['ndcg10']:.4f} | {s['mrr10']:.4f} | {s['recall100']:.4f} | "
                        f"{s['distinct_in_10']:.2f} |")
-        best = max(r["scores"]["keyword"]["ndcg10"], r["scores"]["dense"]["ndcg10"])
-        out.append(f"| {r['store']} | default / best single | {r['scores']['default']['ndcg10'] / best:.3f}x | | | |")
+        best = max(r["scores"][single]["ndcg10"] for single in ("keyword", "keyword+prf", "dense"))
+        for name in ("default-no-prf", "default"):
+            out.append(f"| {r['store']} | {name} / best single | {r['scores'][name]['ndcg10'] / best:.3f}x | | | |")
     out += ["", "| Store | Embedder | Docs | Chunks | Apply | Knowledge | Keyword index | Vector index | "
-                "search p50 | p90 | keyword p50 | embed p50 | vector p50 |", "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+                "search p50 | p90 | no-prf p50 | no-prf p90 | keyword p50 | prf p50 | embed p50 | vector p50 |",
+            "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in report["cranfield"] + report.get("scale", []):
         lat = r["latency"]
         out.append(f"| {r['store']} | {r['embedder']} | {r.get('docs', '-')} | {r['chunks']} | {r['apply_s']:.1f} s | "
                    f"{r['knowledge_s']:.1f} s | {r['keyword_index_s']:.1f} s | {r['vector_index_s']:.1f} s | "
-                   f"{lat['search_p50_ms']:.1f} ms | {lat['search_p90_ms']:.1f} ms | {lat['keyword_p50_ms']:.1f} ms | "
+                   f"{lat['search_p50_ms']:.1f} ms | {lat['search_p90_ms']:.1f} ms | "
+                   f"{lat['search_no_prf_p50_ms']:.1f} ms | {lat['search_no_prf_p90_ms']:.1f} ms | "
+                   f"{lat['keyword_p50_ms']:.1f} ms | {lat['prf_p50_ms']:.1f} ms | "
                    f"{lat['embed_p50_ms']:.1f} ms | {lat['vector_p50_ms']:.1f} ms |")
     return "\n".join(out)
 

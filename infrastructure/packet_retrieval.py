@@ -10,13 +10,13 @@ packet is built from L0 alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from application.knowledge.lint import lint
 from application.packets.packet import Stage
 from application.packets.ports import Recall, Recalled
-from application.retrieval.search_ports import Doc, KeywordResult
+from application.retrieval.search_ports import Doc, KeywordResult, TermStats
 from application.retrieval.ports import Hit
 from domain.chunking import chapter_document, story_collection
 from domain.wiki import PAGE_PREFIX
@@ -52,6 +52,14 @@ class EarlierChapters:
         r = self.inner.keyword(query, collection_ids, limit, below=self._below(collection_ids))
         return KeywordResult([h for h in r.hits if self._keep(h.id)], r.terms,
                              f"{r.method}, chapters before {self.before[len('chapter-'):].lstrip('0')}")
+
+    def keyword_weighted(self, weights: Mapping[str, float], collection_ids: Sequence[str], limit: int) -> list[Hit]:
+        hits = self.inner.keyword_weighted(weights, collection_ids, limit, below=self._below(collection_ids))
+        return [h for h in hits if self._keep(h.id)]
+
+    def term_stats(self, doc_ids: Sequence[str], collection_ids: Sequence[str]) -> TermStats:
+        # Feedback text only from earlier chapters; the df are the collection's, as BM25's IDF.
+        return self.inner.term_stats([i for i in doc_ids if self._keep(i)], collection_ids)
 
     def vector(self, query_vector: Sequence[float], collection_ids: Sequence[str], limit: int) -> list[Hit]:
         hits = self.inner.vector(query_vector, collection_ids, limit, below=self._below(collection_ids))

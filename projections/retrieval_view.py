@@ -15,7 +15,7 @@ in this process and reloaded when the collection's last-changed position moves.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +25,7 @@ from sqlalchemy import bindparam, false, select, text
 from sqlalchemy.engine import Connection, Engine
 
 from application.retrieval.ports import Hit
-from application.retrieval.search_ports import Doc, KeywordResult
+from application.retrieval.search_ports import Doc, KeywordResult, TermStats
 from domain.wiki import PAGE_PREFIX, page_summary
 from projections.knowledge_tables import KnowledgeTables
 from projections.retrieval import from_blob
@@ -111,14 +111,38 @@ class SqlRetrievalSnapshot:
         terms = query_terms(query)
         if self.b.keyword.postings is not None:
             method = f"postgres bm25 (k1 {K1}, b {B})"
-            hits = (self._postgres_bm25(terms, collection_ids, limit, below)
+            hits = (self._postgres_bm25(dict.fromkeys(terms, 1.0), collection_ids, limit, below)
                     if terms and collection_ids and limit > 0 else [])
         else:
             method = "fts5 bm25 (quoted terms, OR)"
             hits = self._fts5(terms, collection_ids, limit, below) if terms and collection_ids and limit > 0 else []
         return KeywordResult(hits, terms, method)
 
-    def _fts5(self, terms: list[str], collection_ids: Sequence[str], limit: int, below: str | None) -> list[Hit]:
+    def keyword_weighted(self, weights: Mapping[str, float], collection_ids: Sequence[str], limit: int,
+                         below: str | None = None) -> list[Hit]:
+        weights = {t: float(w) for t, w in weights.items() if w > 0}
+        if not weights or not collection_ids or limit <= 0:
+            return []
+        if self.b.keyword.postings is not None:
+            return self._postgres_bm25(weights, collection_ids, limit, below)
+        return self._fts5_weighted(weights, collection_ids, limit, below)
+
+    def term_stats(self, doc_ids: Sequence[str], collection_ids: Sequence[str]) -> TermStats:
+        d = self.b.keyword.docs
+        rows = self.c.execute(
+            select(d.c.doc_id, d.c.terms)
+            .where(d.c.collection_id.in_(bindparam("colls", expanding=True)),
+                   d.c.doc_id.in_(bindparam("ids", expanding=True)), d.c.kind == "chunk"),
+            {"colls": list(collection_ids), "ids": list(doc_ids)}).all() if doc_ids and collection_ids else []
+        doc_terms = {r.doc_id: r.terms.split() for r in rows}
+        vocabulary = sorted({t for ts in doc_terms.values() for t in ts})
+        if self.b.keyword.postings is not None:
+            documents, df = self._postgres_df(vocabulary, collection_ids)
+        else:
+            documents, df = self._fts5_df(vocabulary)
+        return TermStats(doc_terms, documents, df)
+
+    def _fts5(self, terms: list[str], collection_ids: Sequence[str], limit: int | None, below: str | None) -> list[Hit]:
         fts, docs = self.b.keyword.fts, self.b.keyword.docs.name
         colls = " OR ".join(_quote(collection_token(c)) for c in collection_ids)
         words = " OR ".join(_quote(t) for t in terms)
@@ -126,31 +150,73 @@ class SqlRetrievalSnapshot:
         rows = self.c.execute(text(
             f"SELECT d.doc_id, -bm25({fts}, 0.0, 1.0) AS score FROM {fts} JOIN {docs} d ON d.doc_key = {fts}.rowid "
             f"WHERE {fts} MATCH :match{_BELOW if below is not None else ''} "
-            f"ORDER BY bm25({fts}, 0.0, 1.0), d.doc_id LIMIT :limit"),
+            f"ORDER BY bm25({fts}, 0.0, 1.0), d.doc_id{' LIMIT :limit' if limit is not None else ''}"),
             {"match": match, "limit": limit, "below": below})
         return [Hit(r.doc_id, float(r.score)) for r in rows]
 
-    def _postgres_bm25(self, terms: list[str], collection_ids: Sequence[str], limit: int,
+    def _fts5_weighted(self, weights: dict[str, float], collection_ids: Sequence[str], limit: int,
                        below: str | None) -> list[Hit]:
+        """FTS5 cannot weigh the phrases of one MATCH, but its bm25 of an OR query is the sum of
+        each phrase's own bm25 (the same N, length and IDF): one MATCH per term, summed here."""
+        scores: dict[str, float] = {}
+        for term in sorted(weights):  # a fixed order: the float sums do not depend on the mapping's
+            for hit in self._fts5([term], collection_ids, None, below):
+                scores[hit.id] = scores.get(hit.id, 0.0) + weights[term] * float(hit.score or 0.0)
+        order = sorted(scores, key=lambda i: (-scores[i], i))[:limit]
+        return [Hit(i, scores[i]) for i in order]
+
+    def _fts5_df(self, vocabulary: list[str]) -> tuple[int, dict[str, int]]:
+        """N and df over the whole FTS5 index, as its bm25 takes them. The fts5vocab table lives in
+        this connection's temp schema: it is a view of the index, nothing is stored."""
+        fts, docs = self.b.keyword.fts, self.b.keyword.docs.name
+        documents = int(self.c.execute(text(f"SELECT count(*) FROM {docs}")).scalar() or 0)
+        if not vocabulary:
+            return documents, {}
+        self.c.execute(text(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{fts}_vocab USING fts5vocab(main, {fts}, col)"))
+        rows = self.c.execute(text(f"SELECT term, doc FROM temp.{fts}_vocab WHERE col = 'terms' "
+                                   f"AND term IN :terms").bindparams(bindparam("terms", expanding=True)),
+                              {"terms": vocabulary})
+        return documents, {r.term: int(r.doc) for r in rows}
+
+    def _postgres_df(self, vocabulary: list[str], collection_ids: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """N and df over the collections searched, as the postings BM25 takes them."""
+        t = self.b.keyword
+        documents = int(self.c.execute(
+            text(f"SELECT coalesce(sum(docs), 0) FROM {t.stats.name} WHERE collection_id = ANY(:colls)"),
+            {"colls": list(collection_ids)}).scalar() or 0)
+        if not vocabulary:
+            return documents, {}
+        rows = self.c.execute(text(
+            f"SELECT term, count(*) AS df FROM {t.postings.name} WHERE coll_key = ANY(:coll_keys) "
+            f"AND term = ANY(:terms) GROUP BY term"),
+            {"coll_keys": [key64(c) for c in collection_ids], "terms": vocabulary})
+        return documents, {r.term: int(r.df) for r in rows}
+
+    def _postgres_bm25(self, weights: dict[str, float], collection_ids: Sequence[str], limit: int,
+                       below: str | None) -> list[Hit]:
+        """Each term's BM25 contribution times its weight (1 for a plain query)."""
         t = self.b.keyword
         sql = text(f"""
             WITH s AS (
                 SELECT sum(docs)::float8 AS n, sum(total_length)::float8 / greatest(sum(docs), 1) AS avgdl
                 FROM {t.stats.name} WHERE collection_id = ANY(:colls)),
+            q AS (SELECT * FROM unnest(CAST(:terms AS text[]), CAST(:weights AS float8[])) AS q(term, w)),
             h AS (
                 SELECT doc_key, term, tf, dl FROM {t.postings.name}
                 WHERE coll_key = ANY(:coll_keys) AND term = ANY(:terms)),
             df AS (SELECT term, count(*)::float8 AS df FROM h GROUP BY term),
             r AS (
-                SELECT h.doc_key, sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5))
+                SELECT h.doc_key, sum(q.w * ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5))
                                       * h.tf * ({K1} + 1) / (h.tf + {K1} * (1 - {B} + {B} * h.dl / s.avgdl))) AS score
-                FROM h JOIN df ON df.term = h.term CROSS JOIN s
+                FROM h JOIN df ON df.term = h.term JOIN q ON q.term = h.term CROSS JOIN s
                 GROUP BY h.doc_key)
             SELECT d.doc_id, r.score FROM r JOIN {t.docs.name} d ON d.doc_key = r.doc_key
             WHERE TRUE{_BELOW.replace(" < :below", ' COLLATE "C" < :below') if below is not None else ''}
             ORDER BY r.score DESC, d.doc_id LIMIT :limit""")  # noqa: S608 - names are ours, values are bound
+        terms = list(weights)
         rows = self.c.execute(sql, {"colls": list(collection_ids), "coll_keys": [key64(c) for c in collection_ids],
-                                    "terms": terms, "limit": limit, "below": below})
+                                    "terms": terms, "weights": [weights[w] for w in terms], "limit": limit,
+                                    "below": below})
         return [Hit(r.doc_id, float(r.score)) for r in rows]
 
     # -- vectors --------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""Hybrid search over a knowledge collection (L1 retrieval): step-back -> embed -> keyword ->
-vector -> fuse (RRF, wide) -> rerank (z-score, narrow) -> overview -> select (one place per
-section first).
+"""Hybrid search over a knowledge collection (L1 retrieval): step-back -> embed -> keyword
+(BM25, then RM3 feedback) -> vector -> fuse (RRF, wide) -> rerank (z-score, narrow) -> overview
+-> select (one place per section first).
 
 Every step leaves a stage, ``done`` / ``skipped`` / ``error`` with a detail that says what ran
 and why not: a blank stage is a lie. Nothing here raises for a retriever's failure: the other
@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from application.knowledge.ports import ProviderError, ProviderExhausted, ProviderThrottled
 from application.packets.packet import Stage
+from application.retrieval.feedback import expand, plain
 from application.retrieval.fusion import RRF_K, rrf, wide
 from application.retrieval.ports import Candidate, Hit, Reranker
 from application.retrieval.rerank import rerank
@@ -88,13 +89,16 @@ class HybridSearch:
     embedder_note: str = ""
     rrf_k: int = RRF_K
     depth: int = LIST_DEPTH
+    feedback: bool = True  # RM3 on the keyword side (application/retrieval/feedback.py)
     # Query vectors by (model, text), most recent last: a packet asked again, or a search
     # repeated, embeds nothing and spends no quota.
     _vectors: OrderedDict[tuple[str, str], list[float]] = field(default_factory=OrderedDict, repr=False, init=False)
 
     def search(self, snapshot: RetrievalSnapshot, collection_ids: Sequence[str], query: str,
-               top_k: int = DEFAULT_TOP_K, *, vector_problem: str | None = None) -> SearchResult:
-        """``vector_problem``: why the vector index may not be current (its catch-up failed)."""
+               top_k: int = DEFAULT_TOP_K, *, vector_problem: str | None = None,
+               feedback: bool | None = None) -> SearchResult:
+        """``vector_problem``: why the vector index may not be current (its catch-up failed).
+        ``feedback``: RM3 on the keyword list, this search only (None: the pipeline's setting)."""
         collections = list(dict.fromkeys(collection_ids))
         top_k = max(1, int(top_k))
         pool = wide(top_k)
@@ -105,7 +109,8 @@ class HybridSearch:
         stages.append(sb.stage)
         query_vector, stage = self._embed(snapshot, sb.embed_query, vector_problem)
         stages.append(stage)
-        keyword, stage = _keyword(snapshot, query, collections, depth)
+        keyword, stage = _keyword(snapshot, query, collections, depth,
+                                  self.feedback if feedback is None else feedback)
         stages.append(stage)
         vector, stage = _vector(snapshot, query_vector, collections, depth)
         stages.append(stage)
@@ -185,15 +190,19 @@ class HybridSearch:
 
 
 def _keyword(snapshot: RetrievalSnapshot, query: str, collections: list[str],
-             limit: int) -> tuple[list[Hit] | None, Stage]:
+             limit: int, feedback: bool) -> tuple[list[Hit] | None, Stage]:
+    """The keyword list: BM25 of the query, then (``feedback``) of its RM3 expansion, which
+    replaces it. The feedback's outcome is part of this stage's detail: the stage is the
+    keyword retriever's, and its status says whether a keyword list stands."""
     try:
         result = snapshot.keyword(query, collections, limit)
     except Exception as e:  # noqa: BLE001
         return None, Stage("keyword", "error", f"{type(e).__name__}: {str(e)[:160]}; vector search only")
     if not result.terms:
         return None, Stage("keyword", "skipped", "no searchable words in the query (only stopwords or punctuation)")
-    return result.hits, Stage("keyword", "done", f"{result.method}: {len(result.terms)} term(s) "
-                                                 f"[{' '.join(result.terms[:12])}], {len(result.hits)} hit(s)")
+    detail = f"{result.method}: {len(result.terms)} term(s) [{' '.join(result.terms[:12])}], {len(result.hits)} hit(s)"
+    expanded = expand(snapshot, collections, result, limit) if feedback else plain(result, "skipped", "off")
+    return expanded.hits, Stage("keyword", "done", f"{detail}; {expanded.detail}")
 
 
 def _vector(snapshot: RetrievalSnapshot, query_vector: list[float] | None, collections: list[str],

@@ -3,7 +3,7 @@ all in one snapshot of the read models (``projections/retrieval_view.py`` implem
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -15,6 +15,16 @@ class KeywordResult:
     hits: list[Hit]  # best first; score = BM25 (higher is better)
     terms: list[str]  # the analysed query terms that were searched
     method: str  # e.g. "fts5 bm25" or "postgres bm25"
+
+
+@dataclass(frozen=True)
+class TermStats:
+    """What pseudo-relevance feedback reads: the analysed terms of some chunks, and the document
+    frequencies of those terms over the documents the store's BM25 takes its IDF from."""
+
+    terms: dict[str, list[str]]  # chunk id -> its analysed terms, in order, repeats kept
+    documents: int  # N
+    df: dict[str, int]  # term -> documents holding it
 
 
 @dataclass(frozen=True)
@@ -35,6 +45,17 @@ class RetrievalSnapshot(Protocol):
     def keyword(self, query: str, collection_ids: Sequence[str], limit: int,
                 below: str | None = None) -> KeywordResult:
         """``below``: only documents whose id (a page's without ``page:``) sorts before it."""
+        ...
+
+    def keyword_weighted(self, weights: Mapping[str, float], collection_ids: Sequence[str], limit: int,
+                         below: str | None = None) -> list[Hit]:
+        """BM25 with each term's contribution times its weight, best first (an expanded query).
+        With every weight 1 it ranks as ``keyword`` does. ``below`` as for ``keyword``."""
+        ...
+
+    def term_stats(self, doc_ids: Sequence[str], collection_ids: Sequence[str]) -> TermStats:
+        """The terms of the chunks among ``doc_ids`` in ``collection_ids`` (pages and unknown
+        ids are left out), and the df of every one of those terms."""
         ...
 
     def vector(self, query_vector: Sequence[float], collection_ids: Sequence[str], limit: int,

@@ -1,0 +1,114 @@
+"""Pseudo-relevance feedback on the keyword side: RM3 (Lavrenko and Croft, 2001; Abdul-Jaleel
+et al., 2004), as Anserini implements it for BM25 (``Rm3Reranker``).
+
+The first keyword list's top ``FEEDBACK_DOCS`` chunks stand in for relevant documents. Each
+gives a term vector: its term counts, less the terms no evidence can come from (shorter than 2
+or longer than 20 characters, or in more than 10% of the documents: Anserini's df rule, which
+stands in for a collection stopword list), cut to its ``FEEDBACK_TERMS`` most frequent. The
+relevance model weighs each vector, as a distribution (L1 norm 1), by the chunk's BM25 score,
+sums them, keeps the ``FEEDBACK_TERMS`` heaviest terms and normalises to 1 (RM1). RM3 mixes it
+with the query's own terms, each 1/|q| (the keyword index reads a query as its distinct terms,
+so a repeated word counts once here too): ``ORIGINAL_WEIGHT`` of the query, the rest the model;
+a term in both gets both shares. The expanded query scores BM25 with each
+term's contribution times its weight and replaces the keyword list.
+
+The parameters are Anserini's defaults (fbDocs 10, fbTerms 10, originalQueryWeight 0.5),
+chosen before measuring and not tuned on any test set (docs/benchmarks.md, issue 6).
+
+Only chunks feed the model: a wiki page is a model's summary, not the source text. The
+feedback chunks are hits of the same search, so the same collections and the same ``below``
+bound hold for them. The term statistics (documents, df) are those the store's BM25 uses for
+its IDF: a statistic never puts a word in the query, only the feedback text does.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from application.retrieval.ports import Hit
+from application.retrieval.search_ports import KeywordResult, RetrievalSnapshot
+
+FEEDBACK_DOCS = 10
+FEEDBACK_TERMS = 10
+ORIGINAL_WEIGHT = 0.5
+MAX_DOC_SHARE = 0.1  # a term in more than this share of the documents is no evidence
+MIN_TERM, MAX_TERM = 2, 20
+
+
+def usable(term: str, df: int, documents: int) -> bool:
+    return MIN_TERM <= len(term) <= MAX_TERM and documents > 0 and df / documents <= MAX_DOC_SHARE
+
+
+def heaviest(weights: Mapping[str, float], size: int) -> dict[str, float]:
+    """The ``size`` heaviest terms, equal weights by term (so the cut does not depend on order)."""
+    return dict(sorted(weights.items(), key=lambda tw: (-tw[1], tw[0]))[:max(0, size)])
+
+
+def unit(weights: Mapping[str, float]) -> dict[str, float]:
+    total = sum(weights.values())
+    return {t: w / total for t, w in weights.items()} if total > 0 else {}
+
+
+def relevance_model(feedback: Sequence[tuple[Sequence[str], float]], df: Mapping[str, int], documents: int,
+                    size: int = FEEDBACK_TERMS) -> dict[str, float]:
+    """RM1 from (a feedback document's analysed terms, its retrieval score) pairs; {} when no
+    document has a usable term or a positive score."""
+    model: defaultdict[str, float] = defaultdict(float)
+    for doc_terms, score in feedback:
+        counts = Counter(t for t in doc_terms if usable(t, df.get(t, 0), documents))
+        vector = heaviest(counts, size)
+        norm = sum(vector.values())
+        if norm <= 0 or not score or score <= 0:
+            continue
+        for term, count in vector.items():
+            model[term] += count / norm * score
+    return unit(heaviest(model, size))
+
+
+def rm3(query: Sequence[str], model: Mapping[str, float],
+        original_weight: float = ORIGINAL_WEIGHT) -> dict[str, float]:
+    """The expanded query (term -> weight, summing to 1) from the query's distinct terms."""
+    original = unit(dict.fromkeys(query, 1.0))
+    if not model:
+        return original
+    return {t: original_weight * original.get(t, 0.0) + (1 - original_weight) * model.get(t, 0.0)
+            for t in dict.fromkeys([*original, *model])}
+
+
+@dataclass(frozen=True)
+class Expansion:
+    hits: list[Hit]  # the list keyword search hands to fusion: expanded, or the first one
+    detail: str  # "prf done: ...", "prf skipped (why): ...", "prf error (what): ..."; ends "N hit(s)"
+
+
+def plain(first: KeywordResult, status: str, why: str) -> Expansion:
+    return Expansion(first.hits, f"prf {status} ({why}): the plain list, {len(first.hits)} hit(s)")
+
+
+def expand(snapshot: RetrievalSnapshot, collections: list[str], first: KeywordResult, limit: int) -> Expansion:
+    """Run RM3 over ``first`` (the plain keyword result). Never raises: on any failure the plain
+    list stands and the detail says why."""
+    try:
+        return _expand(snapshot, collections, first, limit)
+    except Exception as e:  # noqa: BLE001 - feedback only refines the keyword list
+        return plain(first, "error", f"{type(e).__name__}: {str(e)[:160]}")
+
+
+def _expand(snapshot: RetrievalSnapshot, collections: list[str], first: KeywordResult, limit: int) -> Expansion:
+    if not first.hits:
+        return plain(first, "skipped", "no keyword hit to learn from")
+    stats = snapshot.term_stats([h.id for h in first.hits], collections)
+    chunks = [h for h in first.hits if h.id in stats.terms][:FEEDBACK_DOCS]
+    if not chunks:
+        return plain(first, "skipped", "no chunk among the keyword hits")
+    model = relevance_model([(stats.terms[h.id], h.score or 0.0) for h in chunks], stats.df, stats.documents)
+    if not model:
+        return plain(first, "skipped", f"no usable term in the top {len(chunks)} chunk(s): each is in more "
+                                       f"than {MAX_DOC_SHARE:.0%} of the documents")
+    weights = rm3(first.terms, model)
+    hits = snapshot.keyword_weighted(weights, collections, limit)
+    added = [t for t in model if t not in first.terms]
+    return Expansion(hits, f"prf done: rm3 from the top {len(chunks)} chunk(s) ({FEEDBACK_TERMS} terms, query "
+                           f"weight {ORIGINAL_WEIGHT}): +{len(added)} term(s) [{' '.join(added)}], {len(hits)} hit(s)")
