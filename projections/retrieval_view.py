@@ -8,6 +8,14 @@ over the whole index. PostgreSQL: the same formula in SQL over the postings, wit
 ln(1 + (N - df + 0.5) / (df + 0.5)) and N, df and the average length over the collections
 searched.
 
+A weighted query (RM3's expansion, ``application/retrieval/feedback.py``) multiplies each
+term's BM25 contribution by its weight. PostgreSQL: the same SQL with a weight per term.
+FTS5 cannot weigh the phrases of one MATCH, so each term is its own MATCH and the weighted
+contributions are summed here (FTS5's bm25 of an OR query is that sum with unit weights).
+The feedback statistics (N, df) are the ones each store's IDF uses: on SQLite the whole
+index's, read through an ``fts5vocab`` table in the connection's temp schema (a view of the
+index, nothing stored); on PostgreSQL the searched collections' postings.
+
 Vector search: cosine in numpy over a per-collection matrix of normalised vectors, cached
 in this process and reloaded when the collection's last-changed position moves.
 """
