@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, delete, insert, select, update
@@ -24,6 +24,7 @@ from projections.sql_ops import Op, execute
 PAGE_SIZE = 1000  # events per transaction, unless the projection prefers another size (``page_size``)
 ANALYZE_AFTER = 5000  # a catch-up this big changes the planner's picture: refresh its statistics
 Progress = Callable[[int, int], None]
+Begin = Callable[[], AbstractContextManager[Connection]]  # opens a write transaction on a connection
 
 tracking_metadata = MetaData()
 tracking = Table(
@@ -101,9 +102,10 @@ class ProjectionRunner:
             return tracked(conn, self.tracking_name) or 0
 
     def catch_up(self, target: int | None = None, progress: Progress | None = None, pause: float = 0.0,
-                 *, final_analyze: bool = True) -> int:
+                 *, final_analyze: bool = True, begin: Begin | None = None) -> int:
         """Apply events until the read model reflects ``target`` (default: the log's end).
-        ``final_analyze=False``: the caller refreshes statistics itself when it is done."""
+        ``final_analyze=False``: the caller refreshes statistics itself when it is done.
+        ``begin``: where the pages' transactions run (default: the write engine's pool)."""
         goal = self.log.position() if target is None else target
         position = start = self.position()
         if position >= goal:
@@ -115,28 +117,29 @@ class ProjectionRunner:
             return goal
         long = goal - start >= ANALYZE_AFTER
         first = True
+        begin = begin or self.write_engine.begin
         while True:
-            with self.write_engine.begin() as conn:
+            with begin() as conn:
                 # SQLite's write engine begins IMMEDIATE; PostgreSQL locks the row: one catcher at a time.
                 reached = self.step(conn, goal)
             if progress is not None:
                 progress(reached, goal)
             if reached >= goal:
                 if final_analyze and reached - start >= ANALYZE_AFTER:
-                    self.analyze()
+                    self.analyze(begin)
                 return reached
             if long and first:
                 # Statistics from the first page already tell the planner which index finds one
                 # entry (the primary key): with none (a fresh build), SQLite may prefer a
                 # covering index that reads every entry of a kind, per statement.
-                self.analyze()
+                self.analyze(begin)
             first = False
             if pause:
                 time.sleep(pause)
 
-    def analyze(self) -> None:
+    def analyze(self, begin: Begin | None = None) -> None:
         """Refresh planner statistics (SQLite has none until asked; autovacuum may be off)."""
-        with self.write_engine.begin() as conn:
+        with (begin or self.write_engine.begin)() as conn:
             for table in self.tables:
                 conn.exec_driver_sql(f'ANALYZE "{table.name}"')
 

@@ -268,3 +268,33 @@ def test_rebuild_killed_mid_way_resumes_to_the_same_result(tmp_path) -> None:
     finally:
         crashed.close()
         clean.close()
+
+
+def test_a_rebuild_relaxes_commit_durability_on_its_own_connection_only(tmp_path) -> None:
+    """The rebuild's connection commits with synchronous=NORMAL (a not-yet-serving build, tracked
+    in the same transaction); the pooled connections that live catch-ups use get theirs back."""
+    from sqlalchemy import create_engine, event
+
+    from projections.read_models import unsynced_commits
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'sync.db'}", pool_size=1, max_overflow=0)
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection, _record):  # type: ignore[no-untyped-def]
+        dbapi_connection.isolation_level = None
+        dbapi_connection.execute("PRAGMA journal_mode = WAL")
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn):  # type: ignore[no-untyped-def]
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    with engine.connect() as conn:
+        before = conn.exec_driver_sql("PRAGMA synchronous").scalar()
+    assert before == 2  # FULL, SQLite's default, which the event store keeps
+    with unsynced_commits(engine) as begin:
+        for _ in range(2):
+            with begin() as conn:
+                assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+    with engine.connect() as conn:  # the same (only) pooled connection, restored
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == before
+    engine.dispose()
