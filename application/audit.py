@@ -20,7 +20,7 @@ from application.packets.ports import CanonReader, CanonSnapshot, Recall
 from application.packets.recipes import Request
 from application.packets.replay import RecordedRecall
 from domain.errors import NotFound
-from domain.packet_log import PacketRecord
+from domain.packet_log import PacketRecord, dropped_summary
 from domain.receipt import CommandReceipt, event_ref
 from domain.tokens import TokenCounter
 from eventsourcing.utils import get_topic
@@ -235,20 +235,24 @@ class _NoReplay:
 
 
 def _differences(record: PacketRecord, replayed: Packet) -> list[str]:
+    """What differs, as far as the record tells: its kept items in full, its dropped ones summed up."""
     if record.hash == replayed.hash:
         return []
     recorded = {(i["tier"], i["kind"], i["key"]): i for i in record.items}
-    now = {(i.tier, i.kind, i.key): i for i in replayed.items}
+    now = {(i.tier, i.kind, i.key): i for i in replayed.items if i.status != "dropped"}
     out = []
     for key in recorded.keys() - now.keys():
-        out.append(f"recorded item {' '.join(key)} is missing from the replay")
+        out.append(f"recorded item {' '.join(key)} is not kept in the replay")
     for key in now.keys() - recorded.keys():
-        out.append(f"replay has an item the record lacks: {' '.join(key)}")
+        out.append(f"the replay keeps an item the record did not: {' '.join(key)}")
     for key in recorded.keys() & now.keys():
         r, n = recorded[key], now[key]
         if r["status"] != n.status or list(r["sources"]) != list(n.sources):
             out.append(f"{' '.join(key)}: recorded {r['status']} from {r['sources']}, replayed {n.status} "
                        f"from {list(n.sources)}")
+    dropped = dropped_summary((i.tier, i.kind, i.key, i.sources) for i in replayed.items if i.status == "dropped")
+    if dropped != record.dropped:
+        out.append(f"dropped items differ: {record.dropped['count']} recorded, {dropped['count']} replayed")
     if not out:
-        out.append("same items, statuses and sources; item texts differ (the record keeps hashes, not texts)")
+        out.append("same items, statuses and sources; item texts or reasons differ (the record keeps hashes, not texts)")
     return sorted(out)

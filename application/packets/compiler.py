@@ -8,6 +8,7 @@ room is left to say something useful) or dropped. The same fact is never packed 
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 from application.packets.packet import TIERS, Item, Packet, Stage
@@ -28,6 +29,7 @@ QUERY_KINDS = ("chapter_goals", "scene_card")  # the P0 texts that say what the 
 # while the first sentences already say what the chapter is about. Tag lines are left out:
 # L0 has already fetched every tagged entry by key.
 QUERY_WORDS = 64
+_TIER = attrgetter("tier")  # tier names sort in tier order (a unit test holds TIERS sorted)
 
 
 class PacketError(CanonError):
@@ -130,33 +132,36 @@ def _budget_stage(items: list[Item], budget: int) -> Stage:
 
 def fill(candidates: list[Candidate], budget: int, tokens: TokenCounter,
          load: Callable[[list[tuple[Any, ...]]], dict[tuple[Any, ...], str]]) -> list[Item]:
-    ordered = sorted(candidates, key=lambda c: TIERS.index(c.tier))  # stable: recipe order within a tier
+    # Stable: recipe order within a tier. Tier names sort in tier order ("P0" < ... < "P4").
+    ordered = sorted(candidates, key=_TIER)
     remaining = budget
     packed: dict[tuple[str, str], str] = {}
     items: list[Item] = []
     unread: list[int] = []  # included items whose text is fetched once, at the end
     for c in ordered:
-        size = c.fact.tokens
+        fact = c.fact
+        size = fact.tokens
+        identity = (c.kind, c.key)
         if c.blocked:
-            items.append(_dropped(c, f"{c.blocked} ({c.reason})", size))
-        elif c.identity in packed:
-            items.append(_dropped(c, f"duplicate of the {packed[c.identity]} item ({c.reason})", size))
+            items.append(_dropped(c, f"{c.blocked} ({c.reason})"))
+        elif identity in packed:
+            items.append(_dropped(c, f"duplicate of the {packed[identity]} item ({c.reason})"))
         elif size <= remaining:
-            if c.fact.text is None:
+            if fact.text is None:
                 unread.append(len(items))
-            items.append(Item(c.tier, c.kind, c.key, c.fact.text or "", size, "included", c.reason, c.fact.sources))
+            items.append(Item(c.tier, c.kind, c.key, fact.text or "", size, "included", c.reason, fact.sources))
             remaining -= size
-            packed[c.identity] = c.tier
+            packed[identity] = c.tier
         elif c.trimmable and remaining >= MIN_TRIM_TOKENS:
-            full = c.fact.text if c.fact.text is not None else load([c.fact.ref])[c.fact.ref]
+            full = fact.text if fact.text is not None else load([fact.ref])[fact.ref]
             text = _trim(full, remaining, tokens)
             used = tokens.count(text)
             items.append(Item(c.tier, c.kind, c.key, text, used, "trimmed",
-                              f"trimmed from {size} to {used} tokens to fit ({c.reason})", c.fact.sources))
+                              f"trimmed from {size} to {used} tokens to fit ({c.reason})", fact.sources))
             remaining -= used
-            packed[c.identity] = c.tier
+            packed[identity] = c.tier
         else:
-            items.append(_dropped(c, f"no space: needs {size} tokens, {remaining} left ({c.reason})", size))
+            items.append(_dropped(c, f"no space: needs {size} tokens, {remaining} left ({c.reason})"))
     if unread:  # items and ordered candidates correspond one to one
         refs = {i: ordered[i].fact.ref for i in unread}
         texts = load(list(refs.values()))  # type: ignore[arg-type]
@@ -165,7 +170,7 @@ def fill(candidates: list[Candidate], budget: int, tokens: TokenCounter,
     return items
 
 
-def _dropped(c: Candidate, reason: str, size: int) -> Item:
+def _dropped(c: Candidate, reason: str) -> Item:
     # A dropped item carries no text: a hidden reveal must not leak through the viewer.
     return Item(c.tier, c.kind, c.key, "", 0, "dropped", reason, c.fact.sources)
 

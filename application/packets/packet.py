@@ -76,6 +76,7 @@ class Packet:
         return list(counts.values())
 
     def _body(self) -> dict[str, Any]:
+        tiers = self.tiers()
         return {
             "story_id": self.story_id,
             "role": self.role,
@@ -83,9 +84,9 @@ class Packet:
             "scene": self.scene,
             "position": self.position,
             "budget": self.budget,
-            "used_tokens": self.used_tokens,
+            "used_tokens": sum(t["tokens"] for t in tiers),
             "tokenizer": self.tokenizer,
-            "tiers": self.tiers(),
+            "tiers": tiers,
             "items": [i.as_dict() for i in self.items],
             "stages": [s.as_dict() for s in self.stages],
         }

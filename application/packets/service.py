@@ -10,7 +10,7 @@ from application.packets.packet import Packet
 from application.packets.ports import CanonReader, Retriever
 from application.packets.recipes import Request
 from domain.errors import CanonError
-from domain.packet_log import PacketRecord
+from domain.packet_log import PacketRecord, dropped_summary
 from domain.tokens import TokenCounter
 
 
@@ -58,5 +58,6 @@ def issued(packet: Packet) -> PacketRecord:
         tokenizer=packet.tokenizer, compiler=packet.compiler,
         recall=packet.recall.record() if packet.recall is not None else None,
         items=[{"tier": i.tier, "kind": i.kind, "key": i.key, "status": i.status, "sources": list(i.sources)}
-               for i in packet.items],
+               for i in packet.items if i.status != "dropped"],
+        dropped=dropped_summary((i.tier, i.kind, i.key, i.sources) for i in packet.items if i.status == "dropped"),
     )
