@@ -155,6 +155,9 @@ class ProjectionRunner:
             else:
                 ops = self.projection.ops(page)
             execute(conn, ops)
-        reached = page[-1][0] if len(page) == self.page_size else goal
+            reached = page[-1][0] if len(page) == self.page_size else goal
+            # Freed while the GC is off: each free takes back an allocation from the GC's count,
+            # so re-enabling it does not start by walking the whole page just to find it garbage.
+            del page, ops
         conn.execute(update(tracking).where(tracking.c.projection == self.tracking_name).values(position=reached))
         return reached

@@ -33,6 +33,7 @@ token_memo = Table(
     Column("encoding", String(100), primary_key=True),
     Column("digest", LargeBinary(32), primary_key=True),  # BLAKE2b-256 of the text's UTF-8 bytes
     Column("tokens", Integer, nullable=False),
+    sqlite_with_rowid=False,  # the key is the table: one B-tree to search and to insert into, not two
 )
 
 SQLITE_CHUNK = 900  # keys per IN (...) lookup: under SQLite's bound-parameter limit on any build
