@@ -77,7 +77,7 @@ class StoryRetriever:
 
     def __init__(self, position: Callable[[], int], catch_up: Callable[[int], None],
                  catch_up_vectors: Callable[[int], None], reader: Any, pipeline: Any, knowledge_reader: Any,
-                 top_k: int = TOP_K) -> None:
+                 top_k: int = TOP_K, feedback: bool = False) -> None:
         self.position = position
         self.catch_up = catch_up  # knowledge and keyword index: a failure is an error stage
         self.catch_up_vectors = catch_up_vectors  # a failure leaves keyword search standing
@@ -85,6 +85,10 @@ class StoryRetriever:
         self.pipeline = pipeline
         self.knowledge_reader = knowledge_reader
         self.top_k = top_k
+        # RM3 on the keyword list: off for packets. It adds two index reads per packet (measured
+        # on Cranfield: docs/benchmarks.md, issue 6) and its gain is measured on search, not on
+        # packet queries; a packet's L1 stays what it was.
+        self.feedback = feedback
 
     def recall(self, story_id: str, chapter: int, query: str) -> Recall:
         collection = story_collection(story_id)
@@ -98,7 +102,7 @@ class StoryRetriever:
                 problem = f"{type(e).__name__}: {str(e)[:160]}"
             with self.reader.snapshot() as snap:
                 result = self.pipeline.search(EarlierChapters(snap, chapter), [collection], query, self.top_k,
-                                              vector_problem=problem)
+                                              vector_problem=problem, feedback=self.feedback)
             hits = [h for h in result.hits if h.kind in ("chunk", "page")]
             pages = [h for h in hits if h.kind == "page"]
             wiki = Stage("wiki", "skipped", "no wiki page of the story ranked")

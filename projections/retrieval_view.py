@@ -11,7 +11,7 @@ searched.
 A weighted query (RM3's expansion, ``application/retrieval/feedback.py``) multiplies each
 term's BM25 contribution by its weight. PostgreSQL: the same SQL with a weight per term.
 FTS5 cannot weigh the phrases of one MATCH, so each term is its own MATCH and the weighted
-contributions are summed here (FTS5's bm25 of an OR query is that sum with unit weights).
+contributions are summed in SQL (FTS5's bm25 of an OR query is that sum with unit weights).
 The feedback statistics (N, df) are the ones each store's IDF uses: on SQLite the whole
 index's, read through an ``fts5vocab`` table in the connection's temp schema (a view of the
 index, nothing stored); on PostgreSQL the searched collections' postings.
@@ -150,7 +150,7 @@ class SqlRetrievalSnapshot:
             documents, df = self._fts5_df(vocabulary)
         return TermStats(doc_terms, documents, df)
 
-    def _fts5(self, terms: list[str], collection_ids: Sequence[str], limit: int | None, below: str | None) -> list[Hit]:
+    def _fts5(self, terms: list[str], collection_ids: Sequence[str], limit: int, below: str | None) -> list[Hit]:
         fts, docs = self.b.keyword.fts, self.b.keyword.docs.name
         colls = " OR ".join(_quote(collection_token(c)) for c in collection_ids)
         words = " OR ".join(_quote(t) for t in terms)
@@ -158,20 +158,28 @@ class SqlRetrievalSnapshot:
         rows = self.c.execute(text(
             f"SELECT d.doc_id, -bm25({fts}, 0.0, 1.0) AS score FROM {fts} JOIN {docs} d ON d.doc_key = {fts}.rowid "
             f"WHERE {fts} MATCH :match{_BELOW if below is not None else ''} "
-            f"ORDER BY bm25({fts}, 0.0, 1.0), d.doc_id{' LIMIT :limit' if limit is not None else ''}"),
+            f"ORDER BY bm25({fts}, 0.0, 1.0), d.doc_id LIMIT :limit"),
             {"match": match, "limit": limit, "below": below})
         return [Hit(r.doc_id, float(r.score)) for r in rows]
 
     def _fts5_weighted(self, weights: dict[str, float], collection_ids: Sequence[str], limit: int,
                        below: str | None) -> list[Hit]:
         """FTS5 cannot weigh the phrases of one MATCH, but its bm25 of an OR query is the sum of
-        each phrase's own bm25 (the same N, length and IDF): one MATCH per term, summed here."""
-        scores: dict[str, float] = {}
-        for term in sorted(weights):  # a fixed order: the float sums do not depend on the mapping's
-            for hit in self._fts5([term], collection_ids, None, below):
-                scores[hit.id] = scores.get(hit.id, 0.0) + weights[term] * float(hit.score or 0.0)
-        order = sorted(scores, key=lambda i: (-scores[i], i))[:limit]
-        return [Hit(i, scores[i]) for i in order]
+        each phrase's own bm25 (the same N, length and IDF): one MATCH per term, each scaled by
+        its weight, summed per document in the same statement."""
+        fts, docs = self.b.keyword.fts, self.b.keyword.docs.name
+        colls = " OR ".join(_quote(collection_token(c)) for c in collection_ids)
+        params: dict[str, Any] = {"limit": limit, "below": below}
+        parts = []
+        for i, term in enumerate(sorted(weights)):
+            params[f"m{i}"] = f"coll : ({colls}) AND terms : ({_quote(term)})"
+            params[f"w{i}"] = weights[term]
+            parts.append(f"SELECT rowid AS k, :w{i} * -bm25({fts}, 0.0, 1.0) AS s FROM {fts} WHERE {fts} MATCH :m{i}")
+        rows = self.c.execute(text(
+            f"SELECT d.doc_id, t.score FROM (SELECT k, sum(s) AS score FROM ({' UNION ALL '.join(parts)}) GROUP BY k) t "
+            f"JOIN {docs} d ON d.doc_key = t.k WHERE TRUE{_BELOW if below is not None else ''} "
+            f"ORDER BY t.score DESC, d.doc_id LIMIT :limit"), params)  # noqa: S608 - names are ours, values bound
+        return [Hit(r.doc_id, float(r.score)) for r in rows]
 
     def _fts5_df(self, vocabulary: list[str]) -> tuple[int, dict[str, int]]:
         """N and df over the whole FTS5 index, as its bm25 takes them. The fts5vocab table lives in

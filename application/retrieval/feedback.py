@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from application.retrieval.ports import Hit
 from application.retrieval.search_ports import KeywordResult, RetrievalSnapshot
+from domain.wiki import PAGE_PREFIX
 
 FEEDBACK_DOCS = 10
 FEEDBACK_TERMS = 10
@@ -99,8 +100,9 @@ def expand(snapshot: RetrievalSnapshot, collections: list[str], first: KeywordRe
 def _expand(snapshot: RetrievalSnapshot, collections: list[str], first: KeywordResult, limit: int) -> Expansion:
     if not first.hits:
         return plain(first, "skipped", "no keyword hit to learn from")
-    stats = snapshot.term_stats([h.id for h in first.hits], collections)
-    chunks = [h for h in first.hits if h.id in stats.terms][:FEEDBACK_DOCS]
+    chunks = [h for h in first.hits if not h.id.startswith(PAGE_PREFIX)][:FEEDBACK_DOCS]
+    stats = snapshot.term_stats([h.id for h in chunks], collections)
+    chunks = [h for h in chunks if h.id in stats.terms]
     if not chunks:
         return plain(first, "skipped", "no chunk among the keyword hits")
     model = relevance_model([(stats.terms[h.id], h.score or 0.0) for h in chunks], stats.df, stats.documents)

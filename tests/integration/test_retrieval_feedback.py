@@ -86,6 +86,9 @@ def test_a_packet_learns_only_from_chapters_before_its_own(rs) -> None:
     for chapter in range(1, 12):
         _apply(rs, *_chapter(chapter, texts.get(chapter, FILLER[chapter % len(FILLER)] + f" in chapter {chapter}")))
 
+    assert "prf skipped (off)" in next(s.detail for s in rs.packets.retriever.recall(STORY, 5, QUERY).stages
+                                       if s.step == "keyword")  # packets leave feedback off by default
+    rs.packets.retriever.feedback = True
     early = rs.packets.retriever.recall(STORY, 5, QUERY)  # the packet path: StoryRetriever
     early_terms = _expansion(next(s for s in early.stages if s.step == "keyword"))
     assert stem("cinnabar") in early_terms and stem("obsidian") not in early_terms
