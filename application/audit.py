@@ -118,7 +118,9 @@ class Auditor:
     def _issued_like(self, request: Request, position: int, budgets: dict[str, int]) -> PacketRecord | None:
         budget = request.budget if request.budget is not None else budgets.get(request.role, 0)
         topic = get_topic(PacketRecord.PacketIssued)
-        start, end, found = 1, self.ledger.position(), None
+        # A packet reflecting ``position`` was issued after the log reached it: no need to
+        # decode the PacketIssued events of the story's earlier history.
+        start, end, found = position + 1, self.ledger.position(), None
         while start <= end:
             page = self.ledger.read(start, 5000, end, [topic])
             for _, e in page:
