@@ -35,7 +35,10 @@ places it). Runs:
   = the same ranking with the default's selection rule. Recall@100 of both: their top 100
   (wide 300).
 
-Also reported: the mean number of distinct abstracts in each run's first 10 results.
+Also reported: the mean number of distinct abstracts in each run's first 10 results, each run's
+NDCG@10 per query (JSON), and a paired randomisation test (two-sided, 10,000 sign flips of the
+per-query differences, seeded) for what RM3 changes: keyword+prf against keyword, default
+against default-no-prf, and default against the best single retriever.
 
 Latency. p50 / p90 of ``SearchService.search`` (catch-up check, snapshot, every stage) per
 query, after one warm-up query, with RM3 on (the default) and off in the same run, plus the
@@ -147,6 +150,17 @@ def one_per_section(ids: list[str], top: int) -> list[str]:
         (waiting if section_of(i) in seen else first).append(i)
         seen.add(section_of(i))
     return (first[:top] + waiting)[:top]
+
+
+def paired_p(a: list[float], b: list[float], rounds: int = 10_000, seed: int = 6) -> float:
+    """Two-sided paired randomisation test of mean(a - b): the share of random sign flips of
+    the per-query differences whose mean is at least as far from 0 as the observed one."""
+    diffs = [x - y for x, y in zip(a, b)]
+    observed = abs(statistics.fmean(diffs))
+    rng = random.Random(seed)
+    hits = sum(abs(statistics.fmean([d if rng.random() < 0.5 else -d for d in diffs])) >= observed - 1e-12
+               for _ in range(rounds))
+    return (hits + 1) / (rounds + 1)
 
 
 def p(values: list[float], q: float) -> float:
@@ -274,18 +288,24 @@ def run_cranfield(kind: str, embedder: str) -> dict[str, Any]:
                         hits = pipeline.search(snap, [COLLECTION], q, top, feedback=feedback).hits
                         store[name].append(documents([h.id for h in hits]))
         scores = {}
+        per_query: dict[str, list[float]] = {}
         for name, rankings in runs.items():
             gains = [qrels[n] for n in judged]
             deep = deep_runs.get(name, rankings)
+            per_query[name] = [ndcg10(r, g) for r, g in zip(rankings, gains)]
             scores[name] = {
                 "distinct_in_10": statistics.fmean(len(r[:10]) for r in rankings),
                 "ndcg10": statistics.fmean(ndcg10(r, g) for r, g in zip(rankings, gains)),
                 "mrr10": statistics.fmean(mrr10(r, g) for r, g in zip(rankings, gains)),
                 "recall100": statistics.fmean(recall100(r, g) for r, g in zip(deep, gains)),
             }
+        best = max(("keyword", "keyword+prf", "dense"), key=lambda name: scores[name]["ndcg10"])
+        tests = {f"{a} vs {b}": paired_p(per_query[a], per_query[b])
+                 for a, b in (("keyword+prf", "keyword"), ("default", "default-no-prf"), ("default", best))}
         lat = latency(services, [COLLECTION], [queries[n - 1] for n in judged[:100]])
         return {"store": kind, "embedder": services.embedder.name, "docs": len(docs), "chunks": chunks,
-                "queries": len(judged), "apply_s": apply_s, **timings, "scores": scores, "latency": lat}
+                "queries": len(judged), "apply_s": apply_s, **timings, "scores": scores, "paired_p": tests,
+                "ndcg10_per_query": per_query, "latency": lat}
     finally:
         services.close()
         cleanup()
@@ -354,6 +374,8 @@ def markdown(report: dict[str, Any]) -> str:
         best = max(r["scores"][single]["ndcg10"] for single in ("keyword", "keyword+prf", "dense"))
         for name in ("default-no-prf", "default"):
             out.append(f"| {r['store']} | {name} / best single | {r['scores'][name]['ndcg10'] / best:.3f}x | | | |")
+        for pair, pvalue in r.get("paired_p", {}).items():
+            out.append(f"| {r['store']} | paired randomisation p, {pair} | {pvalue:.3f} | | | |")
     out += ["", "| Store | Embedder | Docs | Chunks | Apply | Knowledge | Keyword index | Vector index | "
                 "search p50 | p90 | no-prf p50 | no-prf p90 | keyword p50 | prf p50 | embed p50 | vector p50 |",
             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
