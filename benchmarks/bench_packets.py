@@ -505,9 +505,9 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
         projection = runner.projection
         inner_ops, projected = projection.ops, [0]
 
-        def counting_ops(events: list[Any]) -> Any:
+        def counting_ops(events: list[Any], *rest: Any) -> Any:
             projected[0] += len(events)
-            return inner_ops(events)
+            return inner_ops(events, *rest)
 
         projection.ops = counting_ops  # type: ignore[method-assign]
         goal = services.ledger.position()
