@@ -25,10 +25,13 @@ places it). Runs:
 - rrf: ``fusion.rrf`` (k 60) of keyword and dense; rrf+prf: of keyword+prf and dense;
 - zscore, zscore+prf: ``rerank.zscore_order`` over those rrf candidates (every candidate of both
   lists);
-- default: what ``canon search --top 10`` returns: ``HybridSearch.search`` (lists 100 deep, the
-  keyword list expanded by RM3, rrf wide 3x, z-score rerank on the lists' scale, one place per
-  section first), top 10 chunks for NDCG/MRR, and top 100 (wide 300) for Recall@100;
-  default-no-prf: the same with ``feedback=False`` (the default before RM3);
+- default: what ``canon search --top 10`` returns: ``HybridSearch.search`` (lists 100 deep, rrf
+  wide 3x, z-score rerank on the lists' scale, one place per section first; RM3 feedback only
+  when the keyword list answers alone, so not here), top 10 chunks for NDCG/MRR, and top 100
+  (wide 300) for Recall@100; default+prf: the same with ``feedback="always"`` (RM3 on the
+  keyword list before fusion);
+- keyword-only default / keyword-only no-prf: ``HybridSearch`` without an embedder (what search
+  does when no vector list can be made), with its RM3 (``feedback="alone"``) and without;
 - two ablations of the default from the same 100-deep lists, to show what each step is worth:
   ``old-default`` = the pipeline before issue 6's follow-up (z-score on the pool's own scale,
   the first 10 chunks, so two chunks of one abstract take two places) and ``+one-per-section``
@@ -37,11 +40,13 @@ places it). Runs:
 
 Also reported: the mean number of distinct abstracts in each run's first 10 results, each run's
 NDCG@10 per query (JSON), and a paired randomisation test (two-sided, 10,000 sign flips of the
-per-query differences, seeded) for what RM3 changes: keyword+prf against keyword, default
-against default-no-prf, and default against the best single retriever.
+per-query differences, seeded) for what RM3 changes: keyword+prf against keyword, default+prf
+against default, keyword-only default against keyword-only no-prf, and default against the
+best single retriever.
 
 Latency. p50 / p90 of ``SearchService.search`` (catch-up check, snapshot, every stage) per
-query, after one warm-up query, with RM3 on (the default) and off in the same run, plus the
+query, after one warm-up query, as the default runs (no RM3 beside a vector list) and with RM3
+forced on (``feedback="always"``) in the same run, alternating per query, plus the
 keyword step, the RM3 step (``feedback.expand`` after the keyword read) and the vector step alone. At 1,400 docs: the
 Cranfield store above. At ``--scale`` chunks: War and Peace through the story commands
 (accepted chapter text -> collection ``story:war-and-peace``), padded with documents made of
@@ -73,7 +78,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from application.parsing import parse_command  # noqa: E402
-from application.retrieval.feedback import expand  # noqa: E402
+from application.retrieval.feedback import ALONE, ALWAYS, OFF, expand  # noqa: E402
 from application.retrieval.fusion import rrf, wide  # noqa: E402
 from application.retrieval.rerank import zscore_order  # noqa: E402
 from application.retrieval.search import HybridSearch, section_of  # noqa: E402
@@ -215,14 +220,14 @@ def build(services: Any) -> dict[str, float]:
 def latency(services: Any, collections: list[str], queries: list[str], top_k: int = 10) -> dict[str, float]:
     service = services.search_service()
     service.search(collections, queries[0], top_k)  # warm-up: model load, matrix cache
-    full, plain, kw, prf, vec, emb = [], [], [], [], [], []
+    full, forced, kw, prf, vec, emb = [], [], [], [], [], []
     for q in queries:
-        for feedback, times in ((True, full), (False, plain)):
+        for feedback, times in ((ALONE, full), (ALWAYS, forced)):
             service.pipeline.feedback = feedback
             t = time.perf_counter()
             service.search(collections, q, top_k)
             times.append(time.perf_counter() - t)
-        service.pipeline.feedback = True
+        service.pipeline.feedback = ALONE
         with services.retrieval_reader.snapshot() as snap:
             t = time.perf_counter()
             first = snap.keyword(q, collections, 100)
@@ -238,7 +243,7 @@ def latency(services: Any, collections: list[str], queries: list[str], top_k: in
             vec.append(time.perf_counter() - t)
     ms = 1000.0
     return {"queries": len(queries), "search_p50_ms": p(full, 0.5) * ms, "search_p90_ms": p(full, 0.9) * ms,
-            "search_no_prf_p50_ms": p(plain, 0.5) * ms, "search_no_prf_p90_ms": p(plain, 0.9) * ms,
+            "search_prf_p50_ms": p(forced, 0.5) * ms, "search_prf_p90_ms": p(forced, 0.9) * ms,
             "keyword_p50_ms": p(kw, 0.5) * ms, "prf_p50_ms": p(prf, 0.5) * ms, "embed_p50_ms": p(emb, 0.5) * ms, "vector_p50_ms": p(vec, 0.5) * ms}
 
 
@@ -257,9 +262,10 @@ def run_cranfield(kind: str, embedder: str) -> dict[str, Any]:
         pipeline = HybridSearch(services.embedder)
         runs: dict[str, list[list[str]]] = {k: [] for k in (
             "keyword", "keyword+prf", "dense", "rrf", "zscore", "rrf+prf", "zscore+prf", "old-default",
-            "+one-per-section", "default-no-prf", "default")}
-        deep_runs: dict[str, list[list[str]]] = {k: [] for k in ("old-default", "+one-per-section", "default-no-prf",
-                                                                 "default")}
+            "+one-per-section", "default", "default+prf", "keyword-only no-prf", "keyword-only default")}
+        deep_runs: dict[str, list[list[str]]] = {k: [] for k in (
+            "old-default", "+one-per-section", "default", "default+prf", "keyword-only no-prf", "keyword-only default")}
+        keyword_only = HybridSearch(None)
         judged = [n for n in range(1, len(queries) + 1) if qrels.get(n)]
         with services.retrieval_reader.snapshot() as snap:
             for n in judged:
@@ -284,8 +290,10 @@ def run_cranfield(kind: str, embedder: str) -> dict[str, Any]:
                                                            limit=wide(top)))]
                     store["old-default"].append(documents(old[:top]))
                     store["+one-per-section"].append(documents(one_per_section(old, top)))
-                    for name, feedback in (("default-no-prf", False), ("default", True)):
-                        hits = pipeline.search(snap, [COLLECTION], q, top, feedback=feedback).hits
+                    for name, search, feedback in (("default", pipeline, ALONE), ("default+prf", pipeline, ALWAYS),
+                                                   ("keyword-only no-prf", keyword_only, OFF),
+                                                   ("keyword-only default", keyword_only, ALONE)):
+                        hits = search.search(snap, [COLLECTION], q, top, feedback=feedback).hits
                         store[name].append(documents([h.id for h in hits]))
         scores = {}
         per_query: dict[str, list[float]] = {}
@@ -301,7 +309,8 @@ def run_cranfield(kind: str, embedder: str) -> dict[str, Any]:
             }
         best = max(("keyword", "keyword+prf", "dense"), key=lambda name: scores[name]["ndcg10"])
         tests = {f"{a} vs {b}": paired_p(per_query[a], per_query[b])
-                 for a, b in (("keyword+prf", "keyword"), ("default", "default-no-prf"), ("default", best))}
+                 for a, b in (("keyword+prf", "keyword"), ("default+prf", "default"),
+                              ("keyword-only default", "keyword-only no-prf"), ("default", best))}
         lat = latency(services, [COLLECTION], [queries[n - 1] for n in judged[:100]])
         return {"store": kind, "embedder": services.embedder.name, "docs": len(docs), "chunks": chunks,
                 "queries": len(judged), "apply_s": apply_s, **timings, "scores": scores, "paired_p": tests,
@@ -372,19 +381,20 @@ def markdown(report: dict[str, Any]) -> str:
             out.append(f"| {r['store']} | {name} | {s['ndcg10']:.4f} | {s['mrr10']:.4f} | {s['recall100']:.4f} | "
                        f"{s['distinct_in_10']:.2f} |")
         best = max(r["scores"][single]["ndcg10"] for single in ("keyword", "keyword+prf", "dense"))
-        for name in ("default-no-prf", "default"):
+        for name in ("default", "default+prf"):
             out.append(f"| {r['store']} | {name} / best single | {r['scores'][name]['ndcg10'] / best:.3f}x | | | |")
         for pair, pvalue in r.get("paired_p", {}).items():
-            out.append(f"| {r['store']} | paired randomisation p, {pair} | {pvalue:.3f} | | | |")
+            shown = "< 0.001" if pvalue < 0.001 else f"{pvalue:.3f}"
+            out.append(f"| {r['store']} | paired randomisation p, {pair} | {shown} | | | |")
     out += ["", "| Store | Embedder | Docs | Chunks | Apply | Knowledge | Keyword index | Vector index | "
-                "search p50 | p90 | no-prf p50 | no-prf p90 | keyword p50 | prf p50 | embed p50 | vector p50 |",
+                "search p50 | p90 | +prf p50 | +prf p90 | keyword p50 | prf p50 | embed p50 | vector p50 |",
             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in report["cranfield"] + report.get("scale", []):
         lat = r["latency"]
         out.append(f"| {r['store']} | {r['embedder']} | {r.get('docs', '-')} | {r['chunks']} | {r['apply_s']:.1f} s | "
                    f"{r['knowledge_s']:.1f} s | {r['keyword_index_s']:.1f} s | {r['vector_index_s']:.1f} s | "
                    f"{lat['search_p50_ms']:.1f} ms | {lat['search_p90_ms']:.1f} ms | "
-                   f"{lat['search_no_prf_p50_ms']:.1f} ms | {lat['search_no_prf_p90_ms']:.1f} ms | "
+                   f"{lat['search_prf_p50_ms']:.1f} ms | {lat['search_prf_p90_ms']:.1f} ms | "
                    f"{lat['keyword_p50_ms']:.1f} ms | {lat['prf_p50_ms']:.1f} ms | "
                    f"{lat['embed_p50_ms']:.1f} ms | {lat['vector_p50_ms']:.1f} ms |")
     return "\n".join(out)

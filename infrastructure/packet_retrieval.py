@@ -16,6 +16,7 @@ from typing import Any
 from application.knowledge.lint import lint
 from application.packets.packet import Stage
 from application.packets.ports import Recall, Recalled
+from application.retrieval.feedback import OFF
 from application.retrieval.search_ports import Doc, KeywordResult, TermStats
 from application.retrieval.ports import Hit
 from domain.chunking import chapter_document, story_collection
@@ -77,7 +78,7 @@ class StoryRetriever:
 
     def __init__(self, position: Callable[[], int], catch_up: Callable[[int], None],
                  catch_up_vectors: Callable[[int], None], reader: Any, pipeline: Any, knowledge_reader: Any,
-                 top_k: int = TOP_K, feedback: bool = False) -> None:
+                 top_k: int = TOP_K, feedback: str = OFF) -> None:
         self.position = position
         self.catch_up = catch_up  # knowledge and keyword index: a failure is an error stage
         self.catch_up_vectors = catch_up_vectors  # a failure leaves keyword search standing
@@ -85,9 +86,9 @@ class StoryRetriever:
         self.pipeline = pipeline
         self.knowledge_reader = knowledge_reader
         self.top_k = top_k
-        # RM3 on the keyword list: off for packets. It adds two index reads per packet (measured
-        # on Cranfield: docs/benchmarks.md, issue 6) and its gain is measured on search, not on
-        # packet queries; a packet's L1 stays what it was.
+        # RM3 on the keyword list: off for packets, even when keyword search answers alone. It
+        # adds index reads to every packet, and its gain is measured on Cranfield queries
+        # (docs/benchmarks.md, issue 6), not on packet queries; a packet's L1 stays what it was.
         self.feedback = feedback
 
     def recall(self, story_id: str, chapter: int, query: str) -> Recall:

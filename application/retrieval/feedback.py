@@ -13,7 +13,11 @@ a term in both gets both shares. The expanded query scores BM25 with each
 term's contribution times its weight and replaces the keyword list.
 
 The parameters are Anserini's defaults (fbDocs 10, fbTerms 10, originalQueryWeight 0.5),
-chosen before measuring and not tuned on any test set (docs/benchmarks.md, issue 6).
+chosen before measuring and not tuned on any test set. Measured on Cranfield (docs/benchmarks.md,
+issue 6): BM25 0.372 -> 0.389 NDCG@10 on SQLite (PostgreSQL 0.373 -> 0.395), but the hybrid
+with MiniLM only 0.420 -> 0.425 (0.421 -> 0.423; paired p 0.47 / 0.75) at 3-4x the search
+time, so search runs it only when the keyword list answers alone (no vector index, or the
+embedder failed, is out of quota, or does not match the index).
 
 Only chunks feed the model: a wiki page is a model's summary, not the source text. The
 feedback chunks are hits of the same search, so the same collections and the same ``below``
@@ -30,6 +34,11 @@ from dataclasses import dataclass
 from application.retrieval.ports import Hit
 from application.retrieval.search_ports import KeywordResult, RetrievalSnapshot
 from domain.wiki import PAGE_PREFIX
+
+# When search runs it (HybridSearch.feedback): only when the keyword list stands alone, on
+# every search, or never.
+ALONE, ALWAYS, OFF = "alone", "always", "off"
+MODES = (ALONE, ALWAYS, OFF)
 
 FEEDBACK_DOCS = 10
 FEEDBACK_TERMS = 10

@@ -1,5 +1,5 @@
 """Hybrid search over a knowledge collection (L1 retrieval): step-back -> embed -> keyword
-(BM25, then RM3 feedback) -> vector -> fuse (RRF, wide) -> rerank (z-score, narrow) -> overview
+(BM25; RM3 feedback when no vector list is fused) -> vector -> fuse (RRF, wide) -> rerank (z-score, narrow) -> overview
 -> select (one place per section first).
 
 Every step leaves a stage, ``done`` / ``skipped`` / ``error`` with a detail that says what ran
@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from application.knowledge.ports import ProviderError, ProviderExhausted, ProviderThrottled
 from application.packets.packet import Stage
-from application.retrieval.feedback import expand, plain
+from application.retrieval.feedback import ALONE, MODES, OFF, expand, plain
 from application.retrieval.fusion import RRF_K, rrf, wide
 from application.retrieval.ports import Candidate, Hit, Reranker
 from application.retrieval.rerank import rerank
@@ -89,16 +89,21 @@ class HybridSearch:
     embedder_note: str = ""
     rrf_k: int = RRF_K
     depth: int = LIST_DEPTH
-    feedback: bool = True  # RM3 on the keyword side (application/retrieval/feedback.py)
+    # RM3 on the keyword list (application/retrieval/feedback.py): ALONE runs it only when no
+    # query vector will be fused with it (keyword search answers alone). Measured on Cranfield
+    # (docs/benchmarks.md, issue 6; SQLite / PostgreSQL): it lifts BM25 alone (+0.017 / +0.022
+    # NDCG@10, paired p = 0.03 / 0.005) but not the hybrid with MiniLM (+0.005 / +0.002, p = 0.47
+    # / 0.75, MRR@10 down), for 3-4x the search time.
+    feedback: str = ALONE
     # Query vectors by (model, text), most recent last: a packet asked again, or a search
     # repeated, embeds nothing and spends no quota.
     _vectors: OrderedDict[tuple[str, str], list[float]] = field(default_factory=OrderedDict, repr=False, init=False)
 
     def search(self, snapshot: RetrievalSnapshot, collection_ids: Sequence[str], query: str,
                top_k: int = DEFAULT_TOP_K, *, vector_problem: str | None = None,
-               feedback: bool | None = None) -> SearchResult:
+               feedback: str | None = None) -> SearchResult:
         """``vector_problem``: why the vector index may not be current (its catch-up failed).
-        ``feedback``: RM3 on the keyword list, this search only (None: the pipeline's setting)."""
+        ``feedback``: ``alone`` / ``always`` / ``off``, this search only (None: the pipeline's)."""
         collections = list(dict.fromkeys(collection_ids))
         top_k = max(1, int(top_k))
         pool = wide(top_k)
@@ -109,8 +114,10 @@ class HybridSearch:
         stages.append(sb.stage)
         query_vector, stage = self._embed(snapshot, sb.embed_query, vector_problem)
         stages.append(stage)
-        keyword, stage = _keyword(snapshot, query, collections, depth,
-                                  self.feedback if feedback is None else feedback)
+        mode = self.feedback if feedback is None else feedback
+        if mode not in MODES:
+            raise ValueError(f"feedback must be one of {', '.join(MODES)}, not {mode!r}")
+        keyword, stage = _keyword(snapshot, query, collections, depth, _feedback_off(mode, query_vector))
         stages.append(stage)
         vector, stage = _vector(snapshot, query_vector, collections, depth)
         stages.append(stage)
@@ -189,11 +196,20 @@ class HybridSearch:
         return done(vector)
 
 
+def _feedback_off(mode: str, query_vector: list[float] | None) -> str | None:
+    """Why RM3 does not run on this search, or None when it does."""
+    if mode == OFF:
+        return "off"
+    if mode == ALONE and query_vector is not None:
+        return "a vector list is fused with it: feedback runs when keyword search answers alone"
+    return None
+
+
 def _keyword(snapshot: RetrievalSnapshot, query: str, collections: list[str],
-             limit: int, feedback: bool) -> tuple[list[Hit] | None, Stage]:
-    """The keyword list: BM25 of the query, then (``feedback``) of its RM3 expansion, which
-    replaces it. The feedback's outcome is part of this stage's detail: the stage is the
-    keyword retriever's, and its status says whether a keyword list stands."""
+             limit: int, feedback_off: str | None) -> tuple[list[Hit] | None, Stage]:
+    """The keyword list: BM25 of the query, then (unless ``feedback_off`` says why not) of its
+    RM3 expansion, which replaces it. The feedback's outcome is part of this stage's detail:
+    the stage is the keyword retriever's, and its status says whether a keyword list stands."""
     try:
         result = snapshot.keyword(query, collections, limit)
     except Exception as e:  # noqa: BLE001
@@ -201,7 +217,8 @@ def _keyword(snapshot: RetrievalSnapshot, query: str, collections: list[str],
     if not result.terms:
         return None, Stage("keyword", "skipped", "no searchable words in the query (only stopwords or punctuation)")
     detail = f"{result.method}: {len(result.terms)} term(s) [{' '.join(result.terms[:12])}], {len(result.hits)} hit(s)"
-    expanded = expand(snapshot, collections, result, limit) if feedback else plain(result, "skipped", "off")
+    expanded = (plain(result, "skipped", feedback_off) if feedback_off
+                else expand(snapshot, collections, result, limit))
     return expanded.hits, Stage("keyword", "done", f"{detail}; {expanded.detail}")
 
 

@@ -66,6 +66,7 @@ def test_feedback_terms_come_only_from_the_searched_collection(rs) -> None:
         for i, filler in enumerate(FILLER + ["mist over the water"]):
             _ingest(rs, collection, f"filler-{i}.md", filler)
     service = rs.search_service()
+    service.pipeline.feedback = "always"  # the hashing vectors would otherwise be fused with it
     alpha = _expansion(_keyword_stage(service.search(["alpha"], QUERY, 3)))
     beta = _expansion(_keyword_stage(service.search(["beta"], QUERY, 3)))
     assert stem("cinnabar") in alpha and stem("quixote") not in alpha
@@ -88,7 +89,7 @@ def test_a_packet_learns_only_from_chapters_before_its_own(rs) -> None:
 
     assert "prf skipped (off)" in next(s.detail for s in rs.packets.retriever.recall(STORY, 5, QUERY).stages
                                        if s.step == "keyword")  # packets leave feedback off by default
-    rs.packets.retriever.feedback = True
+    rs.packets.retriever.feedback = "always"
     early = rs.packets.retriever.recall(STORY, 5, QUERY)  # the packet path: StoryRetriever
     early_terms = _expansion(next(s for s in early.stages if s.step == "keyword"))
     assert stem("cinnabar") in early_terms and stem("obsidian") not in early_terms
@@ -132,7 +133,7 @@ def test_a_failing_feedback_step_leaves_the_plain_keyword_list(rs) -> None:
     rs.search_service().search(["alpha"], QUERY, 1)
     with rs.retrieval_reader.snapshot() as snap:
         broken = HybridSearch(None).search(_BrokenFeedback(snap), ["alpha"], QUERY, 3)
-        off = HybridSearch(None, feedback=False).search(snap, ["alpha"], QUERY, 3)
+        off = HybridSearch(None, feedback="off").search(snap, ["alpha"], QUERY, 3)
     stage = _keyword_stage(broken)
     assert stage.status == "done" and "prf error (RuntimeError: postings gone): the plain list" in stage.detail
     assert [h.id for h in broken.hits] == [h.id for h in off.hits]
@@ -154,3 +155,16 @@ def test_the_packet_snapshot_hides_later_chapters_from_feedback_statistics_reads
                                          [f"page:story:{STORY}/chapter-00001#x"], [f"story:{STORY}"])
     assert inner.asked == [f"story:{STORY}/chapter-00001#x/0", f"story:{STORY}/chapter-00002#x/0",
                            f"page:story:{STORY}/chapter-00001#x"]
+
+
+def test_by_default_feedback_runs_only_when_keyword_search_answers_alone(rs) -> None:
+    _ingest(rs, "alpha", "lamps.md", f"The {QUERY}, the cinnabar wick.")
+    for i, filler in enumerate(FILLER + ["mist over the water"]):
+        _ingest(rs, "alpha", f"filler-{i}.md", filler)
+    hybrid = rs.search_service().search(["alpha"], QUERY, 3)  # hashing vectors: a vector list is fused
+    assert "prf skipped (a vector list is fused with it" in _keyword_stage(hybrid).detail
+    with rs.retrieval_reader.snapshot() as snap:
+        alone = HybridSearch(None).search(snap, ["alpha"], QUERY, 3)  # no embedder: keyword answers alone
+        with pytest.raises(ValueError):
+            HybridSearch(None, feedback="sometimes").search(snap, ["alpha"], QUERY, 3)
+    assert stem("cinnabar") in _expansion(_keyword_stage(alone))
