@@ -15,7 +15,7 @@ term's contribution times its weight and replaces the keyword list.
 The parameters are Anserini's defaults (fbDocs 10, fbTerms 10, originalQueryWeight 0.5),
 chosen before measuring and not tuned on any test set. Measured on Cranfield (docs/benchmarks.md,
 issue 6): BM25 0.372 -> 0.389 NDCG@10 on SQLite (PostgreSQL 0.373 -> 0.395), but the hybrid
-with MiniLM only 0.420 -> 0.425 (0.421 -> 0.423; paired p 0.47 / 0.75) at 3-4x the search
+with MiniLM only 0.420 -> 0.425 (0.421 -> 0.423; paired p 0.47 / 0.75) at 2-4.5x the search
 time, so search runs it only when the keyword list answers alone (no vector index, or the
 embedder failed, is out of quota, or does not match the index).
 

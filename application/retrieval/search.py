@@ -93,7 +93,7 @@ class HybridSearch:
     # query vector will be fused with it (keyword search answers alone). Measured on Cranfield
     # (docs/benchmarks.md, issue 6; SQLite / PostgreSQL): it lifts BM25 alone (+0.017 / +0.022
     # NDCG@10, paired p = 0.03 / 0.005) but not the hybrid with MiniLM (+0.005 / +0.002, p = 0.47
-    # / 0.75, MRR@10 down), for 3-4x the search time.
+    # / 0.75, MRR@10 down), for 2-4.5x the search time.
     feedback: str = ALONE
     # Query vectors by (model, text), most recent last: a packet asked again, or a search
     # repeated, embeds nothing and spends no quota.
