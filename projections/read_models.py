@@ -30,6 +30,7 @@ from projections.runner import (
     tracking_metadata,
 )
 
+
 @contextmanager
 def unsynced_commits(engine: Engine) -> Iterator[Begin]:
     """Transactions for a rebuild on one connection whose commits do not wait for the disk:
@@ -37,7 +38,8 @@ def unsynced_commits(engine: Engine) -> Iterator[Begin]:
     ``synchronous_commit = off``. Neither can corrupt the database or reorder commits; a power
     loss may only roll back the last ones. That is safe here and nowhere near the events: a
     rebuild writes a build no reader uses yet, its tracking row in the same transaction (the
-    rerun resumes from what survived), and the switch and the old build's drop are later in
+    rerun resumes from what survived) and token-memo entries (a cache: a lost one is counted
+    again), and the switch and the old build's drop are later in
     the same log (a lost switch leaves the old build serving, whole). The event store's own
     connections keep their settings (these are per connection, restored before it is pooled)."""
     with engine.connect() as conn:
