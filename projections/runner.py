@@ -46,7 +46,11 @@ class Projection(Protocol):
     name: str
     topics: list[str]
 
-    def ops(self, events: list[tuple[int, Any]]) -> list[Op]: ...
+    def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
+        """Ops for (position, event) pairs. A projection with ``ops_in_transaction = True`` is
+        called as ``ops(events, conn)``, inside the page's transaction (the canon projection
+        reads and fills its token memo there)."""
+        ...
 
 
 def tracked(conn: Connection, name: str, *, lock: bool = False) -> int | None:
