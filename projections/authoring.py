@@ -69,7 +69,7 @@ class AuthoringProjection:
         self.t = tables
         self.topics = [get_topic(cls) for cls in HANDLED]
 
-    def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
+    def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
         ops: list[Op] = []
         for p, e in events:
             kind = type(e).__qualname__

@@ -110,8 +110,6 @@ class CanonProjection:
     # Events per transaction when the runner is left at its default: a fifth of the commits of
     # pages of 1,000, and most entries' timelines fall within one page (valid_to in Python).
     page_size = 5000
-    # ``ops`` takes the page's connection: counts come from the token memo in that transaction.
-    ops_in_transaction = True
 
     def __init__(self, tables: CanonTables, tokens: TokenCounter, memo: TokenMemo | None = None) -> None:
         self.t = tables

@@ -47,7 +47,7 @@ class KnowledgeProjection:
         self.topics = [get_topic(cls) for cls in HANDLED]
         self._restale = self._staleness_statement()
 
-    def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
+    def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
         ops: list[Op] = []
         for position, e in events:
             handler = getattr(self, "_on_" + type(e).__qualname__.replace(".", "_"))

@@ -111,7 +111,7 @@ class KeywordProjection:
                 f"SELECT CAST(:c AS VARCHAR), count(*), coalesce(sum(length), 0) FROM {d} WHERE collection_id = :c "
                 f"ON CONFLICT (collection_id) DO UPDATE SET docs = EXCLUDED.docs, total_length = EXCLUDED.total_length")
 
-    def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
+    def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
         ops: list[Op] = []
         for position, e in events:
             for change in changes(e, self.tokens):
@@ -216,7 +216,7 @@ class VectorProjection:
         return done
 
     # -- ops --------------------------------------------------------------------------------------
-    def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
+    def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
         self.embed(self._wanted(events))
         ops: list[Op] = []
         for position, e in events:

@@ -46,10 +46,9 @@ class Projection(Protocol):
     name: str
     topics: list[str]
 
-    def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
-        """Ops for (position, event) pairs. A projection with ``ops_in_transaction = True`` is
-        called as ``ops(events, conn)``, inside the page's transaction (the canon projection
-        reads and fills its token memo there)."""
+    def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
+        """Ops for (position, event) pairs. ``conn``: the page's transaction, which the ops will
+        run in (the canon projection reads and fills its token memo there); None outside one."""
         ...
 
 
@@ -154,10 +153,7 @@ class ProjectionRunner:
             return position
         with gc_paused():
             page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)
-            if getattr(self.projection, "ops_in_transaction", False):  # it reads a cache in this transaction
-                ops = self.projection.ops(page, conn)  # type: ignore[call-arg]
-            else:
-                ops = self.projection.ops(page)
+            ops = self.projection.ops(page, conn)
             execute(conn, ops)
             reached = page[-1][0] if len(page) == self.page_size else goal
             # Freed while the GC is off: each free takes back an allocation from the GC's count,
