@@ -116,3 +116,15 @@ def services(store_url: str):
         yield s
     finally:
         s.close()
+
+
+@pytest.fixture
+def rs(store_url: str):
+    """Services on the hashing embedder: retrieval tests need vectors, not a model."""
+    from infrastructure.bootstrap import bootstrap
+
+    s = bootstrap(store_url, embedder="hashing")
+    try:
+        yield s
+    finally:
+        s.close()

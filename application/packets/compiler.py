@@ -120,14 +120,19 @@ def l1_query(candidates: list[Candidate]) -> str:
 
 
 def _budget_stage(items: list[Item], budget: int) -> Stage:
+    return Stage("truncate", "done", _usage(items, budget))
+
+
+def _usage(items: list[Item], budget: int) -> str:
+    """"used U of B tokens: I included, T trimmed, D dropped" (compilers 1 and 2 say it alike)."""
     used = 0
     counts = {"included": 0, "trimmed": 0, "dropped": 0}
     for i in items:
         counts[i.status] += 1
         if i.status != "dropped":
             used += i.tokens
-    return Stage("truncate", "done", f"used {used} of {budget} tokens: {counts['included']} included, "
-                                     f"{counts['trimmed']} trimmed, {counts['dropped']} dropped")
+    return (f"used {used} of {budget} tokens: {counts['included']} included, "
+            f"{counts['trimmed']} trimmed, {counts['dropped']} dropped")
 
 
 def fill(candidates: list[Candidate], budget: int, tokens: TokenCounter,
@@ -189,12 +194,6 @@ def _trim(text: str, room: int, tokens: TokenCounter) -> str:
 def _stages_v1(req: Request, candidates: list[Candidate], items: list[Item], budget: int,
                scene_detail: str) -> list[Stage]:
     """Compiler 1's stages, word for word: packets it issued must replay to the same bytes."""
-    used = 0
-    counts = {"included": 0, "trimmed": 0, "dropped": 0}
-    for i in items:
-        counts[i.status] += 1
-        if i.status != "dropped":
-            used += i.tokens
     retrieval = (
         Stage("l1-retrieval", "skipped", "not built yet: L0 structured recall only")
         if req.role in USES_RETRIEVAL
@@ -205,6 +204,5 @@ def _stages_v1(req: Request, candidates: list[Candidate], items: list[Item], bud
         Stage("l0-recall", "done", f"{len(candidates)} candidates from confirmed canon as of chapter {req.chapter}"),
         retrieval,
         Stage("wiki", "skipped", "no wiki pages on the packet path yet"),
-        Stage("budget", "done", f"used {used} of {budget} tokens: {counts['included']} included, "
-                                f"{counts['trimmed']} trimmed, {counts['dropped']} dropped"),
+        Stage("budget", "done", _usage(items, budget)),
     ]

@@ -39,13 +39,6 @@ CURFEW = "guild/guide.md#lamplighting/curfew/0"
 STEPS = ["step-back", "embed", "keyword", "vector", "fuse", "rerank", "overview", "select"]
 
 
-@pytest.fixture
-def rs(store_url: str):
-    s = bootstrap(store_url, embedder="hashing")
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def _apply(services, command: dict) -> None:

@@ -12,7 +12,6 @@ import pytest
 
 from application.parsing import parse_command
 from application.retrieval.search import HybridSearch
-from infrastructure.bootstrap import bootstrap
 from infrastructure.packet_retrieval import EarlierChapters
 from projections.retrieval_text import query_terms, terms
 
@@ -28,13 +27,6 @@ def stem(word: str) -> str:
     return t
 
 
-@pytest.fixture
-def rs(store_url: str):
-    s = bootstrap(store_url, embedder="hashing")
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def _apply(services, *commands: dict) -> None:
