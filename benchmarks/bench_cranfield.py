@@ -22,6 +22,9 @@ places it). Runs:
   defaults, 10 feedback chunks, 10 terms, original query weight 0.5), 300 hits: a single
   retriever, so it counts for the "best single retriever" bar;
 - dense: cosine over the vector index, 300 hits;
+- dense+prf: Rocchio vector feedback on that list (``rocchio.expand_vector``: Li et al.'s
+  setting, the mean of the top 5 chunk vectors, alpha 0.4, beta 0.6), 300 hits: a single
+  retriever, so it counts for the "best single retriever" bar too;
 - rrf: ``fusion.rrf`` (k 60) of keyword and dense; rrf+prf: of keyword+prf and dense;
 - zscore, zscore+prf: ``rerank.zscore_order`` over those rrf candidates (every candidate of both
   lists);
@@ -29,7 +32,9 @@ places it). Runs:
   wide 3x, z-score rerank on the lists' scale, one place per section first; RM3 feedback only
   when the keyword list answers alone, so not here), top 10 chunks for NDCG/MRR, and top 100
   (wide 300) for Recall@100; default+prf: the same with ``feedback="always"`` (RM3 on the
-  keyword list before fusion);
+  keyword list before fusion); default+hybrid-prf: the same with ``feedback="hybrid"`` (the
+  fused first pass's top 10 chunks feed RM3 on the keyword side and its top 5 Rocchio on the
+  vector side; the expanded lists go through the same fusion, rerank and selection);
 - keyword-only default / keyword-only no-prf: ``HybridSearch`` without an embedder (what search
   does when no vector list can be made), with its RM3 (``feedback="alone"``) and without;
 - two ablations of the default from the same 100-deep lists, to show what each step is worth:
@@ -40,13 +45,16 @@ places it). Runs:
 
 Also reported: the mean number of distinct abstracts in each run's first 10 results, each run's
 NDCG@10 per query (JSON), and a paired randomisation test (two-sided, 10,000 sign flips of the
-per-query differences, seeded) for what RM3 changes: keyword+prf against keyword, default+prf
-against default, keyword-only default against keyword-only no-prf, and default against the
-best single retriever.
+per-query differences, seeded) for what feedback changes: keyword+prf against keyword,
+dense+prf against dense, default+prf and default+hybrid-prf against default, keyword-only
+default against keyword-only no-prf, and default and default+hybrid-prf against the best
+single retriever (the best of keyword, keyword+prf, dense and dense+prf); and, for
+default+hybrid-prf, how many queries' ``feedback`` stage was done / skipped / error.
 
 Latency. p50 / p90 of ``SearchService.search`` (catch-up check, snapshot, every stage) per
-query, after one warm-up query, as the default runs (no RM3 beside a vector list) and with RM3
-forced on (``feedback="always"``) in the same run, alternating per query, plus the
+query, after one warm-up query, as the default runs (no RM3 beside a vector list), with RM3
+forced on (``feedback="always"``) and with hybrid feedback (``feedback="hybrid"``) in the same
+run, alternating per query, plus the
 keyword step, the RM3 step (``feedback.expand`` after the keyword read) and the vector step alone. At 1,400 docs: the
 Cranfield store above. At ``--scale`` chunks: War and Peace through the story commands
 (accepted chapter text -> collection ``story:war-and-peace``), padded with documents made of
@@ -78,9 +86,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from application.parsing import parse_command  # noqa: E402
-from application.retrieval.feedback import ALONE, ALWAYS, OFF, expand  # noqa: E402
+from application.retrieval.feedback import ALONE, ALWAYS, HYBRID, OFF, expand  # noqa: E402
 from application.retrieval.fusion import rrf, wide  # noqa: E402
 from application.retrieval.rerank import zscore_order  # noqa: E402
+from application.retrieval.rocchio import expand_vector  # noqa: E402
 from application.retrieval.search import HybridSearch, section_of  # noqa: E402
 from infrastructure.bootstrap import bootstrap  # noqa: E402
 
@@ -89,6 +98,7 @@ CRANFIELD = DATA / "cranfield"
 NOVEL = DATA / "novels" / "war_and_peace.txt"
 COLLECTION = "cranfield"
 DEEP = 100
+SINGLES = ("keyword", "keyword+prf", "dense", "dense+prf")  # single retrievers: the "best single" bar
 
 
 # -- Cranfield ------------------------------------------------------------------------------------
@@ -220,9 +230,9 @@ def build(services: Any) -> dict[str, float]:
 def latency(services: Any, collections: list[str], queries: list[str], top_k: int = 10) -> dict[str, float]:
     service = services.search_service()
     service.search(collections, queries[0], top_k)  # warm-up: model load, matrix cache
-    full, forced, kw, prf, vec, emb = [], [], [], [], [], []
+    full, forced, hybrid, kw, prf, vec, emb = [], [], [], [], [], [], []
     for q in queries:
-        for feedback, times in ((ALONE, full), (ALWAYS, forced)):
+        for feedback, times in ((ALONE, full), (ALWAYS, forced), (HYBRID, hybrid)):
             service.pipeline.feedback = feedback
             t = time.perf_counter()
             service.search(collections, q, top_k)
@@ -244,6 +254,7 @@ def latency(services: Any, collections: list[str], queries: list[str], top_k: in
     ms = 1000.0
     return {"queries": len(queries), "search_p50_ms": p(full, 0.5) * ms, "search_p90_ms": p(full, 0.9) * ms,
             "search_prf_p50_ms": p(forced, 0.5) * ms, "search_prf_p90_ms": p(forced, 0.9) * ms,
+            "search_hybrid_prf_p50_ms": p(hybrid, 0.5) * ms, "search_hybrid_prf_p90_ms": p(hybrid, 0.9) * ms,
             "keyword_p50_ms": p(kw, 0.5) * ms, "prf_p50_ms": p(prf, 0.5) * ms, "embed_p50_ms": p(emb, 0.5) * ms, "vector_p50_ms": p(vec, 0.5) * ms}
 
 
@@ -261,10 +272,13 @@ def run_cranfield(kind: str, embedder: str) -> dict[str, Any]:
             chunks = sum(len(snap.topic_chunks(COLLECTION, t.topic_id)) for t in snap.topics(COLLECTION))
         pipeline = HybridSearch(services.embedder)
         runs: dict[str, list[list[str]]] = {k: [] for k in (
-            "keyword", "keyword+prf", "dense", "rrf", "zscore", "rrf+prf", "zscore+prf", "old-default",
-            "+one-per-section", "default", "default+prf", "keyword-only no-prf", "keyword-only default")}
+            "keyword", "keyword+prf", "dense", "dense+prf", "rrf", "zscore", "rrf+prf", "zscore+prf", "old-default",
+            "+one-per-section", "default", "default+prf", "default+hybrid-prf", "keyword-only no-prf",
+            "keyword-only default")}
         deep_runs: dict[str, list[list[str]]] = {k: [] for k in (
-            "old-default", "+one-per-section", "default", "default+prf", "keyword-only no-prf", "keyword-only default")}
+            "old-default", "+one-per-section", "default", "default+prf", "default+hybrid-prf", "keyword-only no-prf",
+            "keyword-only default")}
+        feedback_stages: dict[str, int] = {}
         keyword_only = HybridSearch(None)
         judged = [n for n in range(1, len(queries) + 1) if qrels.get(n)]
         with services.retrieval_reader.snapshot() as snap:
@@ -275,11 +289,13 @@ def run_cranfield(kind: str, embedder: str) -> dict[str, Any]:
                 kw_prf = expand(snap, [COLLECTION], first, 3 * DEEP).hits
                 [v] = services.embedder.embed([q])
                 dense = snap.vector(v, [COLLECTION], 3 * DEEP)
+                dense_prf = expand_vector(snap, [COLLECTION], v, dense, dense, 3 * DEEP).hits
                 fused = rrf({"keyword": kw, "vector": dense})
                 fused_prf = rrf({"keyword": kw_prf, "vector": dense})
                 runs["keyword"].append(documents([h.id for h in kw]))
                 runs["keyword+prf"].append(documents([h.id for h in kw_prf]))
                 runs["dense"].append(documents([h.id for h in dense]))
+                runs["dense+prf"].append(documents([h.id for h in dense_prf]))
                 runs["rrf"].append(documents([c.id for c in fused]))
                 runs["zscore"].append(documents([c.id for c in zscore_order(fused)]))
                 runs["rrf+prf"].append(documents([c.id for c in fused_prf]))
@@ -291,10 +307,14 @@ def run_cranfield(kind: str, embedder: str) -> dict[str, Any]:
                     store["old-default"].append(documents(old[:top]))
                     store["+one-per-section"].append(documents(one_per_section(old, top)))
                     for name, search, feedback in (("default", pipeline, ALONE), ("default+prf", pipeline, ALWAYS),
+                                                   ("default+hybrid-prf", pipeline, HYBRID),
                                                    ("keyword-only no-prf", keyword_only, OFF),
                                                    ("keyword-only default", keyword_only, ALONE)):
-                        hits = search.search(snap, [COLLECTION], q, top, feedback=feedback).hits
-                        store[name].append(documents([h.id for h in hits]))
+                        result = search.search(snap, [COLLECTION], q, top, feedback=feedback)
+                        store[name].append(documents([h.id for h in result.hits]))
+                        if feedback == HYBRID and top == 10:
+                            status = next((s.status for s in result.stages if s.step == "feedback"), "absent")
+                            feedback_stages[status] = feedback_stages.get(status, 0) + 1
         scores = {}
         per_query: dict[str, list[float]] = {}
         for name, rankings in runs.items():
@@ -307,13 +327,16 @@ def run_cranfield(kind: str, embedder: str) -> dict[str, Any]:
                 "mrr10": statistics.fmean(mrr10(r, g) for r, g in zip(rankings, gains)),
                 "recall100": statistics.fmean(recall100(r, g) for r, g in zip(deep, gains)),
             }
-        best = max(("keyword", "keyword+prf", "dense"), key=lambda name: scores[name]["ndcg10"])
+        best = max(SINGLES, key=lambda name: scores[name]["ndcg10"])
         tests = {f"{a} vs {b}": paired_p(per_query[a], per_query[b])
-                 for a, b in (("keyword+prf", "keyword"), ("default+prf", "default"),
-                              ("keyword-only default", "keyword-only no-prf"), ("default", best))}
+                 for a, b in (("keyword+prf", "keyword"), ("dense+prf", "dense"), ("default+prf", "default"),
+                              ("default+hybrid-prf", "default"), ("default+hybrid-prf", "default+prf"),
+                              ("keyword-only default", "keyword-only no-prf"), ("default", best),
+                              ("default+hybrid-prf", best))}
         lat = latency(services, [COLLECTION], [queries[n - 1] for n in judged[:100]])
         return {"store": kind, "embedder": services.embedder.name, "docs": len(docs), "chunks": chunks,
                 "queries": len(judged), "apply_s": apply_s, **timings, "scores": scores, "paired_p": tests,
+                "best_single": best, "hybrid_prf_feedback_stage": feedback_stages,
                 "ndcg10_per_query": per_query, "latency": lat}
     finally:
         services.close()
@@ -380,21 +403,26 @@ def markdown(report: dict[str, Any]) -> str:
         for name, s in r["scores"].items():
             out.append(f"| {r['store']} | {name} | {s['ndcg10']:.4f} | {s['mrr10']:.4f} | {s['recall100']:.4f} | "
                        f"{s['distinct_in_10']:.2f} |")
-        best = max(r["scores"][single]["ndcg10"] for single in ("keyword", "keyword+prf", "dense"))
-        for name in ("default", "default+prf"):
+        best = max(r["scores"][single]["ndcg10"] for single in SINGLES)
+        for name in ("default", "default+prf", "default+hybrid-prf"):
             out.append(f"| {r['store']} | {name} / best single | {r['scores'][name]['ndcg10'] / best:.3f}x | | | |")
         for pair, pvalue in r.get("paired_p", {}).items():
             shown = "< 0.001" if pvalue < 0.001 else f"{pvalue:.3f}"
             out.append(f"| {r['store']} | paired randomisation p, {pair} | {shown} | | | |")
+        if r.get("hybrid_prf_feedback_stage"):
+            out.append(f"| {r['store']} | default+hybrid-prf feedback stage | {r['hybrid_prf_feedback_stage']} | | | |")
     out += ["", "| Store | Embedder | Docs | Chunks | Apply | Knowledge | Keyword index | Vector index | "
-                "search p50 | p90 | +prf p50 | +prf p90 | keyword p50 | prf p50 | embed p50 | vector p50 |",
-            "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+                "search p50 | p90 | +prf p50 | +prf p90 | +hybrid-prf p50 | +hybrid-prf p90 | keyword p50 | prf p50 | "
+                "embed p50 | vector p50 |",
+            "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in report["cranfield"] + report.get("scale", []):
         lat = r["latency"]
         out.append(f"| {r['store']} | {r['embedder']} | {r.get('docs', '-')} | {r['chunks']} | {r['apply_s']:.1f} s | "
                    f"{r['knowledge_s']:.1f} s | {r['keyword_index_s']:.1f} s | {r['vector_index_s']:.1f} s | "
                    f"{lat['search_p50_ms']:.1f} ms | {lat['search_p90_ms']:.1f} ms | "
                    f"{lat['search_prf_p50_ms']:.1f} ms | {lat['search_prf_p90_ms']:.1f} ms | "
+                   f"{lat.get('search_hybrid_prf_p50_ms', float('nan')):.1f} ms | "
+                   f"{lat.get('search_hybrid_prf_p90_ms', float('nan')):.1f} ms | "
                    f"{lat['keyword_p50_ms']:.1f} ms | {lat['prf_p50_ms']:.1f} ms | "
                    f"{lat['embed_p50_ms']:.1f} ms | {lat['vector_p50_ms']:.1f} ms |")
     return "\n".join(out)

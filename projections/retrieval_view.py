@@ -17,7 +17,8 @@ index's, read through an ``fts5vocab`` table in the connection's temp schema (a 
 index, nothing stored); on PostgreSQL the searched collections' postings.
 
 Vector search: cosine in numpy over a per-collection matrix of normalised vectors, cached
-in this process and reloaded when the collection's last-changed position moves.
+in this process and reloaded when the collection's last-changed position moves. Vector
+feedback (Rocchio) reads its feedback chunks' rows from the same matrices.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class _Matrix:
     ids: list[str]
     matrix: np.ndarray  # rows normalised, float32
     _plain: np.ndarray | None = field(default=None, repr=False)
+    _rows: dict[str, int] | None = field(default=None, repr=False)
 
     @property
     def plain_ids(self) -> np.ndarray:
@@ -67,6 +69,13 @@ class _Matrix:
         if self._plain is None:
             self._plain = np.array([i.removeprefix(PAGE_PREFIX) for i in self.ids] or [""], dtype=str)[:len(self.ids)]
         return self._plain
+
+    @property
+    def rows(self) -> dict[str, int]:
+        """id -> its row in the matrix."""
+        if self._rows is None:
+            self._rows = {doc_id: i for i, doc_id in enumerate(self.ids)}
+        return self._rows
 
 
 class SqlRetrievalReader:
@@ -268,6 +277,21 @@ class SqlRetrievalSnapshot:
         top = np.argpartition(-all_scores, k - 1)[:k]
         order = sorted(top.tolist(), key=lambda i: (-float(all_scores[i]), ids[i]))
         return [Hit(ids[i], float(all_scores[i])) for i in order]
+
+    def vectors(self, ids: Sequence[str], collection_ids: Sequence[str]) -> dict[str, list[float]]:
+        """The rows of the cached matrices (normalised, as the cosine search reads them)."""
+        if self.b.vectors is None or not ids:
+            return {}
+        out: dict[str, list[float]] = {}
+        for collection in dict.fromkeys(collection_ids):
+            m = self.reader.matrix(self.c, self.b.vectors, collection)
+            if m is None or not m.ids:
+                continue
+            for doc_id in ids:
+                row = m.rows.get(doc_id)
+                if row is not None and doc_id not in out:
+                    out[doc_id] = m.matrix[row].tolist()
+        return out
 
     # -- documents ------------------------------------------------------------------------------------
     def docs(self, ids: Sequence[str]) -> dict[str, Doc]:

@@ -36,9 +36,10 @@ from application.retrieval.search_ports import KeywordResult, RetrievalSnapshot
 from domain.wiki import PAGE_PREFIX
 
 # When search runs it (HybridSearch.feedback): only when the keyword list stands alone, on
-# every search, or never.
-ALONE, ALWAYS, OFF = "alone", "always", "off"
-MODES = (ALONE, ALWAYS, OFF)
+# every search, or never; HYBRID is ALONE, and beside a vector list the hybrid's own first pass
+# feeds RM3 here and Rocchio on the vector side (``search.py``, ``rocchio.py``).
+ALONE, ALWAYS, OFF, HYBRID = "alone", "always", "off", "hybrid"
+MODES = (ALONE, ALWAYS, OFF, HYBRID)
 
 FEEDBACK_DOCS = 10
 FEEDBACK_TERMS = 10
@@ -89,31 +90,36 @@ def rm3(query: Sequence[str], model: Mapping[str, float],
 
 @dataclass(frozen=True)
 class Expansion:
-    hits: list[Hit]  # the list keyword search hands to fusion: expanded, or the first one
+    hits: list[Hit]  # the list a retriever hands to fusion: expanded, or the first one
     detail: str  # "prf done: ...", "prf skipped (why): ...", "prf error (what): ..."; ends "N hit(s)"
+    status: str = "done"  # done | skipped | error: whether ``hits`` is the expanded list
 
 
 def plain(first: KeywordResult, status: str, why: str) -> Expansion:
-    return Expansion(first.hits, f"prf {status} ({why}): the plain list, {len(first.hits)} hit(s)")
+    return Expansion(first.hits, f"prf {status} ({why}): the plain list, {len(first.hits)} hit(s)", status)
 
 
-def expand(snapshot: RetrievalSnapshot, collections: list[str], first: KeywordResult, limit: int) -> Expansion:
-    """Run RM3 over ``first`` (the plain keyword result). Never raises: on any failure the plain
-    list stands and the detail says why."""
+def expand(snapshot: RetrievalSnapshot, collections: list[str], first: KeywordResult, limit: int,
+           feedback: Sequence[Hit] | None = None) -> Expansion:
+    """Run RM3 for ``first`` (the plain keyword result), learning from the top chunks of
+    ``feedback`` (best first, each weighted by its score), by default ``first``'s own hits.
+    Never raises: on any failure the plain list stands and the detail says why."""
     try:
-        return _expand(snapshot, collections, first, limit)
+        return _expand(snapshot, collections, first, limit, feedback)
     except Exception as e:  # noqa: BLE001 - feedback only refines the keyword list
         return plain(first, "error", f"{type(e).__name__}: {str(e)[:160]}")
 
 
-def _expand(snapshot: RetrievalSnapshot, collections: list[str], first: KeywordResult, limit: int) -> Expansion:
-    if not first.hits:
-        return plain(first, "skipped", "no keyword hit to learn from")
-    chunks = [h for h in first.hits if not h.id.startswith(PAGE_PREFIX)][:FEEDBACK_DOCS]
+def _expand(snapshot: RetrievalSnapshot, collections: list[str], first: KeywordResult, limit: int,
+            feedback: Sequence[Hit] | None) -> Expansion:
+    source = first.hits if feedback is None else list(feedback)
+    if not source:
+        return plain(first, "skipped", f"no {'keyword' if feedback is None else 'feedback'} hit to learn from")
+    chunks = [h for h in source if not h.id.startswith(PAGE_PREFIX)][:FEEDBACK_DOCS]
     stats = snapshot.term_stats([h.id for h in chunks], collections)
     chunks = [h for h in chunks if h.id in stats.terms]
     if not chunks:
-        return plain(first, "skipped", "no chunk among the keyword hits")
+        return plain(first, "skipped", f"no chunk among the {'keyword' if feedback is None else 'feedback'} hits")
     model = relevance_model([(stats.terms[h.id], h.score or 0.0) for h in chunks], stats.df, stats.documents)
     if not model:
         return plain(first, "skipped", f"no usable term in the top {len(chunks)} chunk(s): each is in more "

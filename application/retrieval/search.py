@@ -1,6 +1,11 @@
 """Hybrid search over a knowledge collection (L1 retrieval): step-back -> embed -> keyword
-(BM25; RM3 feedback when no vector list is fused) -> vector -> fuse (RRF, wide) -> rerank (z-score, narrow) -> overview
--> select (one place per section first).
+(BM25; RM3 feedback when no vector list is fused) -> vector -> [feedback] -> fuse (RRF, wide)
+-> rerank (z-score, narrow) -> overview -> select (one place per section first).
+
+With ``feedback="hybrid"`` and a vector list, the fused, reranked and selected first pass feeds
+pseudo-relevance feedback to both retrievers (RM3 on the keyword side, Rocchio on the vector
+side), and fuse, rerank and select run again over the two expanded lists; the ``feedback``
+stage says what ran and from how many chunks, and fuse / rerank describe the second pass.
 
 Every step leaves a stage, ``done`` / ``skipped`` / ``error`` with a detail that says what ran
 and why not: a blank stage is a lie. Nothing here raises for a retriever's failure: the other
@@ -24,11 +29,12 @@ from typing import Any, Protocol
 
 from application.knowledge.ports import ProviderError, ProviderExhausted, ProviderThrottled
 from application.packets.packet import Stage
-from application.retrieval.feedback import ALONE, MODES, OFF, expand, plain
+from application.retrieval.feedback import ALONE, FEEDBACK_DOCS, HYBRID, MODES, OFF, expand, plain
 from application.retrieval.fusion import RRF_K, rrf, wide
 from application.retrieval.ports import Candidate, Hit, Reranker
 from application.retrieval.rerank import rerank
-from application.retrieval.search_ports import Doc, RetrievalSnapshot
+from application.retrieval.rocchio import ROCCHIO_DOCS, expand_vector
+from application.retrieval.search_ports import Doc, KeywordResult, RetrievalSnapshot
 from application.retrieval.stepback import StepBack, StepBackResult, is_broad_query
 from domain.quota import EMBED, QuotaRefused
 
@@ -38,6 +44,9 @@ QUERY_VECTORS = 256
 # reranker normalises each list by the scores it sees, and a longer list gives it a steadier
 # mean and spread (Cranfield NDCG@10: +0.006 from 30 to 100; docs/benchmarks.md, issue 6).
 LIST_DEPTH = 100
+# Hybrid feedback learns from the first pass's top chunks, as many as the deeper of its two
+# feedback steps reads (RM3 10, Rocchio 5), whatever ``top_k`` the caller asked for.
+FIRST_PASS = max(FEEDBACK_DOCS, ROCCHIO_DOCS)
 
 
 class QueryEmbedder(Protocol):
@@ -93,7 +102,8 @@ class HybridSearch:
     # query vector will be fused with it (keyword search answers alone). Measured on Cranfield
     # (docs/benchmarks.md, issue 6; SQLite / PostgreSQL): it lifts BM25 alone (+0.017 / +0.022
     # NDCG@10, paired p = 0.03 / 0.005) but not the hybrid with MiniLM (+0.005 / +0.002, p = 0.47
-    # / 0.75, MRR@10 down), for 2-4.5x the search time.
+    # / 0.75, MRR@10 down), for 2-4.5x the search time. HYBRID: feedback from the fused first
+    # pass to both retrievers, then a second pass (see ``_hybrid_feedback``).
     feedback: str = ALONE
     # Query vectors by (model, text), most recent last: a packet asked again, or a search
     # repeated, embeds nothing and spends no quota.
@@ -117,30 +127,44 @@ class HybridSearch:
         mode = self.feedback if feedback is None else feedback
         if mode not in MODES:
             raise ValueError(f"feedback must be one of {', '.join(MODES)}, not {mode!r}")
-        keyword, stage = _keyword(snapshot, query, collections, depth, _feedback_off(mode, query_vector))
+        first, keyword, stage = _keyword(snapshot, query, collections, depth, _feedback_off(mode, query_vector))
         stages.append(stage)
         vector, stage = _vector(snapshot, query_vector, collections, depth)
         stages.append(stage)
 
         lists = {name: hits for name, hits in (("keyword", keyword), ("vector", vector)) if hits is not None}
+        ranked, docs, fused = self._fuse_and_rerank(snapshot, query, lists, pool, {})
+        if mode == HYBRID and query_vector is not None:
+            lists, stage = _hybrid_feedback(snapshot, collections, query_vector, first, lists,
+                                            ranked, docs, depth)
+            stages.append(stage)
+            if stage.status == "done":  # the second pass: the same fusion, rerank and selection
+                ranked, docs, fused = self._fuse_and_rerank(snapshot, query, lists, pool, docs)
+        stages += fused
+
+        overview, stage = _overview(snapshot, query, collections)
+        stages.append(stage)
+        hits, stage = _select(ranked, docs, overview, top_k)
+        stages.append(stage)
+        return SearchResult(query, collections, hits, stages)
+
+    def _fuse_and_rerank(self, snapshot: RetrievalSnapshot, query: str, lists: dict[str, list[Hit]], pool: int,
+                         known: dict[str, Doc]) -> tuple[list[Candidate], dict[str, Doc], list[Stage]]:
+        """RRF to the wide pool, then the reranker over all of it: (ranked pool, its docs, the
+        fuse and rerank stages). ``known``: docs already read in this snapshot."""
         candidates = rrf(lists, k=self.rrf_k, limit=pool)
-        docs = snapshot.docs([c.id for c in candidates]) if candidates else {}
+        unread = [c.id for c in candidates if c.id not in known]
+        docs = {**{c.id: known[c.id] for c in candidates if c.id in known},
+                **(snapshot.docs(unread) if unread else {})}
         gone = [c.id for c in candidates if c.id not in docs]
         candidates = [c for c in candidates if c.id in docs]
-        stages.append(_fuse_stage(lists, candidates, gone, self.rrf_k, pool))
-
+        fuse = _fuse_stage(lists, candidates, gone, self.rrf_k, pool)
         # The reranker orders the whole pool; ``select`` narrows it (it may pass over a chunk whose
         # section already has a place, so it needs more than the first ``top_k``).
         ranked = rerank(query, candidates, len(candidates), scorer=self.scorer,
                         texts={cid: d.text for cid, d in docs.items()},
                         list_scores={name: [h.score for h in hits] for name, hits in lists.items()})
-        stages.append(ranked.stage)
-
-        overview, stage = _overview(snapshot, query, collections)
-        stages.append(stage)
-        hits, stage = _select(ranked.candidates, docs, overview, top_k)
-        stages.append(stage)
-        return SearchResult(query, collections, hits, stages)
+        return ranked.candidates, docs, [fuse, ranked.stage]
 
     # -- steps ----------------------------------------------------------------------------------------
     def _step_back(self, query: str) -> StepBackResult:
@@ -202,24 +226,59 @@ def _feedback_off(mode: str, query_vector: list[float] | None) -> str | None:
         return "off"
     if mode == ALONE and query_vector is not None:
         return "a vector list is fused with it: feedback runs when keyword search answers alone"
+    if mode == HYBRID and query_vector is not None:
+        return "hybrid: the fused first pass feeds it, see the feedback stage"
     return None
 
 
-def _keyword(snapshot: RetrievalSnapshot, query: str, collections: list[str],
-             limit: int, feedback_off: str | None) -> tuple[list[Hit] | None, Stage]:
+def _keyword(snapshot: RetrievalSnapshot, query: str, collections: list[str], limit: int,
+             feedback_off: str | None) -> tuple[KeywordResult | None, list[Hit] | None, Stage]:
     """The keyword list: BM25 of the query, then (unless ``feedback_off`` says why not) of its
-    RM3 expansion, which replaces it. The feedback's outcome is part of this stage's detail:
-    the stage is the keyword retriever's, and its status says whether a keyword list stands."""
+    RM3 expansion, which replaces it; and the plain result (hybrid feedback expands it later).
+    The feedback's outcome is part of this stage's detail: the stage is the keyword retriever's,
+    and its status says whether a keyword list stands."""
     try:
         result = snapshot.keyword(query, collections, limit)
     except Exception as e:  # noqa: BLE001
-        return None, Stage("keyword", "error", f"{type(e).__name__}: {str(e)[:160]}; vector search only")
+        return None, None, Stage("keyword", "error", f"{type(e).__name__}: {str(e)[:160]}; vector search only")
     if not result.terms:
-        return None, Stage("keyword", "skipped", "no searchable words in the query (only stopwords or punctuation)")
+        return None, None, Stage("keyword", "skipped",
+                                 "no searchable words in the query (only stopwords or punctuation)")
     detail = f"{result.method}: {len(result.terms)} term(s) [{' '.join(result.terms[:12])}], {len(result.hits)} hit(s)"
     expanded = (plain(result, "skipped", feedback_off) if feedback_off
                 else expand(snapshot, collections, result, limit))
-    return expanded.hits, Stage("keyword", "done", f"{detail}; {expanded.detail}")
+    return result, expanded.hits, Stage("keyword", "done", f"{detail}; {expanded.detail}")
+
+
+def _hybrid_feedback(snapshot: RetrievalSnapshot, collections: list[str], query_vector: list[float],
+                     first: KeywordResult | None, lists: dict[str, list[Hit]], ranked: list[Candidate],
+                     docs: dict[str, Doc], depth: int) -> tuple[dict[str, list[Hit]], Stage]:
+    """Pseudo-relevance feedback from the hybrid's own first pass: its top ``FIRST_PASS``
+    chunks (what ``select`` would return for that many) feed RM3 on the keyword side and
+    Rocchio on the vector side, each replacing its list with the expanded one. Fused
+    evidence picks more precise feedback than either retriever alone. Every feedback chunk
+    counts equally: a summed z-score is no probability (it may be negative) for RM3 to weigh
+    a document by, and Rocchio takes a plain mean. Never raises: each side keeps its plain
+    list when it cannot learn, and the stage says so."""
+    chosen, _ = _select(ranked, docs, [], FIRST_PASS)
+    feedback = [Hit(h.id, 1.0) for h in chosen if h.kind == "chunk"]
+    if not feedback:
+        return lists, Stage("feedback", "skipped", "hybrid prf: no chunk in the first pass to learn from")
+    out = dict(lists)
+    sides = []
+    if first is not None and "keyword" in lists:
+        kw = expand(snapshot, collections, first, depth, feedback)
+        out["keyword"] = kw.hits
+        sides.append(("keyword", kw))
+    if "vector" in lists:
+        vec = expand_vector(snapshot, collections, query_vector, lists["vector"], feedback, depth)
+        out["vector"] = vec.hits
+        sides.append(("vector", vec))
+    statuses = {e.status for _, e in sides}
+    status = "done" if "done" in statuses else "error" if "error" in statuses else "skipped"
+    detail = "; ".join(f"{name} {e.detail}" for name, e in sides) or "no list to expand"
+    return out, Stage("feedback", status, f"hybrid prf from the first pass's top {len(feedback)} chunk(s) "
+                                          f"(fused, reranked, one per section): {detail}")
 
 
 def _vector(snapshot: RetrievalSnapshot, query_vector: list[float] | None, collections: list[str],

@@ -63,6 +63,11 @@ class RetrievalSnapshot(Protocol):
         """Nearest by cosine, best first; score = cosine. ``below`` as for ``keyword``."""
         ...
 
+    def vectors(self, ids: Sequence[str], collection_ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored vector (unit length) of each id among ``ids`` in ``collection_ids`` that the
+        vector index holds; other ids are left out. Vector feedback reads it (``rocchio.py``)."""
+        ...
+
     def docs(self, ids: Sequence[str]) -> dict[str, Doc]:
         """The current text of each id that still exists (removed chunks are absent)."""
         ...
