@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -54,6 +54,20 @@ class CanonLedger(Application):
     def __init__(self, env: Any = None, tokens: TokenCounter | None = None) -> None:
         super().__init__(env)
         self.tokens = tokens  # knowledge commands chunk text by tokens
+        self._watchers: list[Callable[[list[tuple[int, str]]], None]] = []
+
+    def watch(self, listener: Callable[[list[tuple[int, str]]], None]) -> None:
+        """Call ``listener`` with (position, topic) of every event this process appends, once
+        committed. In-process read models learn from it which positions hold none of their
+        events, so they need not read the log to know it (see ``ReadModels.reflects``)."""
+        self._watchers.append(listener)
+
+    def _notify(self, recordings: list[Any]) -> None:
+        super()._notify(recordings)
+        if self._watchers and recordings:
+            appended = [(r.notification.id, r.notification.topic) for r in recordings]
+            for listener in self._watchers:
+                listener(appended)
 
     def construct_env(self, name: str, env: Any = None) -> Any:
         # Only the configuration we pass counts: the library would also read os.environ, where

@@ -31,7 +31,7 @@ from projections.retrieval import KeywordProjection, VectorProjection, catch_up_
 from projections.retrieval_tables import VECTORS_VERSION, retrieval_tables, vector_tables
 from projections.retrieval_tables import VERSION as RETRIEVAL_VERSION
 from projections.retrieval_view import Builds, SqlRetrievalReader
-from projections.runner import PAGE_SIZE, tracked
+from projections.runner import PAGE_SIZE
 from projections.token_memo import TokenMemo
 
 EMBEDDER_ENV = "CANON_EMBEDDER"
@@ -151,8 +151,8 @@ class Services:
                                 embedder_note=self.embedder_note)
 
         def catch_up(goal: int) -> None:
-            self.knowledge.catch_up(goal)
-            self.retrieval.catch_up(goal)
+            self.knowledge.reach(goal)
+            self.retrieval.reach(goal)
 
         return SearchService(self.ledger.position, catch_up, lambda goal: catch_up_vectors(self.vectors, goal),
                              self.retrieval_reader, pipeline)
@@ -208,11 +208,11 @@ def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_polic
             models.setup()
 
     def active_canon(conn: Connection) -> tuple[Any, int]:
-        build = canon.active(conn)
-        return canon.tables(build), tracked(conn, canon.runner(build).tracking_name) or 0
+        build, position = canon.serving(conn)
+        return canon.tables(build), position
 
     live = SqlCanonReader(read, active_canon)
-    packets = PacketService(ledger, canon.catch_up, live, tokens)
+    packets = PacketService(ledger, canon, live, tokens)
     auditor = Auditor(ledger, lambda story, position: scratch_canon(ledger, tokens, story, position), live,
                       canon.catch_up, tokens)
     knowledge_reader = SqlKnowledgeReader(read, lambda conn: knowledge.tables(knowledge.active(conn)))
@@ -224,8 +224,8 @@ def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_polic
     retrieval_reader = SqlRetrievalReader(read, retrieval_builds, embedder.name)
 
     def catch_up_knowledge(goal: int) -> None:
-        knowledge.catch_up(goal)
-        retrieval.catch_up(goal)
+        knowledge.reach(goal)
+        retrieval.reach(goal)
 
     # Packets take L1 from the offline pipeline (no step-back): the same read models give the same bytes.
     packets.retriever = StoryRetriever(ledger.position, catch_up_knowledge, lambda goal: catch_up_vectors(vectors, goal),

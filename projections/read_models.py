@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select, update
+from sqlalchemy import Column, Integer, MetaData, String, Table, insert, literal, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from projections.runner import (
@@ -27,6 +27,7 @@ from projections.runner import (
     ProjectionRunner,
     start_tracking,
     stop_tracking,
+    tracking,
     tracking_metadata,
 )
 
@@ -132,6 +133,8 @@ class ReadModels:
         self.page_size = page_size
         self._table_sets: dict[str, Any] = {}
         self._runners: dict[str, ProjectionRunner] = {}
+        self._serving: str | None = None  # the tag this process last saw serving
+        log.watch(self._appended)  # what this process appends, for ``reach`` and ``reflects``
 
     # -- builds ----------------------------------------------------------------------------
     def tables(self, build: Build) -> Any:
@@ -157,7 +160,7 @@ class ReadModels:
         return getattr(projection, "page_size", PAGE_SIZE)
 
     def _tracking_name(self, build: Build) -> str:
-        return f"{self.spec.name}:{build.tag}"
+        return f"{self.spec.name}:{build.tag}"  # ``serving`` builds the same name in SQL
 
     def setup(self) -> None:
         """Create the registry and, on a new database, the first build (empty, caught up lazily)."""
@@ -191,12 +194,46 @@ class ReadModels:
         return Build(row["building_tag"], row["building_version"]) if row["building_tag"] else None
 
     # -- serving ---------------------------------------------------------------------------
+    def serving(self, conn: Connection) -> tuple[Build, int]:
+        """The serving build and its tracking position, in one statement of ``conn``'s transaction."""
+        r = registry
+        row = conn.execute(
+            select(r.c.active_tag, r.c.active_version, tracking.c.position)
+            .outerjoin(tracking, tracking.c.projection == r.c.projection + literal(":") + r.c.active_tag)
+            .where(r.c.projection == self.spec.name)).one()
+        self._serving = row[0]
+        return Build(row[0], row[1]), row[2] or 0
+
     def catch_up(self, target: int | None = None) -> int:
         """Bring the serving build up to ``target`` (default: the log's end)."""
-        return self.runner(self.active()).catch_up(target)
+        with self.read_engine.begin() as conn:
+            build, position = self.serving(conn)
+        return self.runner(build).catch_up(target, start=position)
+
+    def knows(self, target: int) -> bool:
+        """Does this process already know that the serving build reflects ``target``? Its
+        tracking row never moves back, not even across a switch (a new build serves only once
+        caught up to the log's end), so what a catch-up or an append taught stays true."""
+        runner = self._runners.get(self._serving) if self._serving else None
+        return runner is not None and target <= runner.quiet.g
+
+    def reach(self, target: int) -> int:
+        """``catch_up(target)``, with no read at all when this process ``knows`` it is done."""
+        return target if self.knows(target) else self.catch_up(target)
+
+    def reflects(self, position: int, target: int) -> bool:
+        """Does the serving build, read at tracking ``position``, reflect the log up to ``target``?"""
+        runner = self._runners.get(self._serving) if self._serving else None
+        return position >= target or (runner is not None and runner.quiet.reflects(position, target))
+
+    def _appended(self, events: list[tuple[int, str]]) -> None:
+        runner = self._runners.get(self._serving) if self._serving else None
+        if runner is not None:
+            runner.quiet.appended(events, runner.projection.topics)
 
     def position(self) -> int:
-        return self.runner(self.active()).position()
+        with self.read_engine.begin() as conn:
+            return self.serving(conn)[1]
 
     # -- rebuilding --------------------------------------------------------------------------
     def rebuild(self, progress: Progress | None = None, pause: float = 0.0, *, recount: bool = False) -> RebuildReport:

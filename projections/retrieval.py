@@ -247,9 +247,12 @@ class VectorProjection:
 def catch_up_vectors(models: Any, target: int | None = None, progress: Any = None) -> int:
     """``ReadModels.catch_up`` for the vector read model, with the backlog embedded first,
     outside the write transaction (``models`` is its ``projections.read_models.ReadModels``)."""
-    runner = models.runner(models.active())
+    if target is not None and models.knows(target):
+        return target
     goal = models.log.position() if target is None else target
-    start = runner.position()
+    with models.read_engine.begin() as conn:
+        build, start = models.serving(conn)
+    runner = models.runner(build)
     if start < goal:
         runner.projection.prefetch(models.log, start + 1, goal, models.page_size, progress)
-    return runner.catch_up(goal)
+    return runner.catch_up(goal, start=start)

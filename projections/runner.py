@@ -41,6 +41,10 @@ class EventLog(Protocol):
         """Decoded (position, event) pairs from ``start`` on, at most ``limit``, up to ``stop``."""
         ...
 
+    def watch(self, listener: Callable[[list[tuple[int, str]]], None]) -> None:
+        """Have ``listener`` called with (position, topic) of what this process appends."""
+        ...
+
 
 class Projection(Protocol):
     name: str
@@ -86,6 +90,37 @@ def gc_paused() -> Iterator[None]:
         gc.enable()
 
 
+class Quiet:
+    """A range (p, g] of the log known to hold none of one projection's events.
+
+    A fact about the log and the projection's topics, learnt from catch-ups and from what this
+    process appends; it only grows. A build whose tracking row is at or past p therefore
+    reflects the log up to g with no read: most packet requests follow a PacketIssued, which
+    is no canon event."""
+
+    def __init__(self) -> None:
+        self.p, self.g = 0, 0
+
+    def note(self, first: int, last: int) -> None:
+        """None of the projection's events lie in (first, last]."""
+        if first <= self.g and last >= self.p:  # overlapping or touching: one range
+            self.p, self.g = min(self.p, first), max(self.g, last)
+        elif first > self.g:  # a later range: the one the next request asks about
+            self.p, self.g = first, last
+
+    def reflects(self, position: int, target: int) -> bool:
+        """Does a build tracked at ``position`` reflect the log up to ``target``?"""
+        return position >= target or (self.p <= position and target <= self.g)
+
+    def appended(self, events: list[tuple[int, str]], topics: Sequence[str]) -> None:
+        """Events just appended, as (position, topic): extend the range over them if they
+        follow it directly, without a gap, and none is the projection's."""
+        positions = [position for position, _ in events]
+        if (positions and positions[0] == self.g + 1 and positions == list(range(positions[0], positions[-1] + 1))
+                and not any(topic in topics for _, topic in events)):
+            self.g = positions[-1]
+
+
 QUIET_GAP = 1000  # positions of others' events a read model may trail by without a write
 
 
@@ -99,35 +134,45 @@ class ProjectionRunner:
         self.read_engine = read_engine or write_engine
         self.page_size = page_size
         self.tables = list(tables)
+        self.quiet = Quiet()
 
     def position(self) -> int:
         with self.read_engine.begin() as conn:
             return tracked(conn, self.tracking_name) or 0
 
     def catch_up(self, target: int | None = None, progress: Progress | None = None, pause: float = 0.0,
-                 *, final_analyze: bool = True, begin: Begin | None = None) -> int:
+                 *, final_analyze: bool = True, begin: Begin | None = None, start: int | None = None) -> int:
         """Apply events until the read model reflects ``target`` (default: the log's end).
         ``final_analyze=False``: the caller refreshes statistics itself when it is done.
-        ``begin``: where the pages' transactions run (default: the write engine's pool)."""
+        ``begin``: where the pages' transactions run (default: the write engine's pool).
+        ``start``: the tracking position, when the caller has just read it."""
         goal = self.log.position() if target is None else target
-        position = start = self.position()
+        position = start = self.position() if start is None else start
         if position >= goal:
             return position
-        if goal - position <= QUIET_GAP and not self.log.read(position + 1, 1, goal, self.projection.topics):
+        # The first page is read before the write transaction: a packet request's catch-up
+        # mostly finds one event or none, and then this is its only read of the log.
+        first_page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)
+        if not first_page and goal - position <= QUIET_GAP:
             # Only other models' events since (a PacketIssued, say): this model already reflects
             # the goal. Say so without a write transaction; the tracking row moves with the next
             # event of ours, or once the gap grows past QUIET_GAP (the check reads that range).
+            self.quiet.note(position, goal)
             return goal
+        prefetched: tuple[int, list[tuple[int, Any]]] | None = (position, first_page)
+        del first_page
         long = goal - start >= ANALYZE_AFTER
         first = True
         begin = begin or self.write_engine.begin
         while True:
             with begin() as conn:
                 # SQLite's write engine begins IMMEDIATE; PostgreSQL locks the row: one catcher at a time.
-                reached = self.step(conn, goal)
+                reached = self.step(conn, goal, prefetched)
+            prefetched = None
             if progress is not None:
                 progress(reached, goal)
             if reached >= goal:
+                self.quiet.note(reached, reached)
                 if final_analyze and reached - start >= ANALYZE_AFTER:
                     self.analyze(begin)
                 return reached
@@ -146,13 +191,18 @@ class ProjectionRunner:
             for table in self.tables:
                 conn.exec_driver_sql(f'ANALYZE "{table.name}"')
 
-    def step(self, conn: Connection, goal: int) -> int:
-        """One page inside the caller's transaction; returns the position now reflected."""
+    def step(self, conn: Connection, goal: int, prefetched: tuple[int, list[tuple[int, Any]]] | None = None) -> int:
+        """One page inside the caller's transaction; returns the position now reflected.
+        ``prefetched``: (the tracking position it was read after, that page), used if the
+        locked tracking row still says so (another catcher may have moved it)."""
         position = tracked(conn, self.tracking_name, lock=True) or 0
         if position >= goal:
             return position
         with gc_paused():
-            page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)
+            if prefetched is not None and prefetched[0] == position:
+                page = prefetched[1]
+            else:
+                page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)
             ops = self.projection.ops(page, conn)
             execute(conn, ops)
             reached = page[-1][0] if len(page) == self.page_size else goal

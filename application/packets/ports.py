@@ -105,6 +105,23 @@ class CanonReader(Protocol):
     def snapshot(self) -> AbstractContextManager[CanonSnapshot]: ...
 
 
+class Freshness(Protocol):
+    """How far the canon read model reflects the log (read-your-writes)."""
+
+    def reach(self, target: int) -> int:
+        """Bring it up to ``target`` (a log position); instant when already known to be there."""
+        ...
+
+    def catch_up(self, target: int) -> int:
+        """Bring it up to ``target``, reading where it stands."""
+        ...
+
+    def reflects(self, position: int, target: int) -> bool:
+        """Does a snapshot tracked at ``position`` reflect the log up to ``target``? (The log
+        may hold only other models' events in between.)"""
+        ...
+
+
 # -- L1 retrieval ---------------------------------------------------------------------------------
 @dataclass(slots=True)
 class Recalled:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from application.ledger import CanonLedger
 from application.packets.compiler import compile_packet
 from application.packets.packet import Packet
-from application.packets.ports import CanonReader, Retriever
+from application.packets.ports import CanonReader, Freshness, Retriever
 from application.packets.recipes import Request
 from domain.errors import CanonError
 from domain.packet_log import PacketRecord, dropped_summary
@@ -15,14 +13,15 @@ from domain.tokens import TokenCounter
 
 
 class PacketService:
-    def __init__(self, ledger: CanonLedger, catch_up: Callable[[int], int], reader: CanonReader,
+    def __init__(self, ledger: CanonLedger, canon: Freshness, reader: CanonReader,
                  tokens: TokenCounter, retriever: Retriever | None = None) -> None:
         self.ledger = ledger
         self.retriever = retriever
-        self.catch_up = catch_up
+        self.canon = canon
         self.reader = reader
         self.tokens = tokens
         self._recorded: dict[str, None] = {}  # ids this process has recorded: skip the doomed insert
+
     def packet(self, request: Request, *, after: int | None = None, record: bool = True) -> Packet:
         """Compile once the read models reflect ``after`` (default: everything applied so far).
 
@@ -30,17 +29,14 @@ class PacketService:
         asking again with no canon change in between gives the same bytes and packet_id.
         """
         target = self.ledger.position() if after is None else after
-        reached = 0
+        self.canon.reach(target)  # before the snapshot: a request after a write finds it behind
         for _ in range(5):
             with self.reader.snapshot() as snap:
-                # ``reached``: the catch-up found nothing of canon's between the model's
-                # tracking position and the target (e.g. only PacketIssued), so the model
-                # reflects the target without having written a new tracking position.
-                if snap.position >= target or reached >= target:
+                if self.canon.reflects(snap.position, target):
                     packet = compile_packet(snap, request, self.tokens, self.retriever)
                     break
-            # Behind (new writes, or a rebuild switched builds): catch up, then read again.
-            reached = self.catch_up(target)
+            # Behind all the same (a rebuild switched builds in between): catch up, read again.
+            self.canon.catch_up(target)
         else:
             raise CanonError("read_model_behind", f"the read model did not reach position {target}; retry")
         if record and packet.packet_id not in self._recorded:

@@ -186,3 +186,40 @@ def test_others_events_do_not_make_packets_write(demo):
                              "text": "QUIET-MARKER summary"})
     latest = demo.packets.packet(Request(STORY, "writer", 5), after=result.position)
     assert demo.canon.position() >= result.position and "QUIET-MARKER" in latest.to_json()
+
+
+def test_a_request_after_a_recorded_packet_reads_one_snapshot_and_no_log(demo, monkeypatch):
+    """The PacketIssued this process just appended is no canon event, and the process knows
+    it: the next request neither reads the log nor catches up, it only reads its snapshot."""
+    first = demo.packets.packet(Request(STORY, "writer", 5))
+    calls = []
+
+    def spy(owner, name):  # noqa: ANN001
+        real = getattr(owner, name)
+        monkeypatch.setattr(owner, name, lambda *a, **k: calls.append(name) or real(*a, **k))
+
+    spy(demo.ledger, "read")
+    spy(demo.canon, "catch_up")
+    spy(demo.packets.reader, "snapshot")
+    again = demo.packets.packet(Request(STORY, "writer", 5, budget=first.budget - 1))  # records another
+    latest = demo.packets.packet(Request(STORY, "writer", 5))
+    assert calls == ["snapshot", "snapshot"]
+    assert again.position == first.position and latest.packet_id == first.packet_id
+
+
+def test_canon_written_by_another_process_reaches_the_next_packet(demo, store_url):
+    """What this process knows about the log never hides another process's write."""
+    from infrastructure.bootstrap import bootstrap
+
+    demo.packets.packet(Request(STORY, "writer", 5))  # this process now knows the tail is quiet
+    other = bootstrap(store_url)
+    try:
+        [result] = other.ledger.apply([parse_command({"story_id": STORY, "type": "record_chapter_summary",
+                                                      "command_id": "other-process-1", "chapter": 4,
+                                                      "text": "OTHER-PROCESS-MARKER summary"})])
+        assert result.status == "applied"
+        other.packets.packet(Request(STORY, "writer", 5))  # and records a packet of its own after it
+    finally:
+        other.close()
+    latest = demo.packets.packet(Request(STORY, "writer", 5))
+    assert "OTHER-PROCESS-MARKER" in latest.to_json()
