@@ -19,6 +19,10 @@ with MiniLM only 0.420 -> 0.425 (0.421 -> 0.423; paired p 0.47 / 0.75) at 2-4.5x
 time, so search runs it only when the keyword list answers alone (no vector index, or the
 embedder failed, is out of quota, or does not match the index).
 
+The feedback set is a parameter: by default the keyword list's own top chunks, weighted by
+their BM25 score; hybrid feedback (``search._hybrid_feedback``) passes the fused first pass's
+top chunks instead, each weighted 1.
+
 Only chunks feed the model: a wiki page is a model's summary, not the source text. The
 feedback chunks are hits of the same search, so the same collections and the same ``below``
 bound hold for them. The term statistics (documents, df) are those the store's BM25 uses for

@@ -103,7 +103,10 @@ class HybridSearch:
     # (docs/benchmarks.md, issue 6; SQLite / PostgreSQL): it lifts BM25 alone (+0.017 / +0.022
     # NDCG@10, paired p = 0.03 / 0.005) but not the hybrid with MiniLM (+0.005 / +0.002, p = 0.47
     # / 0.75, MRR@10 down), for 2-4.5x the search time. HYBRID: feedback from the fused first
-    # pass to both retrievers, then a second pass (see ``_hybrid_feedback``).
+    # pass to both retrievers, then a second pass (see ``_hybrid_feedback``); measured there,
+    # 0.4200 -> 0.4326 / 0.4206 -> 0.4309 (p = 0.11 / 0.17), Recall@100 +0.027 / +0.018, but
+    # only 1.080x / 1.075x the best single retriever (dense + Rocchio, 0.4007; the goal is
+    # 1.1x) for ~2.2-2.4x the search time: an option, not the default.
     feedback: str = ALONE
     # Query vectors by (model, text), most recent last: a packet asked again, or a search
     # repeated, embeds nothing and spends no quota.

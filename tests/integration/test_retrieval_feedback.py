@@ -106,16 +106,19 @@ def test_weighted_bm25_with_unit_weights_ranks_as_the_plain_query(rs) -> None:
     assert [h.id for h in below] == ["alpha/doc-0.md#_/0"]
 
 
-class _BrokenFeedback:
-    def __init__(self, inner) -> None:
-        self.inner = inner
+class Broken:
+    """A snapshot whose ``method`` raises ``RuntimeError(message)``; the rest is the real one."""
+
+    def __init__(self, inner, method: str, message: str) -> None:
+        self.inner, self.method, self.message = inner, method, message
         self.vector_model = inner.vector_model
 
     def __getattr__(self, name):
+        if name == self.method:
+            def fail(*args, **kwargs):
+                raise RuntimeError(self.message)
+            return fail
         return getattr(self.inner, name)
-
-    def keyword_weighted(self, *args, **kwargs):
-        raise RuntimeError("postings gone")
 
 
 def test_a_failing_feedback_step_leaves_the_plain_keyword_list(rs) -> None:
@@ -124,7 +127,7 @@ def test_a_failing_feedback_step_leaves_the_plain_keyword_list(rs) -> None:
         _ingest(rs, "alpha", f"filler-{i}.md", filler)
     rs.search_service().search(["alpha"], QUERY, 1)
     with rs.retrieval_reader.snapshot() as snap:
-        broken = HybridSearch(None).search(_BrokenFeedback(snap), ["alpha"], QUERY, 3)
+        broken = HybridSearch(None).search(Broken(snap, "keyword_weighted", "postings gone"), ["alpha"], QUERY, 3)
         off = HybridSearch(None, feedback="off").search(snap, ["alpha"], QUERY, 3)
     stage = _keyword_stage(broken)
     assert stage.status == "done" and "prf error (RuntimeError: postings gone): the plain list" in stage.detail

@@ -113,3 +113,21 @@ def test_a_failure_degrades_to_the_plain_list() -> None:
     assert out.hits == FIRST.hits
     assert out.detail == "prf error (RuntimeError: index gone): the plain list, 3 hit(s)"
     assert expand(object(), ["c"], FIRST, 100).detail.startswith("prf error (AttributeError")
+
+
+def test_expand_learns_from_a_given_feedback_set_not_the_keyword_list() -> None:
+    # The hybrid's first pass: a chunk the keyword list did not rank, each counting equally.
+    snap = _Snapshot({"c/d#a/0": ["lamp", "ab"], "c/x#z/0": ["yz", "yz"]})
+    out = expand(snap, ["c"], FIRST, 100, feedback=[Hit("c/x#z/0", 1.0), Hit("page:c/x#z", 1.0)])
+    [weights] = snap.asked
+    assert set(weights) == {"lamp", "yz"} and out.detail.startswith("prf done: rm3 from the top 1 chunk(s)")
+
+
+@pytest.mark.parametrize(("feedback", "why"), [
+    ([], "prf skipped (no feedback hit to learn from)"),
+    ([Hit("page:c/d#a", 1.0)], "prf skipped (no chunk among the feedback hits)"),
+])
+def test_an_empty_feedback_set_keeps_the_plain_list(feedback, why) -> None:
+    snap = _Snapshot({"c/d#a/0": ["ab"]})
+    out = expand(snap, ["c"], FIRST, 100, feedback=feedback)
+    assert out.hits == FIRST.hits and out.status == "skipped" and out.detail.startswith(why) and not snap.asked
