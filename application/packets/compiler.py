@@ -13,7 +13,7 @@ from typing import Any
 
 from application.packets.packet import TIERS, Item, Packet, Stage
 from application.packets.ports import CanonSnapshot, Fact, Recall, Retriever
-from application.packets.recipes import RECIPES, USES_RETRIEVAL, Candidate, Request
+from application.packets.recipes import CORE, RECIPES, SUPPLEMENTS, USES_RETRIEVAL, Candidate, Request
 from domain.errors import CanonError, NotFound
 from domain.story import ROLES
 from domain.tokens import TokenCounter
@@ -21,8 +21,10 @@ from domain.tokens import TokenCounter
 MIN_TRIM_TOKENS = 32
 ELLIPSIS = " …"
 # Which compiler built a packet (recorded in PacketIssued; an audit replays with the same one):
-# 1: L0 structured recall only; 2: L0, then L1 retrieval filling what is left of P4.
-COMPILER = 2
+# 1: L0 structured recall only; 2: L0, then L1 retrieval filling what is left of P4; 3: as 2,
+# but P4 (development chains, then L1) is read only if P0-P3 left some budget. While budget
+# remains for P4, 3 gives the same bytes as 2.
+COMPILER = 3
 QUERY_KINDS = ("chapter_goals", "scene_card")  # the P0 texts that say what the chapter is about
 # L1 searches with the chapter's goals and scene summaries, cut to this many words: search
 # cost grows with query length (every OR'ed term is a posting list, every token a model step)
@@ -38,7 +40,7 @@ class PacketError(CanonError):
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,
                    *, compiler: int = COMPILER) -> Packet:
-    """``retriever``: L1 (compiler 2 only); an audit passes one that replays the recorded hits."""
+    """``retriever``: L1 (compilers 2 and 3); an audit passes one that replays the recorded hits."""
     if req.role not in ROLES:
         raise PacketError("unknown_role", f"role {req.role!r} is not one of {', '.join(ROLES)}", "role")
     if req.chapter < 1:
@@ -50,7 +52,7 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retr
     if budget < 0:
         raise PacketError("budget_must_not_be_negative", f"budget must be >= 0, got {budget}", "budget")
 
-    candidates, scene_detail = RECIPES[req.role](snap, req, story, tokens)
+    candidates, scene_detail = (CORE if compiler >= 3 else RECIPES)[req.role](snap, req, story, tokens)
     p0 = sum(c.fact.tokens for c in candidates if c.tier == "P0")
     if p0 > budget:
         raise PacketError(
@@ -64,9 +66,23 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retr
         stages = _stages_v1(req, candidates, items, budget, scene_detail)
         return Packet(req.story_id, req.role, req.chapter, req.scene, story.position, budget, tokens.name,
                       tuple(items), tuple(stages)).sealed()
+    packing = Packing(budget, tokens, snap.texts)
+    if compiler >= 3:
+        packing.add(candidates)  # P0-P3 first: P4 is read only if they leave some budget
+        if packing.remaining <= 0:
+            items = packing.finish()
+            stages = [Stage("scene-keys", "done", scene_detail),
+                      Stage("l0-recall", "done", f"{len(candidates)} candidates from confirmed canon as of chapter "
+                                                 f"{req.chapter}; P4 not read: P0-P3 spent the budget"),
+                      _no_retrieval(req.role) or Stage("l1-retrieval", "skipped", "P0-P3 spent the budget: no room left"),
+                      _budget_stage(items, budget)]
+            return Packet(req.story_id, req.role, req.chapter, req.scene, story.position, budget, tokens.name,
+                          tuple(items), tuple(stages), compiler=compiler).sealed()
+        candidates += SUPPLEMENTS[req.role](snap, req) if req.role in SUPPLEMENTS else []
     l0 = len(candidates)
     recall, l1_stages = _l1(req, candidates, retriever, tokens)
-    items = fill(candidates, budget, tokens, snap.texts)
+    packing.add(candidates[len(packing.items):])  # compiler 2: every candidate; 3: P4's
+    items = packing.finish()
     stages = [Stage("scene-keys", "done", scene_detail),
               Stage("l0-recall", "done", f"{l0} candidates from confirmed canon as of chapter {req.chapter}"),
               *l1_stages,
@@ -78,8 +94,8 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retr
 def _l1(req: Request, candidates: list[Candidate], retriever: Retriever | None,
         tokens: TokenCounter) -> tuple[Recall | None, list[Stage]]:
     """L1 hits join P4 after L0's own; fill gives them what budget is left, in rank order."""
-    if req.role not in USES_RETRIEVAL:
-        return None, [Stage("l1-retrieval", "skipped", f"the {req.role} role uses no retrieval")]
+    if (no_retrieval := _no_retrieval(req.role)) is not None:
+        return None, [no_retrieval]
     if retriever is None:
         return None, [Stage("l1-retrieval", "skipped", "no retriever configured: L0 structured recall only")]
     query = l1_query(candidates)
@@ -101,6 +117,10 @@ def _l1(req: Request, candidates: list[Candidate], retriever: Retriever | None,
                   f"{added} L1 candidate(s) after L0 in P4, {duplicates} already in L0" if recall.hits
                   else "retrieval found nothing")
     return recall, [*recall.stages, merge]
+
+
+def _no_retrieval(role: str) -> Stage | None:
+    return None if role in USES_RETRIEVAL else Stage("l1-retrieval", "skipped", f"the {role} role uses no retrieval")
 
 
 def l1_query(candidates: list[Candidate]) -> str:
@@ -137,42 +157,61 @@ def _usage(items: list[Item], budget: int) -> str:
 
 def fill(candidates: list[Candidate], budget: int, tokens: TokenCounter,
          load: Callable[[list[tuple[Any, ...]]], dict[tuple[Any, ...], str]]) -> list[Item]:
-    # Stable: recipe order within a tier. Tier names sort in tier order ("P0" < ... < "P4").
-    ordered = sorted(candidates, key=_TIER)
-    remaining = budget
-    packed: dict[tuple[str, str], str] = {}
-    items: list[Item] = []
-    unread: list[int] = []  # included items whose text is fetched once, at the end
-    for c in ordered:
-        fact = c.fact
-        size = fact.tokens
-        identity = (c.kind, c.key)
-        if c.blocked:
-            items.append(_dropped(c, f"{c.blocked} ({c.reason})"))
-        elif identity in packed:
-            items.append(_dropped(c, f"duplicate of the {packed[identity]} item ({c.reason})"))
-        elif size <= remaining:
-            if fact.text is None:
-                unread.append(len(items))
-            items.append(Item(c.tier, c.kind, c.key, fact.text or "", size, "included", c.reason, fact.sources))
-            remaining -= size
-            packed[identity] = c.tier
-        elif c.trimmable and remaining >= MIN_TRIM_TOKENS:
-            full = fact.text if fact.text is not None else load([fact.ref])[fact.ref]
-            text = _trim(full, remaining, tokens)
-            used = tokens.count(text)
-            items.append(Item(c.tier, c.kind, c.key, text, used, "trimmed",
-                              f"trimmed from {size} to {used} tokens to fit ({c.reason})", fact.sources))
-            remaining -= used
-            packed[identity] = c.tier
-        else:
-            items.append(_dropped(c, f"no space: needs {size} tokens, {remaining} left ({c.reason})"))
-    if unread:  # items and ordered candidates correspond one to one
-        refs = {i: ordered[i].fact.ref for i in unread}
-        texts = load(list(refs.values()))  # type: ignore[arg-type]
-        for i, ref in refs.items():
-            items[i].text = texts[ref]  # type: ignore[index]
-    return items
+    packing = Packing(budget, tokens, load)
+    packing.add(candidates)
+    return packing.finish()
+
+
+class Packing:
+    """Fill by tier: one item per candidate, in tier order, across one or more ``add`` calls
+    (each call's candidates come after the previous call's, tier for tier)."""
+
+    def __init__(self, budget: int, tokens: TokenCounter,
+                 load: Callable[[list[tuple[Any, ...]]], dict[tuple[Any, ...], str]]) -> None:
+        self.remaining = budget
+        self.tokens = tokens
+        self.load = load
+        self.items: list[Item] = []
+        self._packed: dict[tuple[str, str], str] = {}
+        self._unread: list[tuple[int, Any]] = []  # (item index, ref): included texts, fetched once at the end
+
+    def add(self, candidates: list[Candidate]) -> None:
+        # Stable: recipe order within a tier. Tier names sort in tier order ("P0" < ... < "P4").
+        items, packed, tokens = self.items, self._packed, self.tokens
+        remaining = self.remaining
+        for c in sorted(candidates, key=_TIER):
+            fact = c.fact
+            size = fact.tokens
+            identity = (c.kind, c.key)
+            if c.blocked:
+                items.append(_dropped(c, f"{c.blocked} ({c.reason})"))
+            elif identity in packed:
+                items.append(_dropped(c, f"duplicate of the {packed[identity]} item ({c.reason})"))
+            elif size <= remaining:
+                if fact.text is None:
+                    self._unread.append((len(items), fact.ref))
+                items.append(Item(c.tier, c.kind, c.key, fact.text or "", size, "included", c.reason, fact.sources))
+                remaining -= size
+                packed[identity] = c.tier
+            elif c.trimmable and remaining >= MIN_TRIM_TOKENS:
+                full = fact.text if fact.text is not None else self.load([fact.ref])[fact.ref]
+                text = _trim(full, remaining, tokens)
+                used = tokens.count(text)
+                items.append(Item(c.tier, c.kind, c.key, text, used, "trimmed",
+                                  f"trimmed from {size} to {used} tokens to fit ({c.reason})", fact.sources))
+                remaining -= used
+                packed[identity] = c.tier
+            else:
+                items.append(_dropped(c, f"no space: needs {size} tokens, {remaining} left ({c.reason})"))
+        self.remaining = remaining
+
+    def finish(self) -> list[Item]:
+        if self._unread:
+            texts = self.load([ref for _, ref in self._unread])
+            for i, ref in self._unread:
+                self.items[i].text = texts[ref]
+            self._unread = []
+        return self.items
 
 
 def _dropped(c: Candidate, reason: str) -> Item:

@@ -6,6 +6,7 @@ reference, P4 supplementary. Order within a tier is fill priority.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from application.packets.ports import CanonSnapshot, ChapterView, EntryView, Fact, StoryView
@@ -88,7 +89,13 @@ def _tagged(snap: CanonSnapshot, story_id: str, k: int, scenes: list) -> tuple[l
 
 
 def scene_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> tuple[list[Candidate], str]:
-    """planner, writer and qa: the chapter's scene keys drive the recall."""
+    """planner, writer and qa, every tier read at once (compilers 1 and 2)."""
+    out, detail = scene_core(snap, req, story, tokens)
+    return out + chain_candidates(snap, req), detail
+
+
+def scene_core(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> tuple[list[Candidate], str]:
+    """planner, writer and qa, P0-P3: the chapter's scene keys drive the recall."""
     k = req.chapter
     chapter = snap.chapter(req.story_id, k)
     if chapter is None and req.role != "planner":
@@ -123,12 +130,17 @@ def scene_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: To
         for old in history.get(c.key, []):
             out.append(Candidate("P3", "history", f"{c.key}@{old.valid_from}", old.fact,
                                  f"earlier state of {c.key}, superseded from chapter {c.valid_from}"))
+    return out, f"{len(scenes)} scene card(s), {sum(len(s.tags) for s in scenes)} tag(s)"
 
+
+def chain_candidates(snap: CanonSnapshot, req: Request) -> list[Candidate]:
+    """P4 from canon: the nodes of the development chains in force at the chapter."""
+    k, out = req.chapter, []
     for node in snap.chain_nodes(req.story_id, k):
         blocked = f"hidden until chapter {node.hidden_until}" if node.hidden_until and node.hidden_until > k else None
         out.append(Candidate("P4", "development_chain", f"{node.chain}/{node.node_id}", node.fact,
                              f"development chain {node.chain} ({node.node_kind})", blocked))
-    return out, f"{len(scenes)} scene card(s), {sum(len(s.tags) for s in scenes)} tag(s)"
+    return out
 
 
 def summarizer_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> tuple[list[Candidate], str]:
@@ -171,11 +183,18 @@ def chat_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: Tok
     return out, "chat reads no scene keys"
 
 
-RECIPES = {
+Recipe = Callable[[CanonSnapshot, Request, StoryView, TokenCounter], tuple[list[Candidate], str]]
+RECIPES: dict[str, Recipe] = {  # compilers 1 and 2: every candidate of every tier
     "planner": scene_recipe,
     "writer": scene_recipe,
     "qa": scene_recipe,
     "summarizer": summarizer_recipe,
     "chat": chat_recipe,
 }
+# Compiler 3 reads P0-P3 first (CORE) and P4 (SUPPLEMENTS, then L1 retrieval) only if budget
+# remains: seed 000's "P4, if budget remains". Late in a long serial P0-P3 spend the budget,
+# and P4 was hundreds of chain nodes read only to be listed as dropped.
+CORE: dict[str, Recipe] = {**RECIPES, "planner": scene_core, "writer": scene_core, "qa": scene_core}
+SUPPLEMENTS: dict[str, Callable[[CanonSnapshot, Request], list[Candidate]]] = {
+    "planner": chain_candidates, "writer": chain_candidates, "qa": chain_candidates}
 USES_RETRIEVAL = {"planner", "writer", "qa"}

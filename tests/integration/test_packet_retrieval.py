@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from application.knowledge.lint import lint
+from application.packets.compiler import COMPILER
 from application.packets.recipes import Request
 from application.packets.replay import RecordedRecall
 from application.parsing import parse_command, parse_line
@@ -77,7 +78,7 @@ def test_retrieval_offers_only_earlier_chapters(demo) -> None:
 def test_replayed_hits_take_their_text_from_the_log_and_nothing_else(demo) -> None:
     packet = demo.packets.packet(Request(STORY, "writer", 5))
     record = demo.ledger.packet_record(packet.packet_id)
-    assert record.compiler == 2 and record.recall["hits"]
+    assert record.compiler == COMPILER and record.recall["hits"]
     with demo.auditor.scratch_for(STORY, record.position) as replay:
         honest = RecordedRecall(record.recall, demo.auditor.event_at, replay.events, demo.packets.tokens)
         live = {i.key: i.text for i in _l1(packet)}

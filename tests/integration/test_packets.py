@@ -223,3 +223,36 @@ def test_canon_written_by_another_process_reaches_the_next_packet(demo, store_ur
         other.close()
     latest = demo.packets.packet(Request(STORY, "writer", 5))
     assert "OTHER-PROCESS-MARKER" in latest.to_json()
+
+
+def test_p4_is_read_only_if_p0_to_p3_leave_budget(demo, monkeypatch):
+    """Compiler 3: seed 000's "P4, if budget remains". When P0-P3 spend the budget, neither the
+    development chains nor L1 retrieval are read, the stages say so, and the audit agrees."""
+    from application.packets.compiler import compile_packet
+    from projections.canon_view import SqlCanonSnapshot
+
+    full = demo.packets.packet(Request(STORY, "writer", 5, budget=100_000))
+    assert any(i.tier == "P4" for i in full.items)
+    p0 = sum(i.tokens for i in full.items if i.tier == "P0")
+    reads = []
+    chain_nodes = SqlCanonSnapshot.chain_nodes
+    monkeypatch.setattr(SqlCanonSnapshot, "chain_nodes", lambda self, *a: reads.append("chains") or chain_nodes(self, *a))
+    recall = demo.packets.retriever.recall
+    monkeypatch.setattr(demo.packets.retriever, "recall", lambda *a: reads.append("l1") or recall(*a))
+
+    spent = demo.packets.packet(Request(STORY, "writer", 5, budget=p0))
+    assert reads == [] and not [i for i in spent.items if i.tier == "P4"]
+    stages = {s.step: s for s in spent.stages}
+    assert "P4 not read: P0-P3 spent the budget" in stages["l0-recall"].detail
+    assert stages["l1-retrieval"].status == "skipped" and "spent the budget" in stages["l1-retrieval"].detail
+    assert demo.auditor.audit(spent.packet_id).ok
+
+    roomy = demo.packets.packet(Request(STORY, "writer", 5, budget=p0 + 1))
+    assert reads == ["chains", "l1"] and any(i.tier == "P4" for i in roomy.items)
+    # While P4 is reached, compiler 3 gives compiler 2's bytes.
+    with demo.packets.reader.snapshot() as snap:
+        for budget in (p0 + 1, 100_000):
+            request = Request(STORY, "writer", 5, budget=budget)
+            two, three = (compile_packet(snap, request, demo.packets.tokens, demo.packets.retriever, compiler=c)
+                          for c in (2, 3))
+            assert two.to_json() == three.to_json()
