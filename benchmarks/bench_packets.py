@@ -380,7 +380,7 @@ class Instrument:
             self._wrap(cls, name, name)
         self._wrap(compiler, "fill", "fill (budget)")
         self._wrap(packet_mod.Packet, "sealed", "seal (JSON + sha256)")
-        self._wrap(services.packets, "catch_up", "catch-up check")
+        self._wrap(services.canon, "reach", "read-your-writes check")
 
     def _wrap(self, owner: Any, name: str, label: str) -> None:
         own = name in vars(owner)

@@ -22,8 +22,9 @@ MIN_TRIM_TOKENS = 32
 ELLIPSIS = " …"
 # Which compiler built a packet (recorded in PacketIssued; an audit replays with the same one):
 # 1: L0 structured recall only; 2: L0, then L1 retrieval filling what is left of P4; 3: as 2,
-# but P4 (development chains, then L1) is read only if P0-P3 left some budget. While budget
-# remains for P4, 3 gives the same bytes as 2.
+# but P4 (development chains, then L1) is read only if P0-P3 left MIN_TRIM_TOKENS or more: less
+# holds no useful supplement (it is also the least an item is trimmed to). Where P4 is read, 3
+# gives the same bytes as 2.
 COMPILER = 3
 QUERY_KINDS = ("chapter_goals", "scene_card")  # the P0 texts that say what the chapter is about
 # L1 searches with the chapter's goals and scene summaries, cut to this many words: search
@@ -68,13 +69,14 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retr
                       tuple(items), tuple(stages)).sealed()
     packing = Packing(budget, tokens, snap.texts)
     if compiler >= 3:
-        packing.add(candidates)  # P0-P3 first: P4 is read only if they leave some budget
-        if packing.remaining <= 0:
+        packing.add(candidates)  # P0-P3 first: P4 is read only if they leave room for it
+        if packing.remaining < MIN_TRIM_TOKENS:
             items = packing.finish()
+            spent = f"P0-P3 left {packing.remaining} tokens, under the {MIN_TRIM_TOKENS} a P4 item needs"
             stages = [Stage("scene-keys", "done", scene_detail),
                       Stage("l0-recall", "done", f"{len(candidates)} candidates from confirmed canon as of chapter "
-                                                 f"{req.chapter}; P4 not read: P0-P3 spent the budget"),
-                      _no_retrieval(req.role) or Stage("l1-retrieval", "skipped", "P0-P3 spent the budget: no room left"),
+                                                 f"{req.chapter}; P4 not read: {spent}"),
+                      _no_retrieval(req.role) or Stage("l1-retrieval", "skipped", f"not run: {spent}"),
                       _budget_stage(items, budget)]
             return Packet(req.story_id, req.role, req.chapter, req.scene, story.position, budget, tokens.name,
                           tuple(items), tuple(stages), compiler=compiler).sealed()

@@ -225,10 +225,11 @@ def test_canon_written_by_another_process_reaches_the_next_packet(demo, store_ur
     assert "OTHER-PROCESS-MARKER" in latest.to_json()
 
 
-def test_p4_is_read_only_if_p0_to_p3_leave_budget(demo, monkeypatch):
-    """Compiler 3: seed 000's "P4, if budget remains". When P0-P3 spend the budget, neither the
-    development chains nor L1 retrieval are read, the stages say so, and the audit agrees."""
-    from application.packets.compiler import compile_packet
+def test_p4_is_read_only_if_p0_to_p3_leave_room_for_it(demo, monkeypatch):
+    """Compiler 3: seed 000's "P4, if budget remains". When P0-P3 leave less than an item needs
+    (MIN_TRIM_TOKENS), neither the development chains nor L1 retrieval are read, the stages say
+    so, and the audit agrees. Where P4 is read, compiler 3 gives compiler 2's bytes."""
+    from application.packets.compiler import MIN_TRIM_TOKENS, compile_packet
     from projections.canon_view import SqlCanonSnapshot
 
     full = demo.packets.packet(Request(STORY, "writer", 5, budget=100_000))
@@ -240,18 +241,21 @@ def test_p4_is_read_only_if_p0_to_p3_leave_budget(demo, monkeypatch):
     recall = demo.packets.retriever.recall
     monkeypatch.setattr(demo.packets.retriever, "recall", lambda *a: reads.append("l1") or recall(*a))
 
-    spent = demo.packets.packet(Request(STORY, "writer", 5, budget=p0))
-    assert reads == [] and not [i for i in spent.items if i.tier == "P4"]
-    stages = {s.step: s for s in spent.stages}
-    assert "P4 not read: P0-P3 spent the budget" in stages["l0-recall"].detail
-    assert stages["l1-retrieval"].status == "skipped" and "spent the budget" in stages["l1-retrieval"].detail
-    assert demo.auditor.audit(spent.packet_id).ok
+    for budget in (p0, p0 + MIN_TRIM_TOKENS - 1):
+        spent = demo.packets.packet(Request(STORY, "writer", 5, budget=budget))
+        assert reads == [] and not [i for i in spent.items if i.tier == "P4"]
+        left = budget - spent.used_tokens
+        assert left < MIN_TRIM_TOKENS
+        stages = {s.step: s for s in spent.stages}
+        assert f"P4 not read: P0-P3 left {left} tokens" in stages["l0-recall"].detail
+        assert stages["l1-retrieval"].status == "skipped" and f"left {left} tokens" in stages["l1-retrieval"].detail
+        assert demo.auditor.audit(spent.packet_id).ok
 
-    roomy = demo.packets.packet(Request(STORY, "writer", 5, budget=p0 + 1))
+    p3_end = sum(i.tokens for i in full.items if i.tier != "P4" and i.status != "dropped")
+    roomy = demo.packets.packet(Request(STORY, "writer", 5, budget=p3_end + MIN_TRIM_TOKENS))
     assert reads == ["chains", "l1"] and any(i.tier == "P4" for i in roomy.items)
-    # While P4 is reached, compiler 3 gives compiler 2's bytes.
     with demo.packets.reader.snapshot() as snap:
-        for budget in (p0 + 1, 100_000):
+        for budget in (p3_end + MIN_TRIM_TOKENS, 100_000):
             request = Request(STORY, "writer", 5, budget=budget)
             two, three = (compile_packet(snap, request, demo.packets.tokens, demo.packets.retriever, compiler=c)
                           for c in (2, 3))
