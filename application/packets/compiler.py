@@ -13,7 +13,7 @@ from typing import Any
 
 from application.packets.packet import TIERS, Item, Packet, Stage
 from application.packets.ports import CanonSnapshot, Fact, Recall, Retriever
-from application.packets.recipes import CORE, RECIPES, SUPPLEMENTS, USES_RETRIEVAL, Candidate, Request
+from application.packets.recipes import RECIPES, STAGED, USES_RETRIEVAL, Candidate, Request
 from domain.errors import CanonError, NotFound
 from domain.story import ROLES
 from domain.tokens import TokenCounter
@@ -22,9 +22,9 @@ MIN_TRIM_TOKENS = 32
 ELLIPSIS = " …"
 # Which compiler built a packet (recorded in PacketIssued; an audit replays with the same one):
 # 1: L0 structured recall only; 2: L0, then L1 retrieval filling what is left of P4; 3: as 2,
-# but P4 (development chains, then L1) is read only if P0-P3 left MIN_TRIM_TOKENS or more: less
-# holds no useful supplement (it is also the least an item is trimmed to). Where P4 is read, 3
-# gives the same bytes as 2.
+# but P3's reads and P4 (development chains, then L1) are read one by one, each only if what
+# came before left MIN_TRIM_TOKENS or more: less holds no useful item (it is also the least an
+# item is trimmed to). Where everything is read, 3 gives the same bytes as 2.
 COMPILER = 3
 QUERY_KINDS = ("chapter_goals", "scene_card")  # the P0 texts that say what the chapter is about
 # L1 searches with the chapter's goals and scene summaries, cut to this many words: search
@@ -53,7 +53,11 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retr
     if budget < 0:
         raise PacketError("budget_must_not_be_negative", f"budget must be >= 0, got {budget}", "budget")
 
-    candidates, scene_detail = (CORE if compiler >= 3 else RECIPES)[req.role](snap, req, story, tokens)
+    if compiler >= 3:
+        staged = STAGED[req.role](snap, req, story, tokens)
+        candidates, later, scene_detail = staged.first, staged.later, staged.detail
+    else:
+        (candidates, scene_detail), later = RECIPES[req.role](snap, req, story, tokens), []
     p0 = sum(c.fact.tokens for c in candidates if c.tier == "P0")
     if p0 > budget:
         raise PacketError(
@@ -69,21 +73,29 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retr
                       tuple(items), tuple(stages)).sealed()
     packing = Packing(budget, tokens, snap.texts)
     if compiler >= 3:
-        packing.add(candidates)  # P0-P3 first: P4 is read only if they leave room for it
+        packing.add(candidates)  # P0-P2 (and what came with them); then each later read while there is room
+        unread = []
+        for name, read in later:
+            if packing.remaining < MIN_TRIM_TOKENS:
+                unread.append(name)
+                continue
+            group = read()
+            candidates += group
+            packing.add(group)
         if packing.remaining < MIN_TRIM_TOKENS:
             items = packing.finish()
-            spent = f"P0-P3 left {packing.remaining} tokens, under the {MIN_TRIM_TOKENS} a P4 item needs"
+            spent = f"the budget left {packing.remaining} tokens, under the {MIN_TRIM_TOKENS} an item needs"
             stages = [Stage("scene-keys", "done", scene_detail),
                       Stage("l0-recall", "done", f"{len(candidates)} candidates from confirmed canon as of chapter "
-                                                 f"{req.chapter}; P4 not read: {spent}"),
+                                                 f"{req.chapter}" + (f"; not read ({spent}): {', '.join(unread)}"
+                                                                     if unread else "")),
                       _no_retrieval(req.role) or Stage("l1-retrieval", "skipped", f"not run: {spent}"),
                       _budget_stage(items, budget)]
             return Packet(req.story_id, req.role, req.chapter, req.scene, story.position, budget, tokens.name,
                           tuple(items), tuple(stages), compiler=compiler).sealed()
-        candidates += SUPPLEMENTS[req.role](snap, req) if req.role in SUPPLEMENTS else []
     l0 = len(candidates)
     recall, l1_stages = _l1(req, candidates, retriever, tokens)
-    packing.add(candidates[len(packing.items):])  # compiler 2: every candidate; 3: P4's
+    packing.add(candidates[len(packing.items):])  # compiler 2: every candidate; 3: L1's
     items = packing.finish()
     stages = [Stage("scene-keys", "done", scene_detail),
               Stage("l0-recall", "done", f"{l0} candidates from confirmed canon as of chapter {req.chapter}"),

@@ -88,14 +88,27 @@ def _tagged(snap: CanonSnapshot, story_id: str, k: int, scenes: list) -> tuple[l
     return out, characters
 
 
+@dataclass
+class Staged:
+    """A recipe read in stages (compiler 3): ``first`` always, then each of ``later`` (named,
+    in tier order) only while the budget has room for it. P0-P2 are always read; P3 "as
+    needed" and P4 "if budget remains" (seed 000) come later."""
+
+    first: list[Candidate]
+    later: list[tuple[str, Callable[[], list[Candidate]]]]
+    detail: str
+
+    def whole(self) -> tuple[list[Candidate], str]:
+        return self.first + [c for _, read in self.later for c in read()], self.detail
+
+
 def scene_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> tuple[list[Candidate], str]:
-    """planner, writer and qa, every tier read at once (compilers 1 and 2)."""
-    out, detail = scene_core(snap, req, story, tokens)
-    return out + chain_candidates(snap, req), detail
+    """planner, writer and qa, every stage read at once (compilers 1 and 2)."""
+    return scene_staged(snap, req, story, tokens).whole()
 
 
-def scene_core(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> tuple[list[Candidate], str]:
-    """planner, writer and qa, P0-P3: the chapter's scene keys drive the recall."""
+def scene_staged(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> Staged:
+    """planner, writer and qa: the chapter's scene keys drive the recall."""
     k = req.chapter
     chapter = snap.chapter(req.story_id, k)
     if chapter is None and req.role != "planner":
@@ -122,15 +135,21 @@ def scene_core(snap: CanonSnapshot, req: Request, story: StoryView, tokens: Toke
     out += [_entry("P2", e, "recent timeline", k) for e in sorted(timeline, key=lambda e: (-e.valid_from, e.key))]
 
     out += [Candidate("P3", "volume_summary", str(v), f, "earlier volume summary")
-            for v, f in reversed(volumes) if volume is None or v < volume]
-    out += [_entry("P3", e, "world rule", k)
-            for e in snap.entries_as_of(req.story_id, k, kinds=("world_rule",), with_text=False) if not e.retired]
-    history = snap.superseded_steps(req.story_id, k, "character", tuple(c.key for c in characters), HISTORY_STEPS)
-    for c in characters:
-        for old in history.get(c.key, []):
-            out.append(Candidate("P3", "history", f"{c.key}@{old.valid_from}", old.fact,
-                                 f"earlier state of {c.key}, superseded from chapter {c.valid_from}"))
-    return out, f"{len(scenes)} scene card(s), {sum(len(s.tags) for s in scenes)} tag(s)"
+            for v, f in reversed(volumes) if volume is None or v < volume]  # read with P2's anyway
+
+    def world_rules() -> list[Candidate]:
+        return [_entry("P3", e, "world rule", k)
+                for e in snap.entries_as_of(req.story_id, k, kinds=("world_rule",), with_text=False) if not e.retired]
+
+    def history() -> list[Candidate]:
+        steps = snap.superseded_steps(req.story_id, k, "character", tuple(c.key for c in characters), HISTORY_STEPS)
+        return [Candidate("P3", "history", f"{c.key}@{old.valid_from}", old.fact,
+                          f"earlier state of {c.key}, superseded from chapter {c.valid_from}")
+                for c in characters for old in steps.get(c.key, [])]
+
+    return Staged(out, [("world rules", world_rules), ("earlier character states", history),
+                        ("development chains", lambda: chain_candidates(snap, req))],
+                  f"{len(scenes)} scene card(s), {sum(len(s.tags) for s in scenes)} tag(s)")
 
 
 def chain_candidates(snap: CanonSnapshot, req: Request) -> list[Candidate]:
@@ -191,10 +210,19 @@ RECIPES: dict[str, Recipe] = {  # compilers 1 and 2: every candidate of every ti
     "summarizer": summarizer_recipe,
     "chat": chat_recipe,
 }
-# Compiler 3 reads P0-P3 first (CORE) and P4 (SUPPLEMENTS, then L1 retrieval) only if budget
-# remains: seed 000's "P4, if budget remains". Late in a long serial P0-P3 spend the budget,
-# and P4 was hundreds of chain nodes read only to be listed as dropped.
-CORE: dict[str, Recipe] = {**RECIPES, "planner": scene_core, "writer": scene_core, "qa": scene_core}
-SUPPLEMENTS: dict[str, Callable[[CanonSnapshot, Request], list[Candidate]]] = {
-    "planner": chain_candidates, "writer": chain_candidates, "qa": chain_candidates}
+
+
+def _in_one_stage(recipe: Recipe) -> Callable[[CanonSnapshot, Request, StoryView, TokenCounter], Staged]:
+    def staged(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> Staged:
+        candidates, detail = recipe(snap, req, story, tokens)
+        return Staged(candidates, [], detail)
+    return staged
+
+
+# Compiler 3: late in a long serial P0-P2 and the first P3 read spend the budget, and the rest
+# was hundreds of rows read only to be listed "dropped: no space" (433 chain nodes at chapter
+# 1,000 of the benchmark serial).
+STAGED: dict[str, Callable[[CanonSnapshot, Request, StoryView, TokenCounter], Staged]] = {
+    "planner": scene_staged, "writer": scene_staged, "qa": scene_staged,
+    "summarizer": _in_one_stage(summarizer_recipe), "chat": _in_one_stage(chat_recipe)}
 USES_RETRIEVAL = {"planner", "writer", "qa"}

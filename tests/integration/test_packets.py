@@ -225,38 +225,48 @@ def test_canon_written_by_another_process_reaches_the_next_packet(demo, store_ur
     assert "OTHER-PROCESS-MARKER" in latest.to_json()
 
 
-def test_p4_is_read_only_if_p0_to_p3_leave_room_for_it(demo, monkeypatch):
-    """Compiler 3: seed 000's "P4, if budget remains". When P0-P3 leave less than an item needs
-    (MIN_TRIM_TOKENS), neither the development chains nor L1 retrieval are read, the stages say
-    so, and the audit agrees. Where P4 is read, compiler 3 gives compiler 2's bytes."""
+def test_p3_and_p4_are_read_only_while_the_budget_has_room(demo, monkeypatch):
+    """Compiler 3: seed 000's P3 "as needed" and P4 "if budget remains". P0-P2 are always read;
+    each later read (world rules, earlier character states, development chains, then L1) only
+    while MIN_TRIM_TOKENS or more are left. The stages name what was not read, and the audit
+    agrees. Where everything is read, compiler 3 gives compiler 2's bytes."""
     from application.packets.compiler import MIN_TRIM_TOKENS, compile_packet
     from projections.canon_view import SqlCanonSnapshot
 
     full = demo.packets.packet(Request(STORY, "writer", 5, budget=100_000))
-    assert any(i.tier == "P4" for i in full.items)
+    assert any(i.tier == "P4" for i in full.items) and any(i.kind == "history" for i in full.items)
     p0 = sum(i.tokens for i in full.items if i.tier == "P0")
     reads = []
-    chain_nodes = SqlCanonSnapshot.chain_nodes
-    monkeypatch.setattr(SqlCanonSnapshot, "chain_nodes", lambda self, *a: reads.append("chains") or chain_nodes(self, *a))
+    for name in ("superseded_steps", "chain_nodes"):
+        real = getattr(SqlCanonSnapshot, name)
+        monkeypatch.setattr(SqlCanonSnapshot, name, lambda self, *a, _n=name, _r=real, **k: reads.append(_n) or _r(self, *a, **k))
     recall = demo.packets.retriever.recall
     monkeypatch.setattr(demo.packets.retriever, "recall", lambda *a: reads.append("l1") or recall(*a))
 
     for budget in (p0, p0 + MIN_TRIM_TOKENS - 1):
         spent = demo.packets.packet(Request(STORY, "writer", 5, budget=budget))
-        assert reads == [] and not [i for i in spent.items if i.tier == "P4"]
+        assert reads == [] and not [i for i in spent.items if i.tier in ("P3", "P4")]
+        assert [i for i in spent.items if i.tier == "P1"], "P0-P2 are always read"
         left = budget - spent.used_tokens
         assert left < MIN_TRIM_TOKENS
         stages = {s.step: s for s in spent.stages}
-        assert f"P4 not read: P0-P3 left {left} tokens" in stages["l0-recall"].detail
+        assert stages["l0-recall"].detail.endswith(
+            f"not read (the budget left {left} tokens, under the {MIN_TRIM_TOKENS} an item needs): "
+            "world rules, earlier character states, development chains")
         assert stages["l1-retrieval"].status == "skipped" and f"left {left} tokens" in stages["l1-retrieval"].detail
         assert demo.auditor.audit(spent.packet_id).ok
 
     p3_end = sum(i.tokens for i in full.items if i.tier != "P4" and i.status != "dropped")
     roomy = demo.packets.packet(Request(STORY, "writer", 5, budget=p3_end + MIN_TRIM_TOKENS))
-    assert reads == ["chains", "l1"] and any(i.tier == "P4" for i in roomy.items)
+    assert reads == ["superseded_steps", "chain_nodes", "l1"] and any(i.tier == "P4" for i in roomy.items)
     with demo.packets.reader.snapshot() as snap:
         for budget in (p3_end + MIN_TRIM_TOKENS, 100_000):
             request = Request(STORY, "writer", 5, budget=budget)
             two, three = (compile_packet(snap, request, demo.packets.tokens, demo.packets.retriever, compiler=c)
                           for c in (2, 3))
             assert two.to_json() == three.to_json()
+        for role, chapter in (("chat", 5), ("summarizer", 4), ("planner", 5), ("qa", 3)):
+            request = Request(STORY, role, chapter, budget=100_000)
+            two, three = (compile_packet(snap, request, demo.packets.tokens, demo.packets.retriever, compiler=c)
+                          for c in (2, 3))
+            assert two.to_json() == three.to_json(), role
