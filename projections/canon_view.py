@@ -88,6 +88,10 @@ class _Statements:
             return column == any_(bindparam(name, type_=ARRAY(type_)))
         return column.in_(bindparam(name, expanding=True))
 
+    def by_code_point(self, column: Any) -> Any:
+        """Keys compared as Python compares them: PostgreSQL's collation may not be "C"."""
+        return column.collate("C") if self.arrays else column
+
     def in_force(self, chapter: Any) -> list[Any]:
         cn = self.t.canon
         return [cn.c.valid_from <= chapter, or_(cn.c.valid_to.is_(None), cn.c.valid_to > chapter)]
@@ -102,15 +106,17 @@ class _Statements:
             select(*columns).where(*conditions, cn.c.valid_to.is_(None), cn.c.valid_from <= chapter),
             select(*columns).where(*conditions, cn.c.valid_to > chapter, cn.c.valid_from <= chapter))
 
-    def entries(self, by: str, since: bool, active: bool, with_text: bool) -> Any:
-        shape = (by, since, active, with_text)
+    def entries(self, by: str, since: bool, active: bool, with_text: bool, paged: bool = False) -> Any:
+        shape = (by, since, active, with_text, paged)
         if shape not in self._entries:
             self._entries[shape] = self._build_entries(*shape)
         return self._entries[shape]
 
-    def _build_entries(self, by: str, since: bool, active: bool, with_text: bool) -> Any:
+    def _build_entries(self, by: str, since: bool, active: bool, with_text: bool, paged: bool) -> Any:
         cn = self.t.canon
         conditions = [cn.c.story_id == bindparam("story")]
+        if paged:  # one kind, the keys after :after; ordered and cut below
+            conditions.append(self.by_code_point(cn.c.key) > bindparam("after"))
         # One kind per statement: an equality lets the planner use the in-force index (an IN
         # list made SQLite fall back to the primary key and scan every step of the kind).
         conditions.append(cn.c.kind == bindparam("kind") if by == "kind" else self.among(cn.c.key, "keys", String))
@@ -123,13 +129,20 @@ class _Statements:
             if active:
                 conditions += [cn.c.retired == false(), func.coalesce(func.lower(cn.c.state), "") != "resolved"]
             # Sorted by the caller: an ORDER BY that the primary key satisfies makes SQLite
-            # walk every step of the kind through it instead of the in-force index.
-            return self.in_force_union(columns, *conditions)
+            # walk every step of the kind through it instead of the in-force index. A page is
+            # ordered over the union's result (a few hundred rows at most), not inside it.
+            union = self.in_force_union(columns, *conditions)
+            if not paged:
+                return union
+            rows = union.subquery()
+            return select(rows).order_by(self.by_code_point(rows.c.key)).limit(bindparam("limit"))
         # v1/v2 builds: rank each entry's steps
         ranked = self.ranked(*conditions[1:], with_text=with_text)
         stmt = select(*(ranked.c[c.name] for c in columns)).where(ranked.c.rank == 1)
         if active:
             stmt = stmt.where(ranked.c.retired == false(), func.coalesce(func.lower(ranked.c.state), "") != "resolved")
+        if paged:
+            return stmt.order_by(self.by_code_point(ranked.c.key)).limit(bindparam("limit"))
         return stmt.order_by(ranked.c.kind, ranked.c.key)
 
     def ranked(self, *conditions: Any, with_text: bool) -> Any:
@@ -213,10 +226,16 @@ class SqlCanonSnapshot:
 
     def entries_as_of(self, story_id: str, chapter: int, *, kinds: tuple[str, ...] = (),
                       keys: tuple[str, ...] = (), since: int | None = None, active: bool = False,
-                      with_text: bool = True) -> list[EntryView]:
+                      with_text: bool = True, after: str | None = None, limit: int | None = None) -> list[EntryView]:
         if bool(kinds) == bool(keys):
             raise ValueError("entries_as_of takes kinds or keys")
         params: dict[str, Any] = {"story": story_id, "chapter": chapter, "since": since}
+        if limit is not None:
+            if len(kinds) != 1:
+                raise ValueError("a page of entries_as_of is of one kind")
+            stmt = self.q.entries("kind", since is not None, active, with_text, paged=True)
+            rows = self.c.execute(stmt, {**params, "kind": kinds[0], "after": after or "", "limit": limit}).all()
+            return [_entry(r, with_text) for r in rows]
         if keys:
             params["keys"] = list(keys)
             stmt = self.q.entries("keys", since is not None, active, with_text)

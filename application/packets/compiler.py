@@ -76,12 +76,14 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retr
         packing.add(candidates)  # P0-P2 (and what came with them); then each later read while there is room
         unread = []
         for name, read in later:
-            if packing.remaining < MIN_TRIM_TOKENS:
-                unread.append(name)
-                continue
-            group = read()
-            candidates += group
-            packing.add(group)
+            done, more = 0, True
+            while more and packing.remaining >= MIN_TRIM_TOKENS:
+                page, more = read()
+                done += len(page)
+                candidates += page
+                packing.add(page)
+            if more:
+                unread.append(f"{name} after the first {done}" if done else name)
         if packing.remaining < MIN_TRIM_TOKENS:
             items = packing.finish()
             spent = f"the budget left {packing.remaining} tokens, under the {MIN_TRIM_TOKENS} an item needs"

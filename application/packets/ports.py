@@ -86,10 +86,11 @@ class CanonSnapshot(Protocol):
     def scenes(self, story_id: str, chapter: int) -> list[SceneView]: ...
     def entries_as_of(self, story_id: str, chapter: int, *, kinds: tuple[str, ...] = (),
                       keys: tuple[str, ...] = (), since: int | None = None, active: bool = False,
-                      with_text: bool = True) -> list[EntryView]:
-        """The step in force at ``chapter`` of each matching entry (by kind and/or key);
-        ``since``: only steps in force from after that chapter; ``active``: neither retired
-        nor resolved; ``with_text`` False: texts are fetched later, for what is packed."""
+                      with_text: bool = True, after: str | None = None, limit: int | None = None) -> list[EntryView]:
+        """The step in force at ``chapter`` of each matching entry (by kind and/or key), in
+        (kind, key) order; ``since``: only steps in force from after that chapter; ``active``:
+        neither retired nor resolved; ``with_text`` False: texts are fetched later, for what is
+        packed; ``after`` and ``limit`` (one kind): a page, the first ``limit`` keys after ``after``."""
         ...
     def superseded_steps(self, story_id: str, chapter: int, kind: str, keys: tuple[str, ...],
                          limit: int) -> dict[str, list[EntryView]]:

@@ -18,6 +18,7 @@ ROLE_TAGS = ("characters", "locations", "items", "threads", "callbacks")
 TAG_KIND = {"characters": "character", "locations": "location", "items": "item", "threads": "thread"}
 RECENT_SUMMARIES = 3
 RECENT_TIMELINE = 5
+WORLD_RULE_PAGE = 64  # world rules read per statement, while the budget has room
 HISTORY_STEPS = 3  # earlier states per tagged character: the latest shifts, not the whole life
 
 
@@ -88,6 +89,9 @@ def _tagged(snap: CanonSnapshot, story_id: str, k: int, scenes: list) -> tuple[l
     return out, characters
 
 
+Read = Callable[[], tuple[list[Candidate], bool]]  # the next page of a later read, and whether more follow
+
+
 @dataclass
 class Staged:
     """A recipe read in stages (compiler 3): ``first`` always, then each of ``later`` (named,
@@ -95,11 +99,38 @@ class Staged:
     needed" and P4 "if budget remains" (seed 000) come later."""
 
     first: list[Candidate]
-    later: list[tuple[str, Callable[[], list[Candidate]]]]
+    later: list[tuple[str, Read]]
     detail: str
 
     def whole(self) -> tuple[list[Candidate], str]:
-        return self.first + [c for _, read in self.later for c in read()], self.detail
+        out = list(self.first)
+        for _, read in self.later:
+            more = True
+            while more:
+                page, more = read()
+                out += page
+        return out, self.detail
+
+
+def _once(read: Callable[[], list[Candidate]]) -> Read:
+    return lambda: (read(), False)
+
+
+class _KindPages:
+    """The entries of one kind in force at the chapter, in key order, a page at a time: late in
+    a serial most of P3's world rules find no room, and are then not read at all."""
+
+    def __init__(self, snap: CanonSnapshot, req: Request, kind: str, tier: Tier, reason: str, size: int) -> None:
+        self.snap, self.req, self.kind, self.tier, self.reason, self.size = snap, req, kind, tier, reason, size
+        self.after = ""
+
+    def __call__(self) -> tuple[list[Candidate], bool]:
+        k = self.req.chapter
+        rows = self.snap.entries_as_of(self.req.story_id, k, kinds=(self.kind,), with_text=False,
+                                       after=self.after, limit=self.size)
+        if rows:
+            self.after = rows[-1].key
+        return [_entry(self.tier, e, self.reason, k) for e in rows if not e.retired], len(rows) == self.size
 
 
 def scene_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> tuple[list[Candidate], str]:
@@ -137,18 +168,15 @@ def scene_staged(snap: CanonSnapshot, req: Request, story: StoryView, tokens: To
     out += [Candidate("P3", "volume_summary", str(v), f, "earlier volume summary")
             for v, f in reversed(volumes) if volume is None or v < volume]  # read with P2's anyway
 
-    def world_rules() -> list[Candidate]:
-        return [_entry("P3", e, "world rule", k)
-                for e in snap.entries_as_of(req.story_id, k, kinds=("world_rule",), with_text=False) if not e.retired]
-
     def history() -> list[Candidate]:
         steps = snap.superseded_steps(req.story_id, k, "character", tuple(c.key for c in characters), HISTORY_STEPS)
         return [Candidate("P3", "history", f"{c.key}@{old.valid_from}", old.fact,
                           f"earlier state of {c.key}, superseded from chapter {c.valid_from}")
                 for c in characters for old in steps.get(c.key, [])]
 
-    return Staged(out, [("world rules", world_rules), ("earlier character states", history),
-                        ("development chains", lambda: chain_candidates(snap, req))],
+    return Staged(out, [("world rules", _KindPages(snap, req, "world_rule", "P3", "world rule", WORLD_RULE_PAGE)),
+                        ("earlier character states", _once(history)),
+                        ("development chains", _once(lambda: chain_candidates(snap, req)))],
                   f"{len(scenes)} scene card(s), {sum(len(s.tags) for s in scenes)} tag(s)")
 
 

@@ -270,3 +270,19 @@ def test_p3_and_p4_are_read_only_while_the_budget_has_room(demo, monkeypatch):
             two, three = (compile_packet(snap, request, demo.packets.tokens, demo.packets.retriever, compiler=c)
                           for c in (2, 3))
             assert two.to_json() == three.to_json(), role
+
+
+@pytest.mark.parametrize("page", [1, 2])
+def test_world_rules_read_in_pages_give_the_same_packet(demo, monkeypatch, page):
+    """Paging the world rules by key (compiler 3) reads every rule exactly once, in order."""
+    from application.packets import recipes
+    from application.packets.compiler import compile_packet
+
+    demo.canon.catch_up()
+    with demo.packets.reader.snapshot() as snap:
+        request = Request(STORY, "writer", 5, budget=100_000)
+        whole = compile_packet(snap, request, demo.packets.tokens, demo.packets.retriever, compiler=2)
+        monkeypatch.setattr(recipes, "WORLD_RULE_PAGE", page)
+        paged = compile_packet(snap, request, demo.packets.tokens, demo.packets.retriever, compiler=3)
+    assert sum(i.kind == "world_rule" and i.tier == "P3" for i in whole.items) >= page  # several pages, a last empty one
+    assert paged.to_json() == whole.to_json()
