@@ -378,7 +378,8 @@ class Instrument:
         for name in ("story", "chapter", "scenes", "entries_as_of", "superseded_steps", "chapter_summaries",
                      "volume_summaries", "chain_nodes", "texts"):
             self._wrap(cls, name, name)
-        self._wrap(compiler, "fill", "fill (budget)")
+        for step in ("add", "finish"):  # compiler 3 fills in steps; finish fetches the packed texts
+            self._wrap(compiler.Packing, step, "fill (budget)")
         self._wrap(packet_mod.Packet, "sealed", "seal (JSON + sha256)")
         self._wrap(services.canon, "reach", "read-your-writes check")
 
