@@ -20,6 +20,7 @@ from eventsourcing.persistence import PersistenceError
 from application.ledger import CanonLedger
 from application.parsing import parse_line
 from application.results import CommandResult
+from application.retrieval.feedback import MODES as FEEDBACK_MODES
 from domain.commands import json_schema
 from domain.errors import CanonError, InvalidCommand
 from infrastructure.stores import URL_ENV, open_ledger, password_of, resolve_url, store_config
@@ -342,7 +343,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         if unknown:
             raise Failure(USAGE, f"no documents in collection {', '.join(unknown)} "
                                  f"(known: {', '.join(sorted(known)) or 'none'})")
-        result = service.search(args.collection, args.query, args.top)
+        result = service.search(args.collection, args.query, args.top, feedback=args.feedback)
     finally:
         services.close()
     if args.format == "json":
@@ -522,6 +523,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=8, metavar="K", help="chunks to return (default 8)")
     p.add_argument("--provider", default=os.environ.get("CANON_LLM_PROVIDER", "offline"), choices=("offline", "gemini"),
                    help="gemini lets a broad query step back (one generate call, cached)")
+    p.add_argument("--feedback", choices=FEEDBACK_MODES, default=None,
+                   help="pseudo-relevance feedback: alone (default: RM3 when keyword search answers alone), "
+                        "always (RM3 on the keyword list), hybrid (the fused first pass feeds RM3 and Rocchio, "
+                        "then a second pass; ~2x the time), off")
     p.set_defaults(run=cmd_search)
 
     p = verbs.add_parser("compile", parents=[common], help="compile stale wiki pages, oldest drift first")

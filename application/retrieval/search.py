@@ -116,7 +116,7 @@ class HybridSearch:
                top_k: int = DEFAULT_TOP_K, *, vector_problem: str | None = None,
                feedback: str | None = None) -> SearchResult:
         """``vector_problem``: why the vector index may not be current (its catch-up failed).
-        ``feedback``: ``alone`` / ``always`` / ``off``, this search only (None: the pipeline's)."""
+        ``feedback``: ``alone`` / ``always`` / ``hybrid`` / ``off``, this search only (None: the pipeline's)."""
         collections = list(dict.fromkeys(collection_ids))
         top_k = max(1, int(top_k))
         pool = wide(top_k)
@@ -386,7 +386,9 @@ class SearchService:
     pipeline: HybridSearch
     warnings: list[str] = field(default_factory=list)
 
-    def search(self, collection_ids: Sequence[str], query: str, top_k: int = DEFAULT_TOP_K) -> SearchResult:
+    def search(self, collection_ids: Sequence[str], query: str, top_k: int = DEFAULT_TOP_K,
+               feedback: str | None = None) -> SearchResult:
+        """``feedback``: this search's mode (``feedback.MODES``); None: the pipeline's."""
         target = self.position()
         self.catch_up(target)
         problem = None
@@ -396,5 +398,5 @@ class SearchService:
             except Exception as e:  # noqa: BLE001 - keyword search still answers
                 problem = f"{type(e).__name__}: {str(e)[:160]}"
         with self.reader.snapshot() as snap:
-            result = self.pipeline.search(snap, collection_ids, query, top_k, vector_problem=problem)
+            result = self.pipeline.search(snap, collection_ids, query, top_k, vector_problem=problem, feedback=feedback)
         return SearchResult(result.query, result.collections, result.hits, result.stages, target)

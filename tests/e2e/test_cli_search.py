@@ -44,6 +44,16 @@ def test_search_json_carries_hits_and_every_stage(guild: str) -> None:
     assert all(s["detail"] for s in body["stages"])
 
 
+def test_search_feedback_modes(guild: str) -> None:
+    hybrid = canon("--db", guild, "search", "--collection", "guild", "whale oil smoke", "--top", "2",
+                   "--feedback", "hybrid", "--format", "json", env=HASHING)
+    assert hybrid.returncode == 0, hybrid.stderr
+    stages = [s["step"] for s in json.loads(hybrid.stdout)["stages"]]
+    assert stages[stages.index("vector") + 1] == "feedback"  # between the first pass and the second fusion
+    wrong = canon("--db", guild, "search", "--collection", "guild", "oil", "--feedback", "sometimes", env=HASHING)
+    assert wrong.returncode == 2 and "--feedback" in wrong.stderr and wrong.stdout == ""
+
+
 def test_search_text_and_usage_errors(guild: str) -> None:
     text = canon("--db", guild, "search", "--collection", "guild", "what is this about overall", env=HASHING)
     assert text.returncode == 0, text.stderr
