@@ -210,11 +210,15 @@ class ReadModels:
             build, position = self.serving(conn)
         return self.runner(build).catch_up(target, start=position)
 
+    def _serving_runner(self) -> ProjectionRunner | None:
+        """The runner of the build this process last saw serving (None before any read)."""
+        return self._runners.get(self._serving) if self._serving else None
+
     def knows(self, target: int) -> bool:
         """Does this process already know that the serving build reflects ``target``? Its
         tracking row never moves back, not even across a switch (a new build serves only once
         caught up to the log's end), so what a catch-up or an append taught stays true."""
-        runner = self._runners.get(self._serving) if self._serving else None
+        runner = self._serving_runner()
         return runner is not None and target <= runner.quiet.g
 
     def reach(self, target: int) -> int:
@@ -223,11 +227,11 @@ class ReadModels:
 
     def reflects(self, position: int, target: int) -> bool:
         """Does the serving build, read at tracking ``position``, reflect the log up to ``target``?"""
-        runner = self._runners.get(self._serving) if self._serving else None
+        runner = self._serving_runner()
         return position >= target or (runner is not None and runner.quiet.reflects(position, target))
 
     def _appended(self, events: list[tuple[int, str]]) -> None:
-        runner = self._runners.get(self._serving) if self._serving else None
+        runner = self._serving_runner()
         if runner is not None:
             runner.quiet.appended(events, runner.projection.topics)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from application.packets.packet import TIERS, Item, Packet, Stage
 from application.packets.ports import CanonSnapshot, Fact, Recall, Retriever
-from application.packets.recipes import RECIPES, STAGED, USES_RETRIEVAL, Candidate, Request
+from application.packets.recipes import RECIPES, STAGED, USES_RETRIEVAL, Candidate, Read, Request
 from domain.errors import CanonError, NotFound
 from domain.story import ROLES
 from domain.tokens import TokenCounter
@@ -72,39 +72,42 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retr
         return Packet(req.story_id, req.role, req.chapter, req.scene, story.position, budget, tokens.name,
                       tuple(items), tuple(stages)).sealed()
     packing = Packing(budget, tokens, snap.texts)
+    room, not_read, spent = True, "", ""
     if compiler >= 3:
         packing.add(candidates)  # P0-P2 (and what came with them); then each later read while there is room
-        unread = []
-        for name, read in later:
-            done, more = 0, True
-            while more and packing.remaining >= MIN_TRIM_TOKENS:
-                page, more = read()
-                done += len(page)
-                candidates += page
-                packing.add(page)
-            if more:
-                unread.append(f"{name} after the first {done}" if done else name)
-        if packing.remaining < MIN_TRIM_TOKENS:
-            items = packing.finish()
-            spent = f"the budget left {packing.remaining} tokens, under the {MIN_TRIM_TOKENS} an item needs"
-            stages = [Stage("scene-keys", "done", scene_detail),
-                      Stage("l0-recall", "done", f"{len(candidates)} candidates from confirmed canon as of chapter "
-                                                 f"{req.chapter}" + (f"; not read ({spent}): {', '.join(unread)}"
-                                                                     if unread else "")),
-                      _no_retrieval(req.role) or Stage("l1-retrieval", "skipped", f"not run: {spent}"),
-                      _budget_stage(items, budget)]
-            return Packet(req.story_id, req.role, req.chapter, req.scene, story.position, budget, tokens.name,
-                          tuple(items), tuple(stages), compiler=compiler).sealed()
+        unread = _read_while_room(packing, candidates, later)
+        room = packing.remaining >= MIN_TRIM_TOKENS
+        spent = f"the budget left {packing.remaining} tokens, under the {MIN_TRIM_TOKENS} an item needs"
+        not_read = f"; not read ({spent}): {', '.join(unread)}" if unread else ""
     l0 = len(candidates)
-    recall, l1_stages = _l1(req, candidates, retriever, tokens)
+    if room:
+        recall, l1_stages = _l1(req, candidates, retriever, tokens)
+    else:
+        recall, l1_stages = None, [_no_retrieval(req.role) or Stage("l1-retrieval", "skipped", f"not run: {spent}")]
     packing.add(candidates[len(packing.items):])  # compiler 2: every candidate; 3: L1's
     items = packing.finish()
     stages = [Stage("scene-keys", "done", scene_detail),
-              Stage("l0-recall", "done", f"{l0} candidates from confirmed canon as of chapter {req.chapter}"),
+              Stage("l0-recall", "done", f"{l0} candidates from confirmed canon as of chapter {req.chapter}{not_read}"),
               *l1_stages,
               _budget_stage(items, budget)]
     return Packet(req.story_id, req.role, req.chapter, req.scene, story.position, budget, tokens.name,
                   tuple(items), tuple(stages), recall=recall, compiler=compiler).sealed()
+
+
+def _read_while_room(packing: Packing, candidates: list[Candidate], later: list[tuple[str, Read]]) -> list[str]:
+    """Read and pack each later read, page by page, while MIN_TRIM_TOKENS or more are left;
+    ``candidates`` grows with what is read. Returns what was left unread, by name."""
+    unread = []
+    for name, read in later:
+        done, more = 0, True
+        while more and packing.remaining >= MIN_TRIM_TOKENS:
+            page, more = read()
+            done += len(page)
+            candidates += page
+            packing.add(page)
+        if more:
+            unread.append(f"{name} after the first {done}" if done else name)
+    return unread
 
 
 def _l1(req: Request, candidates: list[Candidate], retriever: Retriever | None,
