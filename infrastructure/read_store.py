@@ -2,15 +2,20 @@
 
 SQLite: the write engine begins IMMEDIATE (one catch-up at a time, no upgrade deadlocks);
 the read engine begins a deferred transaction so every packet reads one WAL snapshot.
-PostgreSQL: reads run REPEATABLE READ, for the same reason.
+PostgreSQL: reads run REPEATABLE READ, for the same reason. A pooled connection is pinged
+only after it sat idle (``IDLE_PING_SECONDS``): a ping on every checkout was a round trip in
+every transaction, and a packet request runs one to four of them.
 """
 
 from __future__ import annotations
 
+import time
+from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DisconnectionError
 
 from infrastructure.stores import StoreConfig
 
@@ -30,6 +35,29 @@ def _sqlite_engine(path: str, begin: str) -> Engine:
     return engine
 
 
+IDLE_PING_SECONDS = 10.0  # far below the idle limits of servers and proxies (minutes)
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """SQLAlchemy's pre-ping, only for a connection that sat idle in the pool: the way a pooled
+    connection dies is a server restart or an idle timeout while nobody used it. A connection
+    lost while in use fails that one transaction and is replaced (the pool invalidates it)."""
+
+    @event.listens_for(engine, "checkin")
+    def _checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.pop("idle_since", None)
+        if since is None or time.monotonic() - since < IDLE_PING_SECONDS:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as e:
+            raise DisconnectionError("pooled connection lost while idle") from e  # the pool connects afresh
+
+
 def engines(config: StoreConfig) -> tuple[Engine, Engine]:
     """(read engine, write engine)."""
     env = config.env
@@ -40,6 +68,7 @@ def engines(config: StoreConfig) -> tuple[Engine, Engine]:
     if env["POSTGRES_PASSWORD"]:
         auth += ":" + quote(env["POSTGRES_PASSWORD"], safe="")
     url = f"postgresql+psycopg://{auth}@{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/{env['POSTGRES_DBNAME']}"
-    write = create_engine(url, pool_size=2, max_overflow=4, pool_pre_ping=True, hide_parameters=True)
+    write = create_engine(url, pool_size=2, max_overflow=4, hide_parameters=True)
+    _ping_when_idle(write)
     read = write.execution_options(isolation_level="REPEATABLE READ")
     return read, write

@@ -149,6 +149,7 @@ class ProjectionRunner:
         goal = self.log.position() if target is None else target
         position = start = self.position() if start is None else start
         if position >= goal:
+            self.quiet.note(position, position)  # learnt even when nothing was left to do
             return position
         # The first page is read before the write transaction: a packet request's catch-up
         # mostly finds one event or none, and then this is its only read of the log.

@@ -286,3 +286,21 @@ def test_world_rules_read_in_pages_give_the_same_packet(demo, monkeypatch, page)
         paged = compile_packet(snap, request, demo.packets.tokens, demo.packets.retriever, compiler=3)
     assert sum(i.kind == "world_rule" and i.tier == "P3" for i in whole.items) >= page  # several pages, a last empty one
     assert paged.to_json() == whole.to_json()
+
+
+def test_a_process_that_finds_the_model_caught_up_stops_checking(demo, store_url, monkeypatch):
+    """A new process (a server restart) whose read model is already at the log's end learns it
+    from its first request; later requests read only their snapshot."""
+    from infrastructure.bootstrap import bootstrap
+
+    demo.packets.packet(Request(STORY, "writer", 5), record=False)  # the model is at the log's end
+    other = bootstrap(store_url)
+    try:
+        first = other.packets.packet(Request(STORY, "writer", 5), record=False)
+        calls = []
+        real = other.canon.catch_up
+        monkeypatch.setattr(other.canon, "catch_up", lambda *a, **k: calls.append("catch_up") or real(*a, **k))
+        again = other.packets.packet(Request(STORY, "writer", 5), record=False)
+        assert calls == [] and again.packet_id == first.packet_id
+    finally:
+        other.close()
