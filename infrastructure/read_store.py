@@ -5,6 +5,16 @@ the read engine begins a deferred transaction so every packet reads one WAL snap
 PostgreSQL: reads run REPEATABLE READ, for the same reason. A pooled connection is pinged
 only after it sat idle (``IDLE_PING_SECONDS``): a ping on every checkout was a round trip in
 every transaction, and a packet request runs one to four of them.
+
+Commits through these engines do not wait for the disk (SQLite ``synchronous = NORMAL`` in
+WAL mode, PostgreSQL ``synchronous_commit = off``). Everything written here is derived from
+the event log (read models, with their tracking rows in the same transaction) or a cache
+(token counts, step-back generations). Neither setting can corrupt the database or reorder
+commits; a crash may only lose the last commits, and the next catch-up redoes them from the
+log. The event store's own connections keep full durability, and each of its commits makes
+every read-model commit before it durable too (one write-ahead log, flushed in order). The
+fsync was most of a read-your-writes catch-up here: 3.9 -> 1.8 ms on SQLite, 7.9 -> 4.2 ms
+on PostgreSQL (the same command-then-packet, alternated, under load).
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ def _sqlite_engine(path: str, begin: str) -> Engine:
     def _connect(dbapi_connection, _record):  # type: ignore[no-untyped-def]
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         dbapi_connection.execute("PRAGMA busy_timeout = 60000")
+        dbapi_connection.execute("PRAGMA synchronous = NORMAL")  # see the module docstring
 
     @event.listens_for(engine, "begin")
     def _begin(conn):  # type: ignore[no-untyped-def]
@@ -68,7 +79,8 @@ def engines(config: StoreConfig) -> tuple[Engine, Engine]:
     if env["POSTGRES_PASSWORD"]:
         auth += ":" + quote(env["POSTGRES_PASSWORD"], safe="")
     url = f"postgresql+psycopg://{auth}@{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/{env['POSTGRES_DBNAME']}"
-    write = create_engine(url, pool_size=2, max_overflow=4, hide_parameters=True)
+    write = create_engine(url, pool_size=2, max_overflow=4, hide_parameters=True,
+                          connect_args={"options": "-c synchronous_commit=off"})  # see the module docstring
     _ping_when_idle(write)
     read = write.execution_options(isolation_level="REPEATABLE READ")
     return read, write

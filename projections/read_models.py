@@ -10,8 +10,7 @@ are dropped. A crashed rebuild resumes from its tracking row.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,7 +19,6 @@ from sqlalchemy.engine import Connection, Engine
 
 from projections.runner import (
     PAGE_SIZE,
-    Begin,
     EventLog,
     Progress,
     Projection,
@@ -30,45 +28,6 @@ from projections.runner import (
     tracking,
     tracking_metadata,
 )
-
-
-@contextmanager
-def unsynced_commits(engine: Engine) -> Iterator[Begin]:
-    """Transactions for a rebuild on one connection whose commits do not wait for the disk:
-    SQLite ``synchronous = NORMAL`` (WAL: no fsync per commit, only at checkpoints), PostgreSQL
-    ``synchronous_commit = off``. Neither can corrupt the database or reorder commits; a power
-    loss may only roll back the last ones. That is safe here and nowhere near the events: a
-    rebuild writes a build no reader uses yet, its tracking row in the same transaction (the
-    rerun resumes from what survived) and token-memo entries (a cache: a lost one is counted
-    again), and the switch and the old build's drop are later in
-    the same log (a lost switch leaves the old build serving, whole). The event store's own
-    connections keep their settings (these are per connection, restored before it is pooled)."""
-    with engine.connect() as conn:
-        if conn.dialect.name == "sqlite":
-            raw = conn.connection.dbapi_connection  # outside any transaction: SQLite refuses it inside one
-            was = raw.execute("PRAGMA synchronous").fetchone()[0]
-            raw.execute("PRAGMA synchronous = NORMAL")
-
-            @contextmanager
-            def begin() -> Iterator[Connection]:
-                with conn.begin():
-                    yield conn
-
-            try:
-                yield begin
-            finally:
-                if conn.in_transaction():
-                    conn.rollback()
-                raw.execute(f"PRAGMA synchronous = {int(was)}")
-            return
-
-        @contextmanager
-        def begin_pg() -> Iterator[Connection]:
-            with conn.begin():
-                conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
-                yield conn
-
-        yield begin_pg
 
 
 registry_metadata = MetaData()
@@ -252,23 +211,23 @@ class ReadModels:
             with self.write_engine.begin() as conn:
                 memo.clear(conn)
         first = runner.position()
-        with unsynced_commits(self.write_engine) as begin:
-            runner.catch_up(None, progress, pause, final_analyze=False, begin=begin)  # analysed once, after the switch
-            with begin() as conn:  # built in one pass, now that the rows are in
-                for index in self._deferred_indexes(build):
-                    index.create(conn, checkfirst=True)
-            with begin() as conn:
-                row = self._row(conn, lock=True)
-                if row["building_tag"] != build.tag:
-                    raise RuntimeError(f"another rebuild of {self.spec.name} took over ({row['building_tag']})")
-                goal = self.log.position()
-                while runner.step(conn, goal) < goal:  # the last pages, in the switching transaction
-                    pass
-                old = Build(row["active_tag"], row["active_version"])
-                conn.execute(update(registry).where(registry.c.projection == self.spec.name).values(
-                    active_tag=build.tag, active_version=build.version, building_tag=None, building_version=None))
-            runner.analyze(begin)
-            self._drop(old, begin)
+        begin = self.write_engine.begin
+        runner.catch_up(None, progress, pause, final_analyze=False)  # analysed once, after the switch
+        with begin() as conn:  # built in one pass, now that the rows are in
+            for index in self._deferred_indexes(build):
+                index.create(conn, checkfirst=True)
+        with begin() as conn:
+            row = self._row(conn, lock=True)
+            if row["building_tag"] != build.tag:
+                raise RuntimeError(f"another rebuild of {self.spec.name} took over ({row['building_tag']})")
+            goal = self.log.position()
+            while runner.step(conn, goal) < goal:  # the last pages, in the switching transaction
+                pass
+            old = Build(row["active_tag"], row["active_version"])
+            conn.execute(update(registry).where(registry.c.projection == self.spec.name).values(
+                active_tag=build.tag, active_version=build.version, building_tag=None, building_version=None))
+        runner.analyze()
+        self._drop(old)
         return RebuildReport(self.spec.name, old, build, resumed, goal, goal - first, time.perf_counter() - started)
 
     def _begin_build(self, fresh: bool = False) -> tuple[Build, bool]:
@@ -302,8 +261,8 @@ class ReadModels:
         return [index for table in self.tables(build).all() for index in sorted(table.indexes, key=lambda i: i.name)
                 if not index.unique]
 
-    def _drop(self, build: Build, begin: Begin | None = None) -> None:
-        with (begin or self.write_engine.begin)() as conn:
+    def _drop(self, build: Build) -> None:
+        with self.write_engine.begin() as conn:
             self.tables(build).metadata.drop_all(conn)
             stop_tracking(conn, self._tracking_name(build))
         self._runners.pop(build.tag, None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, delete, insert, select, update
@@ -24,7 +24,6 @@ from projections.sql_ops import Op, execute
 PAGE_SIZE = 1000  # events per transaction, unless the projection prefers another size (``page_size``)
 ANALYZE_AFTER = 5000  # a catch-up this big changes the planner's picture: refresh its statistics
 Progress = Callable[[int, int], None]
-Begin = Callable[[], AbstractContextManager[Connection]]  # opens a write transaction on a connection
 
 tracking_metadata = MetaData()
 tracking = Table(
@@ -141,10 +140,9 @@ class ProjectionRunner:
             return tracked(conn, self.tracking_name) or 0
 
     def catch_up(self, target: int | None = None, progress: Progress | None = None, pause: float = 0.0,
-                 *, final_analyze: bool = True, begin: Begin | None = None, start: int | None = None) -> int:
+                 *, final_analyze: bool = True, start: int | None = None) -> int:
         """Apply events until the read model reflects ``target`` (default: the log's end).
         ``final_analyze=False``: the caller refreshes statistics itself when it is done.
-        ``begin``: where the pages' transactions run (default: the write engine's pool).
         ``start``: the tracking position, when the caller has just read it."""
         goal = self.log.position() if target is None else target
         position = start = self.position() if start is None else start
@@ -164,9 +162,8 @@ class ProjectionRunner:
         del first_page
         long = goal - start >= ANALYZE_AFTER
         first = True
-        begin = begin or self.write_engine.begin
         while True:
-            with begin() as conn:
+            with self.write_engine.begin() as conn:
                 # SQLite's write engine begins IMMEDIATE; PostgreSQL locks the row: one catcher at a time.
                 reached = self.step(conn, goal, prefetched)
             prefetched = None
@@ -175,20 +172,20 @@ class ProjectionRunner:
             if reached >= goal:
                 self.quiet.note(reached, reached)
                 if final_analyze and reached - start >= ANALYZE_AFTER:
-                    self.analyze(begin)
+                    self.analyze()
                 return reached
             if long and first:
                 # Statistics from the first page already tell the planner which index finds one
                 # entry (the primary key): with none (a fresh build), SQLite may prefer a
                 # covering index that reads every entry of a kind, per statement.
-                self.analyze(begin)
+                self.analyze()
             first = False
             if pause:
                 time.sleep(pause)
 
-    def analyze(self, begin: Begin | None = None) -> None:
+    def analyze(self) -> None:
         """Refresh planner statistics (SQLite has none until asked; autovacuum may be off)."""
-        with (begin or self.write_engine.begin)() as conn:
+        with self.write_engine.begin() as conn:
             for table in self.tables:
                 conn.exec_driver_sql(f'ANALYZE "{table.name}"')
 
