@@ -54,20 +54,24 @@ class CanonLedger(Application):
     def __init__(self, env: Any = None, tokens: TokenCounter | None = None) -> None:
         super().__init__(env)
         self.tokens = tokens  # knowledge commands chunk text by tokens
-        self._watchers: list[Callable[[list[tuple[int, str]]], None]] = []
+        self._watchers: list[Callable[[list[tuple[int, str, Any]]], None]] = []
 
-    def watch(self, listener: Callable[[list[tuple[int, str]]], None]) -> None:
-        """Call ``listener`` with (position, topic) of every event this process appends, once
-        committed. In-process read models learn from it which positions hold none of their
-        events, so they need not read the log to know it (see ``ReadModels.reflects``)."""
+    def watch(self, listener: Callable[[list[tuple[int, str, Any]]], None]) -> None:
+        """Call ``listener`` with (position, topic, stored record) of every event this process
+        appends, once committed. In-process read models learn from it which positions hold
+        none of their events, and hold their own until projected, so they need not read the
+        log back (see ``ReadModels.reflects`` and ``runner.Tail``); ``decode`` gives the event."""
         self._watchers.append(listener)
 
     def _notify(self, recordings: list[Any]) -> None:
         super()._notify(recordings)
         if self._watchers and recordings:
-            appended = [(r.notification.id, r.notification.topic) for r in recordings]
+            appended = [(r.notification.id, r.notification.topic, r.notification) for r in recordings]
             for listener in self._watchers:
                 listener(appended)
+
+    def decode(self, record: Any) -> Any:
+        return self.mapper.to_domain_event(record)
 
     def construct_env(self, name: str, env: Any = None) -> Any:
         # Only the configuration we pass counts: the library would also read os.environ, where

@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from projections.runner import (
     PAGE_SIZE,
+    Appended,
     EventLog,
     Progress,
     Projection,
@@ -189,10 +190,10 @@ class ReadModels:
         runner = self._serving_runner()
         return position >= target or (runner is not None and runner.quiet.reflects(position, target))
 
-    def _appended(self, events: list[tuple[int, str]]) -> None:
+    def _appended(self, events: list[Appended]) -> None:
         runner = self._serving_runner()
         if runner is not None:
-            runner.quiet.appended(events, runner.projection.topics)
+            runner.appended(events)
 
     def position(self) -> int:
         with self.read_engine.begin() as conn:

@@ -24,6 +24,7 @@ from projections.sql_ops import Op, execute
 PAGE_SIZE = 1000  # events per transaction, unless the projection prefers another size (``page_size``)
 ANALYZE_AFTER = 5000  # a catch-up this big changes the planner's picture: refresh its statistics
 Progress = Callable[[int, int], None]
+Appended = tuple[int, str, Any]  # (position, topic, the stored record) of an event this process appended
 
 tracking_metadata = MetaData()
 tracking = Table(
@@ -40,8 +41,12 @@ class EventLog(Protocol):
         """Decoded (position, event) pairs from ``start`` on, at most ``limit``, up to ``stop``."""
         ...
 
-    def watch(self, listener: Callable[[list[tuple[int, str]]], None]) -> None:
-        """Have ``listener`` called with (position, topic) of what this process appends."""
+    def watch(self, listener: Callable[[list[Appended]], None]) -> None:
+        """Have ``listener`` called with (position, topic, record) of what this process appends."""
+        ...
+
+    def decode(self, record: Any) -> Any:
+        """The event of an appended record, as ``read`` would give it."""
         ...
 
 
@@ -111,13 +116,38 @@ class Quiet:
         """Does a build tracked at ``position`` reflect the log up to ``target``?"""
         return position >= target or (self.p <= position and target <= self.g)
 
-    def appended(self, events: list[tuple[int, str]], topics: Sequence[str]) -> None:
-        """Events just appended, as (position, topic): extend the range over them if they
+    def appended(self, events: Sequence[tuple[Any, ...]], topics: Sequence[str]) -> None:
+        """Events just appended, as (position, topic, ...): extend the range over them if they
         follow it directly, without a gap, and none is the projection's."""
-        positions = [position for position, _ in events]
-        if (positions and positions[0] == self.g + 1 and positions == list(range(positions[0], positions[-1] + 1))
-                and not any(topic in topics for _, topic in events)):
-            self.g = positions[-1]
+        if follows(events, self.g) and not any(e[1] in topics for e in events):
+            self.g = events[-1][0]
+
+
+def follows(events: Sequence[tuple[Any, ...]], last: int) -> bool:
+    """Do ``events`` (position first) take up exactly the positions after ``last``, no gap?"""
+    return bool(events) and all(e[0] == last + i for i, e in enumerate(events, start=1))
+
+
+class Tail:
+    """Events of one projection that this process appended right after what it knew of the log:
+    (after, last] holds exactly ``records`` (position, stored record) of the projection's
+    topics. A catch-up starting inside it projects them from memory instead of reading them
+    back: that read was most of a read-your-writes catch-up on a server (2 ms of a command's
+    packet on PostgreSQL here)."""
+
+    def __init__(self, after: int) -> None:
+        self.after = self.last = after
+        self.records: list[tuple[int, Any]] = []
+
+    def extend(self, events: Sequence[Appended], topics: Sequence[str]) -> None:
+        self.records += [(e[0], e[2]) for e in events if e[1] in topics]
+        self.last = events[-1][0]
+
+    def reflected(self, position: int) -> None:
+        """The model reflects the log up to ``position``: forget what it has projected."""
+        if position > self.after:
+            self.after = position
+            self.records = [r for r in self.records if r[0] > position]
 
 
 QUIET_GAP = 1000  # positions of others' events a read model may trail by without a write
@@ -134,6 +164,39 @@ class ProjectionRunner:
         self.page_size = page_size
         self.tables = list(tables)
         self.quiet = Quiet()
+        self.tail: Tail | None = None
+
+    def appended(self, events: list[Appended]) -> None:
+        """What this process just appended: grows the quiet range over others' events, or
+        keeps the projection's own in the tail (at most a page; past that, the log is read)."""
+        topics = self.projection.topics
+        if self.tail is None:
+            if not follows(events, self.quiet.g):
+                return
+            if not any(e[1] in topics for e in events):
+                self.quiet.appended(events, topics)
+                return
+            self.tail = Tail(self.quiet.g)
+        elif not follows(events, self.tail.last):
+            return  # someone else wrote in between; what the tail holds stays true
+        self.tail.extend(events, topics)
+        if len(self.tail.records) > self.page_size:
+            self.tail = None
+
+    def _from_tail(self, position: int, goal: int) -> list[tuple[int, Any]] | None:
+        """The projection's events in (position, goal], if the tail holds all of them."""
+        tail = self.tail
+        if tail is None or goal > tail.last or not self.quiet.reflects(position, tail.after):
+            return None
+        return [(p, self.log.decode(record)) for p, record in tail.records if position < p <= goal]
+
+    def _reflected(self, position: int) -> None:
+        self.quiet.note(position, position)
+        if self.tail is not None:
+            if position >= self.tail.last:
+                self.tail = None
+            else:
+                self.tail.reflected(position)
 
     def position(self) -> int:
         with self.read_engine.begin() as conn:
@@ -147,16 +210,21 @@ class ProjectionRunner:
         goal = self.log.position() if target is None else target
         position = start = self.position() if start is None else start
         if position >= goal:
-            self.quiet.note(position, position)  # learnt even when nothing was left to do
+            self._reflected(position)  # learnt even when nothing was left to do
             return position
         # The first page is read before the write transaction: a packet request's catch-up
-        # mostly finds one event or none, and then this is its only read of the log.
-        first_page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)
+        # mostly finds one event or none, and then this is its only read of the log (none at
+        # all when this process appended them).
+        first_page = self._from_tail(position, goal)
+        if first_page is None:
+            first_page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)
         if not first_page and goal - position <= QUIET_GAP:
             # Only other models' events since (a PacketIssued, say): this model already reflects
             # the goal. Say so without a write transaction; the tracking row moves with the next
             # event of ours, or once the gap grows past QUIET_GAP (the check reads that range).
             self.quiet.note(position, goal)
+            if self.tail is not None:
+                self.tail.reflected(goal)
             return goal
         prefetched: tuple[int, list[tuple[int, Any]]] | None = (position, first_page)
         del first_page
@@ -170,7 +238,7 @@ class ProjectionRunner:
             if progress is not None:
                 progress(reached, goal)
             if reached >= goal:
-                self.quiet.note(reached, reached)
+                self._reflected(reached)
                 if final_analyze and reached - start >= ANALYZE_AFTER:
                     self.analyze()
                 return reached

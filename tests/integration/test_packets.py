@@ -304,3 +304,17 @@ def test_a_process_that_finds_the_model_caught_up_stops_checking(demo, store_url
         assert calls == [] and again.packet_id == first.packet_id
     finally:
         other.close()
+
+
+def test_a_packet_after_this_processs_own_write_projects_it_without_reading_the_log(demo, monkeypatch):
+    """Read-your-writes after a command of this process: the event it just committed is
+    projected from what the ledger handed over, not read back from the log."""
+    demo.packets.packet(Request(STORY, "writer", 5))
+    [result] = _apply(demo, {"type": "record_chapter_summary", "command_id": "tail-1", "chapter": 4,
+                             "text": "TAIL-MARKER summary"})
+    reads = []
+    real = demo.ledger.read
+    monkeypatch.setattr(demo.ledger, "read", lambda *a, **k: reads.append(a) or real(*a, **k))
+    latest = demo.packets.packet(Request(STORY, "writer", 5), after=result.position)
+    assert "TAIL-MARKER" in latest.to_json() and reads == []
+    assert demo.canon.position() >= result.position
