@@ -19,7 +19,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, Engine
 
 from application.packets.ports import ChapterView, EntryView, Fact, NodeView, SceneView, StoryView
-from projections.canon_tables import CanonTables
+from projections.canon_tables import CanonTables, is_active
 
 # Selected in this order; ``text`` is appended when asked for.
 _ENTRY_COLUMNS = ("story_id", "kind", "key", "step", "valid_from", "retired", "name", "state", "hidden_until",
@@ -127,7 +127,7 @@ class _Statements:
         columns = [cn.c[name] for name in _ENTRY_COLUMNS] + ([cn.c.text] if with_text else [])
         if self.ranged:
             if active:
-                conditions += [cn.c.retired == false(), func.coalesce(func.lower(cn.c.state), "") != "resolved"]
+                conditions.append(is_active(cn))
             # Sorted by the caller: an ORDER BY that the primary key satisfies makes SQLite
             # walk every step of the kind through it instead of the in-force index. A page is
             # ordered over the union's result (a few hundred rows at most), not inside it.
@@ -140,7 +140,7 @@ class _Statements:
         ranked = self.ranked(*conditions[1:], with_text=with_text)
         stmt = select(*(ranked.c[c.name] for c in columns)).where(ranked.c.rank == 1)
         if active:
-            stmt = stmt.where(ranked.c.retired == false(), func.coalesce(func.lower(ranked.c.state), "") != "resolved")
+            stmt = stmt.where(is_active(ranked))
         if paged:
             return stmt.order_by(self.by_code_point(ranked.c.key)).limit(bindparam("limit"))
         return stmt.order_by(ranked.c.kind, ranked.c.key)

@@ -318,3 +318,22 @@ def test_a_packet_after_this_processs_own_write_projects_it_without_reading_the_
     latest = demo.packets.packet(Request(STORY, "writer", 5), after=result.position)
     assert "TAIL-MARKER" in latest.to_json() and reads == []
     assert demo.canon.position() >= result.position
+
+
+def test_active_threads_are_read_from_the_partial_index(demo):
+    """Canon v5: "active as of K" (neither retired nor resolved) is one range of a partial
+    index. Both stores take a partial index only when the query states its condition in the
+    same words, so a bind parameter in the reader's condition would silently lose it."""
+    demo.packets.packet(Request(STORY, "writer", 5), record=False)
+    with demo.packets.reader.snapshot() as snap:
+        stmt = snap.q.entries("kind", False, True, False)
+        params = {"story": STORY, "chapter": 5, "since": None, "kind": "thread"}
+        compiled = stmt.compile(dialect=snap.c.dialect)
+        explain = "EXPLAIN QUERY PLAN " if snap.c.dialect.name == "sqlite" else "EXPLAIN "
+        plan = snap.c.exec_driver_sql(explain + str(compiled), compiled.construct_params(params)
+                                      if snap.c.dialect.name != "sqlite" else
+                                      tuple(compiled.construct_params(params)[k] for k in compiled.positiontup)).all()
+    assert any("_active" in str(row) for row in plan), plan
+    # A server-side prepared statement (psycopg prepares repeated queries) is planned without
+    # its parameters' values: the condition must be literal in the SQL itself.
+    assert "'resolved'" in str(compiled) and "''" in str(compiled)
