@@ -9,6 +9,7 @@ conflict. Nothing is silently dropped.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -24,11 +25,21 @@ from application.handlers import handle
 from application.results import CommandResult
 from application.unit_of_work import UnitOfWork
 from domain import ids
+from domain.canon import CanonEntry
+from domain.chapter import Chapter
 from domain.commands import Command
 from domain.errors import CanonError, RuleViolated
+from domain.document import Document
 from domain.packet_log import PacketRecord
+from domain.quota import QuotaDay
 from domain.receipt import CommandReceipt, event_ref
+from domain.story import Story
 from domain.tokens import TokenCounter
+from domain.volume import Volume
+from domain.wiki import WikiPage
+
+log = logging.getLogger(__name__)
+SNAPSHOT_EVERY = 32  # events of one aggregate between snapshots
 
 CommandOrError = Command | CanonError
 
@@ -50,6 +61,12 @@ class CanonLedger(Application):
     name = "CanonLedger"
     max_attempts = 12
     page_size = 1000  # the library's default of 10 reads the log 4-5x slower
+    # A command replays the aggregates it touches. Those that live long (a chapter summarised
+    # again and again, a main character revised through a serial, a day of metered calls) are
+    # loaded from a snapshot plus at most SNAPSHOT_EVERY - 1 events. Snapshots are a cache in
+    # their own table: the log, projections and audits never read them.
+    snapshotting_intervals = {cls: SNAPSHOT_EVERY for cls in (Story, Chapter, Volume, CanonEntry, Document,
+                                                              WikiPage, QuotaDay)}
 
     def __init__(self, env: Any = None, tokens: TokenCounter | None = None) -> None:
         super().__init__(env)
@@ -79,7 +96,15 @@ class CanonLedger(Application):
         # insert table lock that keeps position order equal to commit order.
         from eventsourcing.utils import Environment
 
-        return Environment(name, {**type(self).env, **(env or {})})
+        return Environment(name, {"IS_SNAPSHOTTING_ENABLED": "y", **type(self).env, **(env or {})})
+
+    def _take_snapshots(self, processing_event: Any) -> None:
+        # After the events' commit: a snapshot that cannot be written costs a longer replay
+        # later, never the command that was just saved.
+        try:
+            super()._take_snapshots(processing_event)
+        except Exception:  # noqa: BLE001 - a cache write; the command is already saved
+            log.warning("snapshot not taken; aggregates load from their events", exc_info=True)
 
     # -- writing ---------------------------------------------------------------------------
     def apply(self, commands: Iterable[CommandOrError], *, atomic: bool = False) -> list[CommandResult]:

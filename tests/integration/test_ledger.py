@@ -148,3 +148,58 @@ def test_a_re_applied_command_that_its_own_success_would_refuse_is_a_duplicate(l
     again = _cmd(type="plan_chapter", command_id="s1-ch1", story_id="s1", chapter=1, volume=1, goals=["x"])
     assert [r.status for r in ledger.apply([again])] == ["duplicate"]
     assert [r.status for r in ledger.apply([again], atomic=True)] == ["duplicate"]
+
+
+def _loaded_without_snapshots(store_url: str, aggregate_id):  # noqa: ANN001, ANN202
+    """The aggregate replayed from all of its events, as a ledger without snapshots sees it."""
+    from infrastructure.stores import resolve_url, store_config
+
+    class Unsnapshotted(CanonLedger):
+        name = CanonLedger.name  # the same tables
+        snapshotting_intervals = {}
+
+        def construct_env(self, name, env=None):  # noqa: ANN001, ANN201
+            from eventsourcing.utils import Environment
+
+            return Environment(name, {**type(self).env, **(env or {})})
+
+    plain = Unsnapshotted(env=store_config(resolve_url(store_url)).env)
+    try:
+        assert plain.snapshots is None
+        return plain.repository.get(aggregate_id)
+    finally:
+        plain.close()
+
+
+def test_a_long_lived_aggregate_loads_from_its_snapshot_with_the_same_state(ledger: CanonLedger, store_url) -> None:
+    from application.ledger import SNAPSHOT_EVERY
+    from domain import ids
+
+    _story(ledger)
+    chapter = ids.chapter_id("s1", 1)
+    summaries = [_cmd(type="record_chapter_summary", story_id="s1", command_id=f"sum-{i}", chapter=1, text=f"summary {i}")
+                 for i in range(SNAPSHOT_EVERY + 5)]
+    assert all(r.status == "applied" for r in ledger.apply(summaries))
+    [snapshot] = list(ledger.snapshots.get(chapter, desc=True, limit=1))
+    assert snapshot.originator_version == SNAPSHOT_EVERY
+    loaded = ledger.repository.get(chapter)
+    replayed = _loaded_without_snapshots(store_url, chapter)
+    assert loaded.version == replayed.version > SNAPSHOT_EVERY
+    assert vars(loaded) == vars(replayed) and loaded.summary == f"summary {SNAPSHOT_EVERY + 4}"
+
+
+def test_a_snapshot_that_cannot_be_written_does_not_fail_the_saved_command(ledger: CanonLedger, monkeypatch) -> None:
+    from application.ledger import SNAPSHOT_EVERY
+    from domain import ids
+
+    _story(ledger)
+
+    def broken(*_a, **_k):  # noqa: ANN002, ANN003, ANN202
+        raise RuntimeError("snapshot store unavailable")
+
+    monkeypatch.setattr(ledger.snapshots, "put", broken)
+    results = ledger.apply([_cmd(type="record_chapter_summary", story_id="s1", command_id=f"sum-{i}", chapter=1, text=f"s {i}")
+                            for i in range(SNAPSHOT_EVERY + 2)])
+    assert all(r.status == "applied" for r in results)
+    assert not list(ledger.snapshots.get(ids.chapter_id("s1", 1)))
+    assert ledger.repository.get(ids.chapter_id("s1", 1)).summary == f"s {SNAPSHOT_EVERY + 1}"
