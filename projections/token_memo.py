@@ -36,6 +36,10 @@ token_memo = Table(
     sqlite_with_rowid=False,  # the key is the table: one B-tree to search and to insert into, not two
 )
 
+# Up to this many distinct texts are counted without a look-up: counting a few short texts
+# costs less than the look-up's statement (a server round trip on PostgreSQL); they are still
+# stored, for the next rebuild.
+COUNT_DIRECTLY = 4
 SQLITE_CHUNK = 900  # keys per IN (...) lookup: under SQLite's bound-parameter limit on any build
 Counter = Callable[[list[str]], list[int]]
 
@@ -59,7 +63,10 @@ class TokenMemo:
         """The count of each text: from the memo where it has one, else ``count`` (one batch of
         the distinct missing texts), stored for next time, in ``conn``'s transaction."""
         keys = {t: digest(t) for t in texts}  # distinct texts
-        known = self._lookup(conn, sorted(set(keys.values())))
+        if len(keys) <= COUNT_DIRECTLY:  # a live catch-up of a command or two: count, just store
+            known: dict[bytes, int] = {}
+        else:
+            known = self._lookup(conn, sorted(set(keys.values())))
         missing = [t for t, d in keys.items() if d not in known]
         if missing:
             fresh = count(missing)

@@ -84,6 +84,25 @@ def test_counts_hit_the_memo_and_misses_are_counted_once_and_stored(services) ->
         assert memo.counts(conn, texts[:1], count) == expected[:1]
 
 
+def test_a_few_texts_are_counted_without_a_lookup_and_still_stored(services, monkeypatch) -> None:
+    """A live catch-up of one command: counting its text costs less than a look-up's statement."""
+    from projections.token_memo import COUNT_DIRECTLY
+
+    tokens = token_counter()
+    memo = TokenMemo(tokens.name)
+    lookups = []
+    real = memo._lookup
+    monkeypatch.setattr(memo, "_lookup", lambda conn, digests: lookups.append(len(digests)) or real(conn, digests))
+    few = [f"summary {i}" for i in range(COUNT_DIRECTLY)]
+    with services.canon.write_engine.begin() as conn:
+        assert memo.counts(conn, few, lambda ts: [tokens.count(t) for t in ts]) == [tokens.count(t) for t in few]
+    assert lookups == [] and {digest(t) for t in few} <= set(_memo_rows(services))
+    more = few + ["one more"]
+    with services.canon.write_engine.begin() as conn:
+        memo.counts(conn, more, lambda ts: [tokens.count(t) for t in ts])
+    assert lookups == [len(more)]
+
+
 def test_a_memo_larger_than_one_lookup_chunk(services) -> None:
     tokens = token_counter()
     memo = TokenMemo(tokens.name)
