@@ -132,8 +132,8 @@ class Tail:
     """Events of one projection that this process appended right after what it knew of the log:
     (after, last] holds exactly ``records`` (position, stored record) of the projection's
     topics. A catch-up starting inside it projects them from memory instead of reading them
-    back: that read was most of a read-your-writes catch-up on a server (2 ms of a command's
-    packet on PostgreSQL here)."""
+    back (a command's packet, alternated with and without: 0.7 ms less after the apply on
+    PostgreSQL here, 0.2 ms on SQLite)."""
 
     def __init__(self, after: int) -> None:
         self.after = self.last = after
