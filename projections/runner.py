@@ -260,20 +260,35 @@ class ProjectionRunner:
     def step(self, conn: Connection, goal: int, prefetched: tuple[int, list[tuple[int, Any]]] | None = None) -> int:
         """One page inside the caller's transaction; returns the position now reflected.
         ``prefetched``: (the tracking position it was read after, that page), used if the
-        locked tracking row still says so (another catcher may have moved it)."""
+        tracking row still says so (another catcher may have moved it)."""
+        if prefetched is not None:
+            start, page = prefetched
+            reached = self._reached(page, goal)
+            # Claims the row (locked until commit) only if it is where the page was read from:
+            # one statement instead of a locking read and a later update.
+            moved = conn.execute(update(tracking).where(tracking.c.projection == self.tracking_name,
+                                                        tracking.c.position == start).values(position=reached))
+            if moved.rowcount == 1:
+                self._project(conn, page)
+                return reached
+            del page
         position = tracked(conn, self.tracking_name, lock=True) or 0
         if position >= goal:
             return position
-        with gc_paused():
-            if prefetched is not None and prefetched[0] == position:
-                page = prefetched[1]
-            else:
-                page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)
-            ops = self.projection.ops(page, conn)
-            execute(conn, ops)
-            reached = page[-1][0] if len(page) == self.page_size else goal
-            # Freed while the GC is off: each free takes back an allocation from the GC's count,
-            # so re-enabling it does not start by walking the whole page just to find it garbage.
-            del page, ops
+        page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)
+        reached = self._reached(page, goal)
+        self._project(conn, page)
         conn.execute(update(tracking).where(tracking.c.projection == self.tracking_name).values(position=reached))
         return reached
+
+    def _reached(self, page: list[tuple[int, Any]], goal: int) -> int:
+        return page[-1][0] if len(page) == self.page_size else goal
+
+    def _project(self, conn: Connection, page: list[tuple[int, Any]]) -> None:
+        with gc_paused():
+            ops = self.projection.ops(page, conn)
+            execute(conn, ops)
+            # Freed while the GC is off: each free takes back an allocation from the GC's count,
+            # so re-enabling it does not start by walking the whole page just to find it garbage.
+            page.clear()
+            del ops

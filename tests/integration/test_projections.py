@@ -68,6 +68,34 @@ def test_catch_up_is_exactly_once_and_resumes(services) -> None:
         assert table_checksum(conn, fresh) == incremental
 
 
+def test_a_page_read_before_another_catcher_moved_the_row_is_not_applied_again(services, store_url) -> None:
+    """A catch-up reads its first page before its write transaction. If another catcher (here
+    another process) moves the tracking row in between, the page is dropped, not applied on
+    top: the row is claimed only where the page was read from."""
+    from infrastructure.bootstrap import bootstrap
+
+    lines = sample_commands()
+    services.ledger.apply([parse_line(line) for line in lines[:20]])
+    services.canon.catch_up()
+    services.ledger.apply([parse_line(line) for line in lines[20:]])
+    goal = services.ledger.position()
+    runner = services.canon.runner(services.canon.active())
+    start = runner.position()
+    stale_page = services.ledger.read(start + 1, runner.page_size, goal, runner.projection.topics)
+    assert stale_page and start < goal
+    other = bootstrap(store_url)
+    try:
+        assert other.canon.catch_up() == goal
+    finally:
+        other.close()
+    applied = []
+    real_project = runner._project
+    runner._project = lambda conn, page: applied.append(len(page)) or real_project(conn, page)  # type: ignore[method-assign]
+    with services.canon.write_engine.begin() as conn:
+        assert runner.step(conn, goal, (start, stale_page)) == goal
+    assert applied == [] and runner.position() == goal
+
+
 PACKET_PATH = ["application/packets", "projections/canon_view.py", "projections/canon_tables.py"]
 
 
