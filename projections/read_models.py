@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from projections.runner import (
     PAGE_SIZE,
     Appended,
+    BuildGone,
     EventLog,
     Progress,
     Projection,
@@ -182,8 +183,19 @@ class ReadModels:
         return runner is not None and target <= runner.quiet.g
 
     def reach(self, target: int) -> int:
-        """``catch_up(target)``, with no read at all when this process ``knows`` it is done."""
-        return target if self.knows(target) else self.catch_up(target)
+        """``catch_up(target)``, with no read at all when this process ``knows`` it is done, and
+        without first reading the build and its tracking row when it has caught this build up
+        before: the page is read from where it left the row, and claimed only if the row is
+        still there (``ProjectionRunner.step``); else the step reads the row itself."""
+        if self.knows(target):
+            return target
+        runner = self._serving_runner()
+        if runner is not None and runner.at is not None:
+            try:
+                return runner.catch_up(target, start=runner.at)
+            except BuildGone:
+                pass  # a rebuild switched builds and dropped this one: find the serving one
+        return self.catch_up(target)
 
     def reflects(self, position: int, target: int) -> bool:
         """Does the serving build, read at tracking ``position``, reflect the log up to ``target``?"""

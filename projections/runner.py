@@ -153,6 +153,10 @@ class Tail:
 QUIET_GAP = 1000  # positions of others' events a read model may trail by without a write
 
 
+class BuildGone(Exception):
+    """The build's tracking row is gone: a rebuild switched builds and dropped this one."""
+
+
 class ProjectionRunner:
     def __init__(self, projection: Projection, tracking_name: str, log: EventLog, write_engine: Engine,
                  read_engine: Engine | None = None, page_size: int = PAGE_SIZE, tables: Sequence[Any] = ()) -> None:
@@ -165,6 +169,7 @@ class ProjectionRunner:
         self.tables = list(tables)
         self.quiet = Quiet()
         self.tail: Tail | None = None
+        self.at: int | None = None  # the tracking position this process last read or wrote (it never moves back)
 
     def appended(self, events: list[Appended]) -> None:
         """What this process just appended: grows the quiet range over others' events, or
@@ -191,6 +196,7 @@ class ProjectionRunner:
         return [(p, self.log.decode(record)) for p, record in tail.records if position < p <= goal]
 
     def _reflected(self, position: int) -> None:
+        self.at = max(self.at or 0, position)
         self.quiet.note(position, position)
         if self.tail is not None:
             if position >= self.tail.last:
@@ -209,6 +215,7 @@ class ProjectionRunner:
         ``start``: the tracking position, when the caller has just read it."""
         goal = self.log.position() if target is None else target
         position = start = self.position() if start is None else start
+        self.at = max(self.at or 0, position)
         if position >= goal:
             self._reflected(position)  # learnt even when nothing was left to do
             return position
@@ -272,7 +279,9 @@ class ProjectionRunner:
                 self._project(conn, page)
                 return reached
             del page
-        position = tracked(conn, self.tracking_name, lock=True) or 0
+        position = tracked(conn, self.tracking_name, lock=True)
+        if position is None:
+            raise BuildGone(self.tracking_name)
         if position >= goal:
             return position
         page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)

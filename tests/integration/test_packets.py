@@ -337,3 +337,26 @@ def test_active_threads_are_read_from_the_partial_index(demo):
     # A server-side prepared statement (psycopg prepares repeated queries) is planned without
     # its parameters' values: the condition must be literal in the SQL itself.
     assert "'resolved'" in str(compiled) and "''" in str(compiled)
+
+
+def test_a_build_switched_and_dropped_by_another_process_is_found_again(demo, store_url, monkeypatch):
+    """This process catches up the build it last saw serving without reading the registry
+    first. When another process has rebuilt and dropped that build meanwhile, the catch-up
+    finds its tracking row gone and looks the serving build up."""
+    from infrastructure.bootstrap import bootstrap
+
+    demo.packets.packet(Request(STORY, "writer", 5))
+    other = bootstrap(store_url)
+    try:
+        report = other.canon.rebuild()
+        assert report.new != report.old
+    finally:
+        other.close()
+    [result] = _apply(demo, {"type": "record_chapter_summary", "command_id": "after-switch-1", "chapter": 4,
+                             "text": "AFTER-SWITCH-MARKER summary"})
+    looked_up = []
+    real = demo.canon.catch_up
+    monkeypatch.setattr(demo.canon, "catch_up", lambda *a, **k: looked_up.append(a) or real(*a, **k))
+    latest = demo.packets.packet(Request(STORY, "writer", 5), after=result.position)
+    assert "AFTER-SWITCH-MARKER" in latest.to_json()
+    assert looked_up  # the dropped build sent it to the registry
