@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError, Application, Repository
 from eventsourcing.persistence import IntegrityError
 
 from application.handlers import handle
@@ -55,6 +55,24 @@ class LoggedEvent:
     version: int
     timestamp: datetime
     data: dict[str, Any]
+
+
+class ShortFirstRepository(Repository):
+    """Loads an aggregate by reading its first ``SNAPSHOT_EVERY`` events: most aggregates are
+    shorter (and a new one has none), so they load with that one query, as with no snapshots.
+    Only a longer one also reads its latest snapshot and the events after it. The library's
+    order (snapshot first) cost every load a second query, ~0.15 ms each on PostgreSQL."""
+
+    def _reconstruct_aggregate(self, aggregate_id: Any, version: int | None, projector_func: Any) -> Any:
+        if self.snapshot_store is None or version is not None:
+            return super()._reconstruct_aggregate(aggregate_id, version, projector_func)
+        head = list(self.event_store.get(originator_id=aggregate_id, limit=SNAPSHOT_EVERY))
+        if len(head) == SNAPSHOT_EVERY:
+            return super()._reconstruct_aggregate(aggregate_id, version, projector_func)
+        aggregate = projector_func(None, head)
+        if aggregate is None:
+            raise AggregateNotFoundError(f"Aggregate {aggregate_id!r} not found.")
+        return aggregate
 
 
 class CanonLedger(Application):
@@ -97,6 +115,9 @@ class CanonLedger(Application):
         from eventsourcing.utils import Environment
 
         return Environment(name, {"IS_SNAPSHOTTING_ENABLED": "y", **type(self).env, **(env or {})})
+
+    def construct_repository(self) -> Repository:
+        return ShortFirstRepository(event_store=self.events, snapshot_store=self.snapshots)
 
     def _take_snapshots(self, processing_event: Any) -> None:
         # After the events' commit: a snapshot that cannot be written costs a longer replay

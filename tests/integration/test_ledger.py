@@ -203,3 +203,20 @@ def test_a_snapshot_that_cannot_be_written_does_not_fail_the_saved_command(ledge
     assert all(r.status == "applied" for r in results)
     assert not list(ledger.snapshots.get(ids.chapter_id("s1", 1)))
     assert ledger.repository.get(ids.chapter_id("s1", 1)).summary == f"s {SNAPSHOT_EVERY + 1}"
+
+
+def test_short_aggregates_load_without_asking_for_a_snapshot(ledger: CanonLedger, monkeypatch) -> None:
+    """Most aggregates are shorter than a snapshot interval: they load with one query."""
+    from application.ledger import SNAPSHOT_EVERY
+    from domain import ids
+
+    _story(ledger)
+    asked = []
+    real = ledger.snapshots.get
+    monkeypatch.setattr(ledger.snapshots, "get", lambda *a, **k: asked.append(a or k) or real(*a, **k))
+    assert ledger.repository.get(ids.chapter_id("s1", 1)).number == 1
+    assert asked == []
+    ledger.apply([_cmd(type="record_chapter_summary", story_id="s1", command_id=f"sum-{i}", chapter=1, text=f"s {i}")
+                  for i in range(SNAPSHOT_EVERY)])
+    assert ledger.repository.get(ids.chapter_id("s1", 1)).summary == f"s {SNAPSHOT_EVERY - 1}"
+    assert asked  # a long one starts from its snapshot
