@@ -167,9 +167,14 @@ class ReadModels:
 
     def catch_up(self, target: int | None = None) -> int:
         """Bring the serving build up to ``target`` (default: the log's end)."""
-        with self.read_engine.begin() as conn:
-            build, position = self.serving(conn)
-        return self.runner(build).catch_up(target, start=position)
+        for _ in range(3):
+            with self.read_engine.begin() as conn:
+                build, position = self.serving(conn)
+            try:
+                return self.runner(build).catch_up(target, start=position)
+            except BuildGone:
+                continue  # switched and dropped between the two transactions: the new one serves
+        raise RuntimeError(f"{self.spec.name}: the serving build kept being replaced; retry")
 
     def _serving_runner(self) -> ProjectionRunner | None:
         """The runner of the build this process last saw serving (None before any read)."""

@@ -194,3 +194,20 @@ def test_bulk_ops_keep_the_meaning_of_ops_applied_one_by_one(services) -> None:
         rest = {r.a: (r.x, r.n, r.flag) for r in conn.execute(select(ordered))}
     assert rows == {"m": ("second", 2, False, {"k": [1, 2]}), "k": ("again", 7, None, None), "j": ("json null", None, None, None)}
     assert rest == {"u": ("ins", 1, True)}
+
+
+def test_a_build_dropped_between_the_registry_read_and_the_catch_up_is_looked_up_again(services, monkeypatch) -> None:
+    from projections.runner import BuildGone, ProjectionRunner
+
+    services.ledger.apply([parse_line(line) for line in sample_commands()])
+    real = ProjectionRunner.catch_up
+    raised = []
+
+    def once_gone(self, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if not raised:
+            raised.append(self.tracking_name)
+            raise BuildGone(self.tracking_name)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(ProjectionRunner, "catch_up", once_gone)
+    assert services.canon.catch_up() == services.ledger.position() and raised
