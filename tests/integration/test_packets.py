@@ -29,6 +29,19 @@ def _apply(services, *commands):
     return results
 
 
+def _summary(services, command_id, marker):
+    """Record a chapter-4 summary holding ``marker``; its result (with its position)."""
+    [result] = _apply(services, {"type": "record_chapter_summary", "command_id": command_id, "chapter": 4,
+                                 "text": f"{marker} summary"})
+    return result
+
+
+def _spy(monkeypatch, owner, name, calls):  # noqa: ANN001
+    """Append ``name`` to ``calls`` whenever ``owner.name`` is called (it still runs)."""
+    real = getattr(owner, name)
+    monkeypatch.setattr(owner, name, lambda *a, **k: calls.append(name) or real(*a, **k))
+
+
 def _included(packet):
     return [i for i in packet.items if i.status != "dropped"]
 
@@ -182,8 +195,7 @@ def test_others_events_do_not_make_packets_write(demo):
     assert tracked < demo.ledger.position()
     again = demo.packets.packet(Request(STORY, "writer", 5, budget=first.budget - 1))  # another PacketIssued
     assert demo.canon.position() == tracked and again.position == first.position
-    [result] = _apply(demo, {"type": "record_chapter_summary", "command_id": "quiet-1", "chapter": 4,
-                             "text": "QUIET-MARKER summary"})
+    result = _summary(demo, "quiet-1", "QUIET-MARKER")
     latest = demo.packets.packet(Request(STORY, "writer", 5), after=result.position)
     assert demo.canon.position() >= result.position and "QUIET-MARKER" in latest.to_json()
 
@@ -193,14 +205,9 @@ def test_a_request_after_a_recorded_packet_reads_one_snapshot_and_no_log(demo, m
     it: the next request neither reads the log nor catches up, it only reads its snapshot."""
     first = demo.packets.packet(Request(STORY, "writer", 5))
     calls = []
-
-    def spy(owner, name):  # noqa: ANN001
-        real = getattr(owner, name)
-        monkeypatch.setattr(owner, name, lambda *a, **k: calls.append(name) or real(*a, **k))
-
-    spy(demo.ledger, "read")
-    spy(demo.canon, "catch_up")
-    spy(demo.packets.reader, "snapshot")
+    _spy(monkeypatch, demo.ledger, "read", calls)
+    _spy(monkeypatch, demo.canon, "catch_up", calls)
+    _spy(monkeypatch, demo.packets.reader, "snapshot", calls)
     again = demo.packets.packet(Request(STORY, "writer", 5, budget=first.budget - 1))  # records another
     latest = demo.packets.packet(Request(STORY, "writer", 5))
     assert calls == ["snapshot", "snapshot"]
@@ -310,11 +317,9 @@ def test_a_packet_after_this_processs_own_write_projects_it_without_reading_the_
     """Read-your-writes after a command of this process: the event it just committed is
     projected from what the ledger handed over, not read back from the log."""
     demo.packets.packet(Request(STORY, "writer", 5))
-    [result] = _apply(demo, {"type": "record_chapter_summary", "command_id": "tail-1", "chapter": 4,
-                             "text": "TAIL-MARKER summary"})
+    result = _summary(demo, "tail-1", "TAIL-MARKER")
     reads = []
-    real = demo.ledger.read
-    monkeypatch.setattr(demo.ledger, "read", lambda *a, **k: reads.append(a) or real(*a, **k))
+    _spy(monkeypatch, demo.ledger, "read", reads)
     latest = demo.packets.packet(Request(STORY, "writer", 5), after=result.position)
     assert "TAIL-MARKER" in latest.to_json() and reads == []
     assert demo.canon.position() >= result.position
@@ -352,11 +357,9 @@ def test_a_build_switched_and_dropped_by_another_process_is_found_again(demo, st
         assert report.new != report.old
     finally:
         other.close()
-    [result] = _apply(demo, {"type": "record_chapter_summary", "command_id": "after-switch-1", "chapter": 4,
-                             "text": "AFTER-SWITCH-MARKER summary"})
+    result = _summary(demo, "after-switch-1", "AFTER-SWITCH-MARKER")
     looked_up = []
-    real = demo.canon.catch_up
-    monkeypatch.setattr(demo.canon, "catch_up", lambda *a, **k: looked_up.append(a) or real(*a, **k))
+    _spy(monkeypatch, demo.canon, "catch_up", looked_up)
     latest = demo.packets.packet(Request(STORY, "writer", 5), after=result.position)
     assert "AFTER-SWITCH-MARKER" in latest.to_json()
     assert looked_up  # the dropped build sent it to the registry
