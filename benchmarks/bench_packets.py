@@ -683,6 +683,28 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
                 "after_apply": _pcts([a - b for a, b in zip(times, applies)])}
             log(f"{kind}: command-to-packet (record={record}) p50 {c2p['record_true' if record else 'record_false']['p50']:.2f} ms, "
                 f"{failures} failures")
+        # The same, step by step: what each part of command-to-packet costs (for the next round).
+        from application.packets.service import issued
+
+        parts: dict[str, list[float]] = {"apply": [], "catch_up": [], "compile": [], "record": []}
+        for i in range(warmup + secondary):
+            cmd = {"type": "record_chapter_summary", "command_id": f"c2p-{run}-split-{i}", "story_id": story,
+                   "chapter": last_ch - 1, "text": f"C2P-{run}-split-{i:05d} {body}"}
+            t0 = time.perf_counter()
+            [result] = services.ledger.apply([parse_command(cmd)])
+            t1 = time.perf_counter()
+            services.canon.reach(result.position)
+            t2 = time.perf_counter()
+            packet = packets.packet(Request(story, "writer", last_ch), after=result.position, record=False)
+            t3 = time.perf_counter()
+            services.ledger.record_packet(issued(packet))
+            t4 = time.perf_counter()
+            if i >= warmup:
+                for name, dt in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                    parts[name].append(dt)
+        c2p["split"] = {name: _pcts(v) for name, v in parts.items()}
+        log(f"{kind}: command-to-packet step by step, p50: " + ", ".join(
+            f"{name} {c2p['split'][name]['p50']:.2f} ms" for name in parts))
         out["command_to_packet"] = c2p
         rss["peak_after_latency_loops_mb"] = _rss_mb()
         # -- with L1 retrieval (the product default) ------------------------------------------------
@@ -909,6 +931,12 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
                    f"| {_ms(f['apply'])} | {_ms(f['after_apply'])} "
                    f"| {c['record_true']['failures'] + c['record_false']['failures']} | {rs['after_bootstrap_mb']:.0f} MB "
                    f"| {rs['after_catch_up_mb']:.0f} MB | {rs['peak_after_latency_loops_mb']:.0f} MB | {rs['peak_end_mb']:.0f} MB |")
+    out += ["", "Command-to-packet step by step (record=True's parts, timed one by one; p50 / p95 ms):", "",
+            "| Store | apply | read-your-writes catch-up | compile | record (`PacketIssued`) |", "|---|--:|--:|--:|--:|"]
+    for r in report["results"]:
+        sp = r["command_to_packet"]["split"]
+        out.append(f"| {r['store']} | {_ms(sp['apply'])} | {_ms(sp['catch_up'])} | {_ms(sp['compile'])} "
+                   f"| {_ms(sp['record'])} |")
     out += ["", "Targets:", "", "| Store | Target | Measured | Limit | Verdict |", "|---|---|--:|--:|---|"]
     for v in report["verdicts"]:
         verdict = "pass" if v["pass"] else f"**miss** ({v['over_by']:.1f}x the target)"
