@@ -31,10 +31,10 @@ Version history (packet bytes must not depend on the version: issued packets sta
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Column, Index, Integer, MetaData, String, Table, Text, and_, false, func, literal_column
+from sqlalchemy import (JSON, Boolean, Column, Index, Integer, MetaData, String, Table, Text, and_, false, func,
+                        literal_column)
 
 VERSION = 5
 # What a packet candidate needs besides its text, in the order the reader selects it.

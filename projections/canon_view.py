@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Integer, String, and_, any_, bindparam, false, func, literal, or_, select, tuple_, union_all
+from sqlalchemy import Integer, String, any_, bindparam, false, func, or_, select, tuple_, union_all
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, Engine
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
-from application.packets.packet import TIERS, Item, Packet, Stage
+from application.packets.packet import Item, Packet, Stage
 from application.packets.ports import CanonSnapshot, Fact, Recall, Retriever
 from application.packets.recipes import RECIPES, STAGED, USES_RETRIEVAL, Candidate, Read, Request
 from domain.errors import CanonError, NotFound
