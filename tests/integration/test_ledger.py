@@ -154,16 +154,7 @@ def _loaded_without_snapshots(store_url: str, aggregate_id):  # noqa: ANN001, AN
     """The aggregate replayed from all of its events, as a ledger without snapshots sees it."""
     from infrastructure.stores import resolve_url, store_config
 
-    class Unsnapshotted(CanonLedger):
-        name = CanonLedger.name  # the same tables
-        snapshotting_intervals = {}
-
-        def construct_env(self, name, env=None):  # noqa: ANN001, ANN201
-            from eventsourcing.utils import Environment
-
-            return Environment(name, {**type(self).env, **(env or {})})
-
-    plain = Unsnapshotted(env=store_config(resolve_url(store_url)).env)
+    plain = CanonLedger(env={**store_config(resolve_url(store_url)).env, "IS_SNAPSHOTTING_ENABLED": "n"})
     try:
         assert plain.snapshots is None
         return plain.repository.get(aggregate_id)
