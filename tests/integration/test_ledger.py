@@ -203,11 +203,45 @@ def test_short_aggregates_load_without_asking_for_a_snapshot(ledger: CanonLedger
 
     _story(ledger)
     asked = []
-    real = ledger.snapshots.get
-    monkeypatch.setattr(ledger.snapshots, "get", lambda *a, **k: asked.append(a or k) or real(*a, **k))
+    real = ledger.snapshots.recorder.select_events
+    monkeypatch.setattr(ledger.snapshots.recorder, "select_events", lambda *a, **k: asked.append(a) or real(*a, **k))
     assert ledger.repository.get(ids.chapter_id("s1", 1)).number == 1
     assert asked == []
     ledger.apply([_cmd(type="record_chapter_summary", story_id="s1", command_id=f"sum-{i}", chapter=1, text=f"s {i}")
                   for i in range(SNAPSHOT_EVERY)])
     assert ledger.repository.get(ids.chapter_id("s1", 1)).summary == f"s {SNAPSHOT_EVERY - 1}"
     assert asked  # a long one starts from its snapshot
+
+
+def test_a_long_aggregate_loads_next_time_with_one_query_and_sees_other_writers(ledger: CanonLedger, store_url,
+                                                                                 monkeypatch) -> None:
+    """Its snapshot is remembered: the next load reads only the events after it, including
+    those another process appended meanwhile."""
+    from application.ledger import SNAPSHOT_EVERY
+    from domain import ids
+    from infrastructure.stores import open_ledger
+
+    _story(ledger)
+    chapter = ids.chapter_id("s1", 1)
+    ledger.apply([_cmd(type="record_chapter_summary", story_id="s1", command_id=f"sum-{i}", chapter=1, text=f"s {i}")
+                  for i in range(SNAPSHOT_EVERY + 3)])
+    ledger.repository.get(chapter)  # reads head, snapshot and tail; remembers the snapshot
+    other = open_ledger(store_url)
+    try:
+        assert other.apply([_cmd(type="record_chapter_summary", story_id="s1", command_id="sum-other", chapter=1,
+                                 text="from another process")])[0].status == "applied"
+    finally:
+        other.close()
+    reads = []
+    for store in (ledger.events.recorder, ledger.snapshots.recorder):
+        real = store.select_events
+        monkeypatch.setattr(store, "select_events", lambda *a, _real=real, **k: reads.append(k) or _real(*a, **k))
+    loaded = ledger.repository.get(chapter)
+    assert len(reads) == 1 and reads[0]["gt"] == SNAPSHOT_EVERY
+    monkeypatch.undo()
+    replayed = _loaded_without_snapshots(store_url, chapter)
+    assert loaded.summary == "from another process" and vars(loaded) == vars(replayed)
+    loaded.record_summary("changed in memory only")  # two loads share no state
+    assert ledger.repository.get(chapter).summary == "from another process"
+
+
