@@ -60,6 +60,15 @@ class LoggedEvent:
     data: dict[str, Any]
 
 
+def _project(aggregate: Any, events: Iterable[Any]) -> Any:
+    """The library's ``project_aggregate`` without its per-event ``isinstance`` against a
+    runtime Protocol, which cost ~60 us an event (1.6 ms to load a chapter 25 events past its
+    snapshot)."""
+    for event in events:
+        aggregate = event.mutate(aggregate)
+    return aggregate
+
+
 class ShortFirstRepository(Repository):
     """Loads an aggregate by reading its first ``SNAPSHOT_EVERY`` events: most aggregates are
     shorter (and a new one has none), so they load with that one query, as with no snapshots.
@@ -74,6 +83,9 @@ class ShortFirstRepository(Repository):
     not the decoded snapshot, so no two loads share mutable state."""
 
     KNOWN_SNAPSHOTS = 1024
+
+    def get(self, aggregate_id: Any, *, projector_func: Any = None, **kwargs: Any) -> Any:
+        return super().get(aggregate_id, projector_func=projector_func or _project, **kwargs)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
