@@ -13,7 +13,7 @@ from typing import Any
 
 from application.packets.packet import Item, Packet, Stage
 from application.packets.ports import CanonSnapshot, Fact, Recall, Retriever
-from application.packets.recipes import RECIPES, STAGED, USES_RETRIEVAL, Candidate, Read, Request
+from application.packets.recipes import FIRST_READS, RECIPES, STAGED, USES_RETRIEVAL, Candidate, Read, Request
 from domain.errors import CanonError, NotFound
 from domain.story import ROLES
 from domain.tokens import TokenCounter
@@ -46,6 +46,7 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retr
         raise PacketError("unknown_role", f"role {req.role!r} is not one of {', '.join(ROLES)}", "role")
     if req.chapter < 1:
         raise PacketError("chapter_must_be_positive", f"chapter must be >= 1, got {req.chapter}", "chapter")
+    snap.prefetch(lambda s: FIRST_READS[req.role](s, req))
     story = snap.story(req.story_id)
     if story is None:
         raise NotFound("unknown_story", f"story {req.story_id!r} has not been started", "story_id")

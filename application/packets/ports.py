@@ -6,6 +6,7 @@ others; drafts and proposals are not reachable through it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -81,6 +82,10 @@ class CanonSnapshot(Protocol):
 
     position: int  # the log position the snapshot reflects
 
+    def prefetch(self, reads: Callable[[CanonSnapshot], object]) -> None:
+        """A hint: ``reads(snapshot)`` makes reads the caller will make next, with the same
+        arguments; a store may fetch them together now."""
+        ...
     def story(self, story_id: str) -> StoryView | None: ...
     def chapter(self, story_id: str, number: int) -> ChapterView | None: ...
     def scenes(self, story_id: str, chapter: int) -> list[SceneView]: ...

@@ -133,6 +133,23 @@ class _KindPages:
         return [_entry(self.tier, e, self.reason, k) for e in rows if not e.retired], len(rows) == self.size
 
 
+def _threads(snap: CanonSnapshot, req: Request) -> list[EntryView]:
+    return snap.entries_as_of(req.story_id, req.chapter, kinds=("thread",), active=True, with_text=False)
+
+
+def _recent_summaries(snap: CanonSnapshot, req: Request) -> list[tuple[int, Fact]]:
+    return snap.chapter_summaries(req.story_id, max(1, req.chapter - RECENT_SUMMARIES), req.chapter - 1)
+
+
+def _recent_timeline(snap: CanonSnapshot, req: Request) -> list[EntryView]:
+    return snap.entries_as_of(req.story_id, req.chapter, kinds=("timeline_event",), since=req.chapter - RECENT_TIMELINE,
+                              with_text=False)
+
+
+def _world_rules(snap: CanonSnapshot, req: Request) -> _KindPages:
+    return _KindPages(snap, req, "world_rule", "P3", "world rule", WORLD_RULE_PAGE)
+
+
 def scene_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> tuple[list[Candidate], str]:
     """planner, writer and qa, every stage read at once (compilers 1 and 2)."""
     return scene_staged(snap, req, story, tokens).whole()
@@ -153,16 +170,14 @@ def scene_staged(snap: CanonSnapshot, req: Request, story: StoryView, tokens: To
 
     tagged, characters = _tagged(snap, req.story_id, k, scenes)
     out += tagged
-    threads = snap.entries_as_of(req.story_id, k, kinds=("thread",), active=True, with_text=False)
-    out += [_entry("P1", e, "active thread", k) for e in threads]
+    out += [_entry("P1", e, "active thread", k) for e in _threads(snap, req)]
 
-    for n, fact in reversed(snap.chapter_summaries(req.story_id, max(1, k - RECENT_SUMMARIES), k - 1)):
+    for n, fact in reversed(_recent_summaries(snap, req)):
         out.append(Candidate("P2", "chapter_summary", str(n), fact, "recent chapter summary"))
     volumes = snap.volume_summaries(req.story_id)
     volume = chapter.volume if chapter else None
     out += [Candidate("P2", "volume_summary", str(v), f, "current volume summary") for v, f in volumes if v == volume]
-    timeline = [e for e in snap.entries_as_of(req.story_id, k, kinds=("timeline_event",), since=k - RECENT_TIMELINE,
-                                              with_text=False) if not e.retired]
+    timeline = [e for e in _recent_timeline(snap, req) if not e.retired]
     out += [_entry("P2", e, "recent timeline", k) for e in sorted(timeline, key=lambda e: (-e.valid_from, e.key))]
 
     out += [Candidate("P3", "volume_summary", str(v), f, "earlier volume summary")
@@ -174,7 +189,7 @@ def scene_staged(snap: CanonSnapshot, req: Request, story: StoryView, tokens: To
                           f"earlier state of {c.key}, superseded from chapter {c.valid_from}")
                 for c in characters for old in steps.get(c.key, [])]
 
-    return Staged(out, [("world rules", _KindPages(snap, req, "world_rule", "P3", "world rule", WORLD_RULE_PAGE)),
+    return Staged(out, [("world rules", _world_rules(snap, req)),
                         ("earlier character states", _once(history)),
                         ("development chains", _once(lambda: chain_candidates(snap, req)))],
                   f"{len(scenes)} scene card(s), {sum(len(s.tags) for s in scenes)} tag(s)")
@@ -215,6 +230,10 @@ def summarizer_recipe(snap: CanonSnapshot, req: Request, story: StoryView, token
     return out, f"{len(scenes)} scene card(s) for role lists"
 
 
+def _latest_summaries(snap: CanonSnapshot, req: Request) -> list[tuple[int, Fact]]:
+    return snap.chapter_summaries(req.story_id, max(1, req.chapter - RECENT_SUMMARIES + 1), req.chapter)
+
+
 def chat_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> tuple[list[Candidate], str]:
     """A light project view for chat and intent routing."""
     title = f"Story: {story.title} ({story.story_id})"
@@ -223,10 +242,9 @@ def chat_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: Tok
     if story.guardrails.text:
         out.append(Candidate("P0", "style_guardrails", story.story_id, story.guardrails, "style guardrails", trimmable=False))
     out += [Candidate("P1", "volume_summary", str(v), f, "project overview") for v, f in reversed(snap.volume_summaries(req.story_id))]
-    for n, fact in reversed(snap.chapter_summaries(req.story_id, max(1, req.chapter - RECENT_SUMMARIES + 1), req.chapter)):
+    for n, fact in reversed(_latest_summaries(snap, req)):
         out.append(Candidate("P2", "chapter_summary", str(n), fact, "latest chapter summary"))
-    threads = snap.entries_as_of(req.story_id, req.chapter, kinds=("thread",), active=True, with_text=False)
-    out += [_entry("P3", e, "open thread", req.chapter) for e in threads]
+    out += [_entry("P3", e, "open thread", req.chapter) for e in _threads(snap, req)]
     return out, "chat reads no scene keys"
 
 
@@ -254,3 +272,35 @@ STAGED: dict[str, Callable[[CanonSnapshot, Request, StoryView, TokenCounter], St
     "planner": scene_staged, "writer": scene_staged, "qa": scene_staged,
     "summarizer": _in_one_stage(summarizer_recipe), "chat": _in_one_stage(chat_recipe)}
 USES_RETRIEVAL = {"planner", "writer", "qa"}
+
+
+# The reads each recipe makes whatever the canon holds (the ones whose arguments do not come
+# from another read), made through the same helpers, so a store can fetch them together
+# (``CanonSnapshot.prefetch``). The first page of world rules is nearly always read.
+def _scene_reads(snap: CanonSnapshot, req: Request) -> None:
+    snap.story(req.story_id)
+    snap.chapter(req.story_id, req.chapter)
+    snap.scenes(req.story_id, req.chapter)
+    _threads(snap, req)
+    _recent_summaries(snap, req)
+    snap.volume_summaries(req.story_id)
+    _recent_timeline(snap, req)
+    _world_rules(snap, req)()
+
+
+def _summarizer_reads(snap: CanonSnapshot, req: Request) -> None:
+    snap.story(req.story_id)
+    snap.chapter(req.story_id, req.chapter)
+    snap.scenes(req.story_id, req.chapter)
+
+
+def _chat_reads(snap: CanonSnapshot, req: Request) -> None:
+    snap.story(req.story_id)
+    snap.volume_summaries(req.story_id)
+    _latest_summaries(snap, req)
+    _threads(snap, req)
+
+
+FIRST_READS: dict[str, Callable[[CanonSnapshot, Request], None]] = {
+    "planner": _scene_reads, "writer": _scene_reads, "qa": _scene_reads,
+    "summarizer": _summarizer_reads, "chat": _chat_reads}

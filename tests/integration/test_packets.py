@@ -363,3 +363,48 @@ def test_a_build_switched_and_dropped_by_another_process_is_found_again(demo, st
     latest = demo.packets.packet(Request(STORY, "writer", 5), after=result.position)
     assert "AFTER-SWITCH-MARKER" in latest.to_json()
     assert looked_up  # the dropped build sent it to the registry
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_reads_a_recipe_prefetches_are_the_reads_it_makes(demo, role):
+    """``FIRST_READS`` lists a recipe's reads through the recipe's own helpers: each prefetched
+    result is asked for again with the same arguments, and the packet is the same bytes as
+    one compiled read by read."""
+    from application.packets.compiler import compile_packet
+
+    tokens, req = demo.packets.tokens, Request(STORY, role, 4 if role == "summarizer" else 5)
+    demo.packets.packet(req, record=False)  # the read models caught up
+    with demo.packets.reader.snapshot() as snap:
+        snap.prefetch = lambda reads: None  # read by read
+        plain = compile_packet(snap, req, tokens)
+    with demo.packets.reader.snapshot() as snap:
+        prefetched = compile_packet(snap, req, tokens)
+        assert snap.unused_prefetch == 0
+    assert prefetched.hash == plain.hash
+
+
+def test_a_writer_packet_reaches_postgresql_in_few_round_trips(demo, monkeypatch):
+    """PostgreSQL: the writer's first reads (nine statements) go in one pipeline; what is
+    left one by one is what depends on them: tagged entries, the next reads while the budget
+    has room, the texts of what was packed. SQLite answers in-process: nothing to batch."""
+    import psycopg
+
+    from application.packets.compiler import compile_packet
+
+    demo.packets.packet(Request(STORY, "writer", 5), record=False)
+    alone, batched = [], []
+    real = psycopg.Cursor.execute
+
+    def execute(cursor, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        (batched if cursor.connection._pipeline is not None else alone).append(args[0])
+        return real(cursor, *args, **kwargs)
+
+    with demo.packets.reader.snapshot() as snap:
+        monkeypatch.setattr(psycopg.Cursor, "execute", execute)
+        compile_packet(snap, Request(STORY, "writer", 5), demo.packets.tokens)
+        monkeypatch.undo()
+        postgres = snap.c.dialect.name == "postgresql"
+    if postgres:
+        assert len(batched) == 9 and len(alone) <= 5, (len(batched), alone)
+    else:
+        assert batched == alone == []
