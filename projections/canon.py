@@ -140,16 +140,17 @@ class CanonProjection:
             ops.extend(handler(e, position, page))
             touched[e.story_id] = position
         ops.extend(self._canon_rows(page.steps))
+        stored: list[Op] = []  # the memo's store of fresh counts, last: after the page's rows
         if page.pending:
             texts = [t for _, _, t in page.pending]
             if self.memo is not None and conn is not None:
-                counts = self.memo.counts(conn, texts, self._count_many)
+                counts = self.memo.counts(conn, texts, self._count_many, later=stored)
             else:
                 counts = self._count_many(texts)
             for (row, column, _), n in zip(page.pending, counts, strict=True):
                 row[column] = n
         ops.extend(Update(self.t.stories, {"story_id": s}, {"position": p}) for s, p in touched.items())
-        return ops
+        return ops + stored
 
     def _valid_to_many(self, conn: Any, params: list[dict[str, Any]]) -> bool:
         """PostgreSQL: every entry of the page in one statement (entries as arrays)."""

@@ -13,13 +13,13 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Protocol
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from projections.sql_ops import Op, execute
+from projections.sql_ops import Op, execute, pipelined
 
 PAGE_SIZE = 1000  # events per transaction, unless the projection prefers another size (``page_size``)
 ANALYZE_AFTER = 5000  # a catch-up this big changes the planner's picture: refresh its statistics
@@ -157,6 +157,16 @@ class BuildGone(Exception):
     """The build's tracking row is gone: a rebuild switched builds and dropped this one."""
 
 
+class Unclaimed(Exception):
+    """A prefetched page's writes went out, but the tracking row was no longer where the page
+    was read from: the transaction must be rolled back (PostgreSQL's pipelined claim)."""
+
+
+# The claim as the driver's SQL: it runs on psycopg's own cursor, whose row count is read
+# once the pipeline has synced (SQLAlchemy's result has none to give by then).
+_CLAIM_PG = f"UPDATE {tracking.name} SET position = %s WHERE projection = %s AND position = %s"
+
+
 class ProjectionRunner:
     def __init__(self, projection: Projection, tracking_name: str, log: EventLog, write_engine: Engine,
                  read_engine: Engine | None = None, page_size: int = PAGE_SIZE, tables: Sequence[Any] = ()) -> None:
@@ -238,9 +248,13 @@ class ProjectionRunner:
         long = goal - start >= ANALYZE_AFTER
         first = True
         while True:
-            with self.write_engine.begin() as conn:
-                # SQLite's write engine begins IMMEDIATE; PostgreSQL locks the row: one catcher at a time.
-                reached = self.step(conn, goal, prefetched)
+            try:
+                with self.write_engine.begin() as conn:
+                    # SQLite's write engine begins IMMEDIATE; PostgreSQL locks the row: one catcher at a time.
+                    reached = self.step(conn, goal, prefetched)
+            except Unclaimed:
+                prefetched = None  # rolled back: read where the row is now
+                continue
             prefetched = None
             if progress is not None:
                 progress(reached, goal)
@@ -271,12 +285,7 @@ class ProjectionRunner:
         if prefetched is not None:
             start, page = prefetched
             reached = self._reached(page, goal)
-            # Claims the row (locked until commit) only if it is where the page was read from:
-            # one statement instead of a locking read and a later update.
-            moved = conn.execute(update(tracking).where(tracking.c.projection == self.tracking_name,
-                                                        tracking.c.position == start).values(position=reached))
-            if moved.rowcount == 1:
-                self._project(conn, page)
+            if self._project(conn, page, claim=(start, reached)):
                 return reached
             del page
         position = tracked(conn, self.tracking_name, lock=True)
@@ -293,11 +302,32 @@ class ProjectionRunner:
     def _reached(self, page: list[tuple[int, Any]], goal: int) -> int:
         return page[-1][0] if len(page) == self.page_size else goal
 
-    def _project(self, conn: Connection, page: list[tuple[int, Any]]) -> None:
+    def _project(self, conn: Connection, page: list[tuple[int, Any]], claim: tuple[int, int] | None = None) -> bool:
+        """Write the page's rows in ``conn``'s transaction. ``claim`` (start, reached): first move
+        the tracking row from ``start`` to ``reached``, which locks it until commit: one
+        statement instead of a locking read and a later update. If the row is elsewhere
+        (another catcher moved it), nothing is written: False on SQLite; on PostgreSQL, where
+        the claim goes to the server with the writes in one pipeline (a round trip instead of
+        one per statement), ``Unclaimed``, and the caller rolls the transaction back."""
         with gc_paused():
-            ops = self.projection.ops(page, conn)
-            execute(conn, ops)
+            ops = self.projection.ops(page, conn)  # may read (the token memo): not in the pipeline
+            claimed = None
+            with pipelined(conn) if claim is not None else nullcontext() as driver:
+                if claim is not None:
+                    if driver is None:
+                        moved = conn.execute(update(tracking).where(
+                            tracking.c.projection == self.tracking_name,
+                            tracking.c.position == claim[0]).values(position=claim[1]))
+                        if moved.rowcount != 1:
+                            return False
+                    else:
+                        claimed = driver.cursor()
+                        claimed.execute(_CLAIM_PG, (claim[1], self.tracking_name, claim[0]))
+                execute(conn, ops)
+            if claimed is not None and claimed.rowcount != 1:
+                raise Unclaimed(self.tracking_name)
             # Freed while the GC is off: each free takes back an allocation from the GC's count,
             # so re-enabling it does not start by walking the whole page just to find it garbage.
             page.clear()
             del ops
+        return True

@@ -21,9 +21,10 @@ Execution (``execute``), per run of ops between two barriers (a non-deferred ``R
 from __future__ import annotations
 
 import json
-from operator import itemgetter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, Integer, String, Table, Text
@@ -303,6 +304,20 @@ def _rows(stmt: _Statement, ops: list[Op]) -> list[tuple[Any, ...]]:
             out.append(tuple(r))
         rows = out
     return rows
+
+
+@contextmanager
+def pipelined(conn: Connection) -> Iterator[Any]:
+    """PostgreSQL: the statements run inside go to the server together when it ends (psycopg's
+    pipeline mode), and the driver's connection is yielded; elsewhere None, and nothing
+    changes. Writes only: a SQLAlchemy read inside would find no rows (its result is made
+    before the server has answered), and errors surface at the end, as the driver's."""
+    if conn.dialect.name != "postgresql":
+        yield None
+        return
+    driver = conn.connection.driver_connection
+    with driver.pipeline():
+        yield driver
 
 
 def execute(conn: Connection, ops: Iterable[Op]) -> int:

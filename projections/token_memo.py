@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from sqlalchemy import Column, Integer, LargeBinary, MetaData, String, Table, delete
 from sqlalchemy.engine import Connection, Engine
+
+from projections.sql_ops import Op, Run
 
 metadata = MetaData()
 token_memo = Table(
@@ -59,9 +62,11 @@ class TokenMemo:
     def setup(engine: Engine) -> None:
         metadata.create_all(engine)
 
-    def counts(self, conn: Connection, texts: Sequence[str], count: Counter) -> list[int]:
+    def counts(self, conn: Connection, texts: Sequence[str], count: Counter, *, later: list[Op] | None = None) -> list[int]:
         """The count of each text: from the memo where it has one, else ``count`` (one batch of
-        the distinct missing texts), stored for next time, in ``conn``'s transaction."""
+        the distinct missing texts), stored for next time, in ``conn``'s transaction. With
+        ``later``, the store is appended to it as an op instead of run now, so it can go to the
+        server with the page's other writes."""
         keys = {t: digest(t) for t in texts}  # distinct texts
         if len(keys) <= COUNT_DIRECTLY:  # a live catch-up of a command or two: count, just store
             known: dict[bytes, int] = {}
@@ -71,7 +76,10 @@ class TokenMemo:
         if missing:
             fresh = count(missing)
             new = {keys[t]: n for t, n in zip(missing, fresh, strict=True)}
-            self._store(conn, new)
+            if later is None:
+                self._store(conn, new)
+            else:
+                later.append(Run("token_memo", None, {"counts": new}, many=self._store_runs))
             known.update(new)
         return [known[keys[t]] for t in texts]
 
@@ -101,6 +109,10 @@ class TokenMemo:
                 (self.encoding, *chunk))
             out.update((bytes(d), n) for d, n in rows)
         return out
+
+    def _store_runs(self, conn: Connection, params: list[dict[str, Any]]) -> bool:
+        self._store(conn, {d: n for p in params for d, n in p["counts"].items()})
+        return True
 
     def _store(self, conn: Connection, counts: dict[bytes, int]) -> None:
         # Sorted keys: two transactions storing overlapping texts (a rebuild and a live
