@@ -24,6 +24,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, Dialect, Engine
 
 from application.packets.ports import ChapterView, EntryView, Fact, NodeView, SceneView, StoryView
+from projections import driver_sql
 from projections.canon_tables import CanonTables, is_active
 
 # Selected in this order; ``text`` is appended when asked for.
@@ -51,12 +52,10 @@ class _Statements:
 
     def __init__(self, t: CanonTables, dialect: Dialect) -> None:
         self.t = t
-        self.dialect = dialect
         # On PostgreSQL a list is one array parameter (``= ANY``): the SQL text stays the same
         # whatever the list's length, so the server plans it once. An expanding IN writes a new
         # statement per length and was re-planned on every packet (0.4 ms for the texts alone).
         self.arrays = dialect.name == "postgresql"
-        self._sql: dict[int, tuple[str, dict[str, Any]]] = {}
         self.ranged = "valid_to" in t.canon.c  # v3+: in force at K is a range test
         s, ch, v, sc, tg = t.stories, t.chapters, t.volumes, t.scene_cards, t.scene_tags
         story, chapter = bindparam("story"), bindparam("chapter")
@@ -88,16 +87,6 @@ class _Statements:
         self._entries: dict[tuple[Any, ...], Any] = {}
         self.chain_nodes = self._chain_nodes()
         self.superseded = self._superseded()
-
-    def sql(self, stmt: Any) -> tuple[str, dict[str, Any]]:
-        """``stmt`` as the driver's SQL (named ``%(name)s`` parameters) and the values of its
-        literal parameters. Statements live as long as this object: their ids are stable keys."""
-        found = self._sql.get(id(stmt))
-        if found is None:
-            compiled = stmt.compile(dialect=self.dialect)
-            found = self._sql[id(stmt)] = (compiled.string,
-                                           {k: v for k, v in compiled.params.items() if v is not None})
-        return found
 
     def among(self, column: Any, name: str, type_: Any) -> Any:
         """``column IN (the list bound as name)``."""
@@ -243,8 +232,7 @@ class SqlCanonSnapshot:
         with self._driver.pipeline():
             for stmt, params in wanted:
                 cursor = self._driver.cursor()
-                sql, literals = self.q.sql(stmt)
-                cursor.execute(sql, {**literals, **params} if literals else params)
+                driver_sql.execute(cursor, self.c, stmt, params)
                 cursors.append(cursor)
         for (stmt, params), cursor in zip(wanted, cursors):
             self._ahead[_key(stmt, params)] = cursor.fetchall()
@@ -260,10 +248,7 @@ class SqlCanonSnapshot:
                 return rows
         if self._driver is None:
             return self.c.execute(stmt, params).all()
-        sql, literals = self.q.sql(stmt)
-        with self._driver.cursor() as cursor:
-            cursor.execute(sql, {**literals, **params} if literals else params)
-            return cursor.fetchall()
+        return driver_sql.driver_rows(self.c, stmt, params)
 
     @property
     def unused_prefetch(self) -> int:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert, literal, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from projections.driver_sql import driver_rows
 from projections.runner import (
     PAGE_SIZE,
     Appended,
@@ -95,6 +96,10 @@ class ReadModels:
         self._table_sets: dict[str, Any] = {}
         self._runners: dict[str, ProjectionRunner] = {}
         self._serving: str | None = None  # the tag this process last saw serving
+        r = registry
+        self._serving_stmt = (select(r.c.active_tag, r.c.active_version, tracking.c.position)
+                              .outerjoin(tracking, tracking.c.projection == r.c.projection + literal(":") + r.c.active_tag)
+                              .where(r.c.projection == spec.name))
         log.watch(self._appended)  # what this process appends, for ``reach`` and ``reflects``
 
     # -- builds ----------------------------------------------------------------------------
@@ -157,11 +162,10 @@ class ReadModels:
     # -- serving ---------------------------------------------------------------------------
     def serving(self, conn: Connection) -> tuple[Build, int]:
         """The serving build and its tracking position, in one statement of ``conn``'s transaction."""
-        r = registry
-        row = conn.execute(
-            select(r.c.active_tag, r.c.active_version, tracking.c.position)
-            .outerjoin(tracking, tracking.c.projection == r.c.projection + literal(":") + r.c.active_tag)
-            .where(r.c.projection == self.spec.name)).one()
+        if conn.dialect.name == "postgresql":  # often a packet's first statement: with its BEGIN
+            [row] = driver_rows(conn, self._serving_stmt, {})
+        else:
+            row = conn.execute(self._serving_stmt).one()
         self._serving = row[0]
         return Build(row[0], row[1]), row[2] or 0
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from sqlalchemy import Column, Integer, MetaData, String, Table, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from projections.sql_ops import Op, execute, pipelined
+from projections.sql_ops import Op, PipelineFailed, execute, pipelined
 
 PAGE_SIZE = 1000  # events per transaction, unless the projection prefers another size (``page_size``)
 ANALYZE_AFTER = 5000  # a catch-up this big changes the planner's picture: refresh its statistics
@@ -312,18 +312,23 @@ class ProjectionRunner:
         with gc_paused():
             ops = self.projection.ops(page, conn)  # may read (the token memo): not in the pipeline
             claimed = None
-            with pipelined(conn) if claim is not None else nullcontext() as driver:
-                if claim is not None:
-                    if driver is None:
-                        moved = conn.execute(update(tracking).where(
-                            tracking.c.projection == self.tracking_name,
-                            tracking.c.position == claim[0]).values(position=claim[1]))
-                        if moved.rowcount != 1:
-                            return False
-                    else:
-                        claimed = driver.cursor()
-                        claimed.execute(_CLAIM_PG, (claim[1], self.tracking_name, claim[0]))
-                execute(conn, ops)
+            try:
+                with pipelined(conn) if claim is not None else nullcontext() as driver:
+                    if claim is not None:
+                        if driver is None:
+                            moved = conn.execute(update(tracking).where(
+                                tracking.c.projection == self.tracking_name,
+                                tracking.c.position == claim[0]).values(position=claim[1]))
+                            if moved.rowcount != 1:
+                                return False
+                        else:
+                            claimed = driver.cursor()
+                            claimed.execute(_CLAIM_PG, (claim[1], self.tracking_name, claim[0]))
+                    execute(conn, ops)
+            except PipelineFailed as e:
+                # The build may be gone (its tables dropped by a rebuild) or the row moved; or
+                # a write failed on its own: the ordinary path finds out which, and says so.
+                raise Unclaimed(self.tracking_name) from e
             if claimed is not None and claimed.rowcount != 1:
                 raise Unclaimed(self.tracking_name)
             # Freed while the GC is off: each free takes back an allocation from the GC's count,

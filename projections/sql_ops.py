@@ -29,6 +29,7 @@ from typing import Any
 
 from sqlalchemy import JSON, Boolean, Integer, String, Table, Text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
 
 @dataclass(frozen=True)
@@ -306,18 +307,28 @@ def _rows(stmt: _Statement, ops: list[Op]) -> list[tuple[Any, ...]]:
     return rows
 
 
+class PipelineFailed(Exception):
+    """A statement of a pipeline failed; which one is not known (the transaction is aborted)."""
+
+
 @contextmanager
 def pipelined(conn: Connection) -> Iterator[Any]:
     """PostgreSQL: the statements run inside go to the server together when it ends (psycopg's
     pipeline mode), and the driver's connection is yielded; elsewhere None, and nothing
     changes. Writes only: a SQLAlchemy read inside would find no rows (its result is made
-    before the server has answered), and errors surface at the end, as the driver's."""
+    before the server has answered). An error may surface at any later statement, so any
+    database error inside is ``PipelineFailed``: roll back, and go statement by statement."""
     if conn.dialect.name != "postgresql":
         yield None
         return
+    import psycopg
+
     driver = conn.connection.driver_connection
-    with driver.pipeline():
-        yield driver
+    try:
+        with driver.pipeline():
+            yield driver
+    except (DBAPIError, psycopg.Error) as e:
+        raise PipelineFailed(str(e)) from e
 
 
 def execute(conn: Connection, ops: Iterable[Op]) -> int:

@@ -132,7 +132,9 @@ def test_the_packet_path_cannot_reach_drafts_or_proposals_by_import() -> None:
         assert "authoring_" not in text and "stored_events" not in text, path
 
 
-def test_compiling_a_packet_reads_only_canon_tables(services) -> None:
+def test_compiling_a_packet_reads_only_canon_tables(services, monkeypatch) -> None:
+    import psycopg
+
     services.ledger.apply([parse_line(line) for line in sample_commands()])
     services.canon.catch_up()
     services.authoring.catch_up()
@@ -141,6 +143,13 @@ def test_compiling_a_packet_reads_only_canon_tables(services) -> None:
     def record(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
         seen.append(statement)
 
+    real = psycopg.Cursor.execute  # PostgreSQL: the reader runs the driver's SQL itself
+
+    def driver_execute(cursor, query, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append(query if isinstance(query, str) else query.as_string(cursor))
+        return real(cursor, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", driver_execute)
     engine = services.packets.reader.engine
     event.listen(engine, "before_cursor_execute", record)
     try:
@@ -151,6 +160,7 @@ def test_compiling_a_packet_reads_only_canon_tables(services) -> None:
                 compile_packet(snap, Request(STORY, role, chapter, budget=100_000), services.packets.tokens)
     finally:
         event.remove(engine, "before_cursor_execute", record)
+        monkeypatch.undo()
     assert seen
     canon_names = {t.name for t in services.canon.tables(services.canon.active()).all()}
     for statement in (s for s in seen if s.strip().upper() != "BEGIN"):
