@@ -375,7 +375,7 @@ class Instrument:
         self.calls: Counter[str] = Counter()
         self._undo: list[tuple[Any, str, Any]] = []
         cls = canon_view.SqlCanonSnapshot
-        for name in ("story", "chapter", "scenes", "entries_as_of", "superseded_steps", "chapter_summaries",
+        for name in ("prefetch", "story", "chapter", "scenes", "entries_as_of", "superseded_steps", "chapter_summaries",
                      "volume_summaries", "chain_nodes", "texts"):
             self._wrap(cls, name, name)
         for step in ("add", "finish"):  # compiler 3 fills in steps; finish fetches the packed texts
@@ -468,23 +468,41 @@ def profile_packets(services: Any, request: Any, n: int) -> dict[str, Any]:
 
 
 def capture_statements(services: Any, request: Any) -> tuple[dict[str, int], list[tuple[str, Any]]]:
-    """SQL one packet call sends through SQLAlchemy (plus the ledger's own position query, not
-    seen here), and its SELECTs with their driver-level parameters, for the raw replay."""
-    from sqlalchemy import event
-    from sqlalchemy.engine import Engine
-
+    """SQL one packet call sends to the driver (but the ledger's own position query), and its
+    SELECTs with their driver-level parameters, for the raw replay. SQLite: as SQLAlchemy sends
+    it. PostgreSQL: at psycopg's cursor, since the reader runs most of its SQL there itself
+    (``projections/driver_sql.py``); transaction commands (BEGIN, COMMIT) are not counted."""
     statements: list[tuple[str, Any]] = []
+    if services.packets.reader.engine.dialect.name == "postgresql":
+        import psycopg
 
-    def on_execute(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
-        statements.append((statement, parameters))
+        real = psycopg.Cursor.execute
 
-    event.listen(Engine, "before_cursor_execute", on_execute)
-    try:
-        services.packets.packet(request, record=False)
-    finally:
-        event.remove(Engine, "before_cursor_execute", on_execute)
+        def execute(cursor, query, params=None, **kwargs):  # type: ignore[no-untyped-def]
+            sql = query if isinstance(query, str) else query.as_string(cursor)
+            if "canonledger_" not in sql:  # the ledger's position query
+                statements.append((sql, params))
+            return real(cursor, query, params, **kwargs)
+
+        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
+        try:
+            services.packets.packet(request, record=False)
+        finally:
+            psycopg.Cursor.execute = real  # type: ignore[method-assign]
+    else:
+        from sqlalchemy import event
+        from sqlalchemy.engine import Engine
+
+        def on_execute(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+            statements.append((statement, parameters))
+
+        event.listen(Engine, "before_cursor_execute", on_execute)
+        try:
+            services.packets.packet(request, record=False)
+        finally:
+            event.remove(Engine, "before_cursor_execute", on_execute)
     selects = [(s, p) for s, p in statements if s.lstrip().upper().startswith("SELECT")]
-    return ({"sqlalchemy_statements": len(statements), "selects": len(selects), "ledger_position_queries": 1,
+    return ({"statements": len(statements), "selects": len(selects), "ledger_position_queries": 1,
              "other": len(statements) - len(selects)}, selects)
 
 
@@ -902,7 +920,7 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
                 f"| {row['ratio_packet_vs_limit']:.1f}x | {_ms(row['replay'])} | {_ms(row['record_new'])} | {_ms(row['record_reissue'])} "
                 f"| {it['included'] + it['trimmed']}/{it['candidates']} | {row['used_tokens']:,} "
                 f"| {row['limit_rows']} / {row['replay_rows']:,} "
-                f"| {row['sql']['sqlalchemy_statements'] + row['sql']['ledger_position_queries']} |")
+                f"| {row['sql']['statements'] + row['sql']['ledger_position_queries']} |")
     out += ["", "With L1 retrieval (the product default; the table above is L0 only, issue 3's targets):", "",
             "| Store | Chapter | Packet with L1, repeated | first request (embeds the query) | L0 only | L1 items "
             "| Index build (embedder) | Worker peak RSS with L1 | Keyword stage |",
