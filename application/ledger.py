@@ -84,13 +84,13 @@ class ShortFirstRepository(Repository):
 
     KNOWN_SNAPSHOTS = 1024
 
-    def get(self, aggregate_id: Any, *, projector_func: Any = None, **kwargs: Any) -> Any:
-        return super().get(aggregate_id, projector_func=projector_func or _project, **kwargs)
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._known: OrderedDict[Any, Any] = OrderedDict()
         self._known_lock = Lock()
+
+    def get(self, aggregate_id: Any, *, projector_func: Any = None, **kwargs: Any) -> Any:
+        return super().get(aggregate_id, projector_func=projector_func or _project, **kwargs)
 
     def _reconstruct_aggregate(self, aggregate_id: Any, version: int | None, projector_func: Any) -> Any:
         if self.snapshot_store is None or version is not None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import Integer, String, any_, bindparam, false, func, or_, select, tuple_, union_all
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.engine import Connection, Engine
 
 from application.packets.ports import ChapterView, EntryView, Fact, NodeView, SceneView, StoryView
 from projections import driver_sql
@@ -50,12 +50,12 @@ _BY_CHAIN_ORDINAL = itemgetter(0, 2)  # node rows: (chain, ordinal)
 class _Statements:
     """The packet queries of one build, each built once."""
 
-    def __init__(self, t: CanonTables, dialect: Dialect) -> None:
+    def __init__(self, t: CanonTables, dialect: str) -> None:
         self.t = t
         # On PostgreSQL a list is one array parameter (``= ANY``): the SQL text stays the same
         # whatever the list's length, so the server plans it once. An expanding IN writes a new
         # statement per length and was re-planned on every packet (0.4 ms for the texts alone).
-        self.arrays = dialect.name == "postgresql"
+        self.arrays = dialect == "postgresql"
         self.ranged = "valid_to" in t.canon.c  # v3+: in force at K is a range test
         s, ch, v, sc, tg = t.stories, t.chapters, t.volumes, t.scene_cards, t.scene_tags
         story, chapter = bindparam("story"), bindparam("chapter")
@@ -198,7 +198,7 @@ class SqlCanonReader:
             tables, position = self._builds(conn)
             statements = self._statements.get(tables.tag)
             if statements is None or statements.t is not tables:
-                statements = self._statements[tables.tag] = _Statements(tables, self.engine.dialect)
+                statements = self._statements[tables.tag] = _Statements(tables, self.engine.dialect.name)
             yield SqlCanonSnapshot(conn, statements, position)
 
 

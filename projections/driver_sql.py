@@ -1,4 +1,4 @@
-"""PostgreSQL reads on the latency path, as the driver's SQL on psycopg's own cursor.
+"""PostgreSQL on the latency path: the driver's SQL on psycopg's own cursor, and pipelines.
 
 A statement through SQLAlchemy cost ~0.1 ms of Python more than the same SQL on the driver,
 and psycopg sends a transaction's ``BEGIN`` as a round trip of its own (~0.15-0.3 ms here)
@@ -8,10 +8,12 @@ and compiled here once each; rows come back as the driver's tuples (read by posi
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-import psycopg
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
 _compiled: dict[int, tuple[Any, str, dict[str, Any]]] = {}
 
@@ -35,11 +37,37 @@ def execute(cursor: Any, conn: Connection, stmt: Any, params: dict[str, Any]) ->
 def driver_rows(conn: Connection, stmt: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     """The rows of ``stmt`` run in ``conn``'s transaction (PostgreSQL only). A transaction's
     first statement goes in a pipeline, with the ``BEGIN`` psycopg sends before it."""
+    from psycopg.pq import TransactionStatus  # imported here: SQLite-only processes never load the driver
+
     driver = conn.connection.driver_connection
     with driver.cursor() as cursor:
-        if driver.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        if driver.info.transaction_status == TransactionStatus.IDLE:
             with driver.pipeline():
                 execute(cursor, conn, stmt, params)
                 return cursor.fetchall()
         execute(cursor, conn, stmt, params)
         return cursor.fetchall()
+
+
+class PipelineFailed(Exception):
+    """A statement of a pipeline failed; which one is not known (the transaction is aborted)."""
+
+
+@contextmanager
+def pipelined(conn: Connection) -> Iterator[Any]:
+    """PostgreSQL: the statements run inside go to the server together when it ends (psycopg's
+    pipeline mode), and the driver's connection is yielded; elsewhere None, and nothing
+    changes. Writes only: a SQLAlchemy read inside would find no rows (its result is made
+    before the server has answered). An error may surface at any later statement, so any
+    database error inside is ``PipelineFailed``: roll back, and go statement by statement."""
+    if conn.dialect.name != "postgresql":
+        yield None
+        return
+    import psycopg
+
+    driver = conn.connection.driver_connection
+    try:
+        with driver.pipeline():
+            yield driver
+    except (DBAPIError, psycopg.Error) as e:
+        raise PipelineFailed(str(e)) from e

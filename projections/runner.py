@@ -13,13 +13,15 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any, Protocol
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, delete, insert, select, update
+from sqlalchemy import Column, Integer, MetaData, String, Table, bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from projections.sql_ops import Op, PipelineFailed, execute, pipelined
+from projections import driver_sql
+from projections.driver_sql import PipelineFailed, pipelined
+from projections.sql_ops import Op, execute
 
 PAGE_SIZE = 1000  # events per transaction, unless the projection prefers another size (``page_size``)
 ANALYZE_AFTER = 5000  # a catch-up this big changes the planner's picture: refresh its statistics
@@ -162,9 +164,9 @@ class Unclaimed(Exception):
     was read from: the transaction must be rolled back (PostgreSQL's pipelined claim)."""
 
 
-# The claim as the driver's SQL: it runs on psycopg's own cursor, whose row count is read
-# once the pipeline has synced (SQLAlchemy's result has none to give by then).
-_CLAIM_PG = f"UPDATE {tracking.name} SET position = %s WHERE projection = %s AND position = %s"
+# Moves the tracking row only if it is where a prefetched page was read from.
+_CLAIM = (update(tracking).where(tracking.c.projection == bindparam("name"), tracking.c.position == bindparam("start"))
+          .values(position=bindparam("reached")))
 
 
 class ProjectionRunner:
@@ -303,36 +305,41 @@ class ProjectionRunner:
         return page[-1][0] if len(page) == self.page_size else goal
 
     def _project(self, conn: Connection, page: list[tuple[int, Any]], claim: tuple[int, int] | None = None) -> bool:
-        """Write the page's rows in ``conn``'s transaction. ``claim`` (start, reached): first move
-        the tracking row from ``start`` to ``reached``, which locks it until commit: one
-        statement instead of a locking read and a later update. If the row is elsewhere
-        (another catcher moved it), nothing is written: False on SQLite; on PostgreSQL, where
-        the claim goes to the server with the writes in one pipeline (a round trip instead of
-        one per statement), ``Unclaimed``, and the caller rolls the transaction back."""
+        """Write the page's rows in ``conn``'s transaction; with ``claim`` (start, reached), only
+        if the tracking row moves from ``start`` to ``reached`` (see ``_claim_and_write``)."""
         with gc_paused():
-            ops = self.projection.ops(page, conn)  # may read (the token memo): not in the pipeline
-            claimed = None
-            try:
-                with pipelined(conn) if claim is not None else nullcontext() as driver:
-                    if claim is not None:
-                        if driver is None:
-                            moved = conn.execute(update(tracking).where(
-                                tracking.c.projection == self.tracking_name,
-                                tracking.c.position == claim[0]).values(position=claim[1]))
-                            if moved.rowcount != 1:
-                                return False
-                        else:
-                            claimed = driver.cursor()
-                            claimed.execute(_CLAIM_PG, (claim[1], self.tracking_name, claim[0]))
-                    execute(conn, ops)
-            except PipelineFailed as e:
-                # The build may be gone (its tables dropped by a rebuild) or the row moved; or
-                # a write failed on its own: the ordinary path finds out which, and says so.
-                raise Unclaimed(self.tracking_name) from e
-            if claimed is not None and claimed.rowcount != 1:
-                raise Unclaimed(self.tracking_name)
+            ops = self.projection.ops(page, conn)  # may read (the token memo): before any pipeline
+            if claim is None:
+                execute(conn, ops)
+            elif not self._claim_and_write(conn, ops, *claim):
+                return False
             # Freed while the GC is off: each free takes back an allocation from the GC's count,
             # so re-enabling it does not start by walking the whole page just to find it garbage.
             page.clear()
             del ops
+        return True
+
+    def _claim_and_write(self, conn: Connection, ops: list[Op], start: int, reached: int) -> bool:
+        """Move the tracking row from ``start`` to ``reached`` (which locks it until commit: one
+        statement instead of a locking read and a later update), then write ``ops``. If the row
+        is elsewhere (another catcher moved it), nothing is written: False on SQLite. On
+        PostgreSQL the claim goes to the server with the writes in one pipeline (a round trip
+        instead of one per statement), so a failed claim, or any error there (a build another
+        process dropped), raises ``Unclaimed``: the caller rolls back and takes the ordinary
+        path, which says what went wrong."""
+        params = {"name": self.tracking_name, "start": start, "reached": reached}
+        try:
+            with pipelined(conn) as driver:
+                if driver is None:
+                    if conn.execute(_CLAIM, params).rowcount != 1:
+                        return False
+                    execute(conn, ops)
+                    return True
+                claimed = driver.cursor()  # its row count is there once the pipeline has synced
+                driver_sql.execute(claimed, conn, _CLAIM, params)
+                execute(conn, ops)
+        except PipelineFailed as e:
+            raise Unclaimed(self.tracking_name) from e
+        if claimed.rowcount != 1:
+            raise Unclaimed(self.tracking_name)
         return True

@@ -21,15 +21,13 @@ Execution (``execute``), per run of ops between two barriers (a non-deferred ``R
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, Integer, String, Table, Text
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
 
 
 @dataclass(frozen=True)
@@ -305,30 +303,6 @@ def _rows(stmt: _Statement, ops: list[Op]) -> list[tuple[Any, ...]]:
             out.append(tuple(r))
         rows = out
     return rows
-
-
-class PipelineFailed(Exception):
-    """A statement of a pipeline failed; which one is not known (the transaction is aborted)."""
-
-
-@contextmanager
-def pipelined(conn: Connection) -> Iterator[Any]:
-    """PostgreSQL: the statements run inside go to the server together when it ends (psycopg's
-    pipeline mode), and the driver's connection is yielded; elsewhere None, and nothing
-    changes. Writes only: a SQLAlchemy read inside would find no rows (its result is made
-    before the server has answered). An error may surface at any later statement, so any
-    database error inside is ``PipelineFailed``: roll back, and go statement by statement."""
-    if conn.dialect.name != "postgresql":
-        yield None
-        return
-    import psycopg
-
-    driver = conn.connection.driver_connection
-    try:
-        with driver.pipeline():
-            yield driver
-    except (DBAPIError, psycopg.Error) as e:
-        raise PipelineFailed(str(e)) from e
 
 
 def execute(conn: Connection, ops: Iterable[Op]) -> int:
