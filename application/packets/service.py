@@ -8,7 +8,7 @@ from application.packets.packet import Packet
 from application.packets.ports import CanonReader, Freshness, Retriever
 from application.packets.recipes import Request
 from domain.errors import CanonError
-from domain.packet_log import PacketRecord, dropped_summary
+from domain.packet_log import PacketRecord, dropped_summary, kept_items
 from domain.tokens import TokenCounter
 
 
@@ -53,7 +53,6 @@ def issued(packet: Packet) -> PacketRecord:
         scene=packet.scene, budget=packet.budget, position=packet.position, hash=packet.hash,
         tokenizer=packet.tokenizer, compiler=packet.compiler,
         recall=packet.recall.record() if packet.recall is not None else None,
-        items=[{"tier": i.tier, "kind": i.kind, "key": i.key, "status": i.status, "sources": list(i.sources)}
-               for i in packet.items if i.status != "dropped"],
+        items=kept_items((i.tier, i.kind, i.key, i.status, i.sources) for i in packet.items if i.status != "dropped"),
         dropped=dropped_summary((i.tier, i.kind, i.key, i.sources) for i in packet.items if i.status == "dropped"),
     )

@@ -1,4 +1,4 @@
-"""PacketIssued v3: kept items in full, dropped ones summed up; what an audit can still tell."""
+"""PacketIssued v4: kept items in full (compactly), dropped ones summed up; what an audit can still tell."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hashlib
 from application.audit import _differences
 from application.packets.packet import TIERS, Item, Packet, Stage
 from application.packets.service import issued
-from domain.packet_log import PacketRecord, dropped_summary
+from domain.packet_log import PacketRecord, dropped_summary, kept_items
 
 
 def _packet(*items: Item) -> Packet:
@@ -46,6 +46,32 @@ def test_v2_payload_upcasts_to_kept_items_and_a_summary() -> None:
     PacketRecord.PacketIssued.upcast_v2_v3(state)
     assert state["items"] == items[:1]
     assert state["dropped"] == dropped_summary([("P3", "world_rule", "bells", [9])])
+
+
+def test_kept_items_are_written_compactly_and_read_back_whole() -> None:
+    other = Item("P1", "character", "bran", "Bran.", 2, "trimmed", "tagged", (3, 5))
+    rule = Item("P3", "world_rule", "bells", "Bells.", 2, "included", "world rule", (9,))
+    record = issued(_packet(KEPT, rule, other, Item("P1", "character", "oda", "Oda.", 2, "included", "tagged", (8,))))
+    [event] = record.collect_events()
+    assert event.items == [["P1", "character", "included", [["ilse", 7], ["oda", 8]]],
+                           ["P3", "world_rule", "included", [["bells", 9]]],
+                           ["P1", "character", "trimmed", [["bran", 3, 5]]]]
+    assert sorted(record.items, key=lambda i: i["key"]) == [
+        {"tier": "P3", "kind": "world_rule", "key": "bells", "status": "included", "sources": [9]},
+        {"tier": "P1", "kind": "character", "key": "bran", "status": "trimmed", "sources": [3, 5]},
+        {"tier": "P1", "kind": "character", "key": "ilse", "status": "included", "sources": [7]},
+        {"tier": "P1", "kind": "character", "key": "oda", "status": "included", "sources": [8]}]
+
+
+def test_v3_payload_upcasts_to_compact_kept_items() -> None:
+    items = [{"tier": "P1", "kind": "character", "key": "ilse", "status": "included", "sources": [7]},
+             {"tier": "P3", "kind": "world_rule", "key": "bells", "status": "trimmed", "sources": [9, 12]},
+             {"tier": "P1", "kind": "character", "key": "oda", "status": "included", "sources": [8]}]
+    state = {"items": [dict(i) for i in items]}
+    PacketRecord.PacketIssued.upcast_v3_v4(state)
+    assert state["items"] == kept_items((i["tier"], i["kind"], i["key"], i["status"], i["sources"]) for i in items)
+    assert state["items"] == [["P1", "character", "included", [["ilse", 7], ["oda", 8]]],
+                              ["P3", "world_rule", "trimmed", [["bells", 9, 12]]]]
 
 
 def test_differences_name_kept_items_and_count_dropped_ones() -> None:
