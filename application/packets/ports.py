@@ -17,8 +17,8 @@ from typing import Any, Protocol
 class Fact:
     """One packable piece of canon: its rendered text, token count and source event positions.
 
-    Long candidate lists are read without their text (``text`` None, ``ref`` set): most of
-    them will not fit, and only what is packed is worth fetching (``CanonSnapshot.texts``).
+    A reader may leave the text out (``text`` None, ``ref`` set) of what it expects not to be
+    packed; the compiler then fetches only what is packed (``CanonSnapshot.texts``).
     """
 
     text: str | None
@@ -94,8 +94,8 @@ class CanonSnapshot(Protocol):
                       with_text: bool = True, after: str | None = None, limit: int | None = None) -> list[EntryView]:
         """The step in force at ``chapter`` of each matching entry (by kind and/or key), in
         (kind, key) order; ``since``: only steps in force from after that chapter; ``active``:
-        neither retired nor resolved; ``with_text`` False: texts are fetched later, for what is
-        packed; ``after`` and ``limit`` (one kind): a page, the first ``limit`` keys after ``after``."""
+        neither retired nor resolved; ``with_text`` False: the texts may be left for later
+        (``texts``), for what is packed; ``after`` and ``limit`` (one kind): a page, the first ``limit`` keys after ``after``."""
         ...
     def superseded_steps(self, story_id: str, chapter: int, kind: str, keys: tuple[str, ...],
                          limit: int) -> dict[str, list[EntryView]]:
