@@ -17,7 +17,7 @@ byte of the packet; the items are there to say what differs when an audit fails.
 Class version 4 writes the kept items compactly (``kept_items``): one group per tier, kind and
 status, each row ``[key, *sources]``. The record is written on the command-to-packet path, and
 field names repeated on every item were half its bytes: at chapter 1,000 of the benchmark serial
-it went from 15 KB to ~5 KB. The aggregate still holds ``items`` as one dict per kept item.
+it went from 15 KB to 4.3 KB. The aggregate still holds ``items`` as one dict per kept item.
 """
 
 from __future__ import annotations

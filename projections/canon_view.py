@@ -119,6 +119,8 @@ class _Statements:
         return self._entries[shape]
 
     def _build_entries(self, by: str, since: bool, active: bool, with_text: bool, paged: bool) -> Any:
+        if self.ranged and with_text and self.arrays:
+            return self._with_text(self.entries(by, since, active, False, paged), paged)
         cn = self.t.canon
         conditions = [cn.c.story_id == bindparam("story")]
         if paged:  # one kind, the keys after :after; ordered and cut below
@@ -130,8 +132,6 @@ class _Statements:
             # Inside the in-force test: the step in force is the latest one, so if it is not
             # newer than ``since`` no other step is.
             conditions.append(cn.c.valid_from > bindparam("since"))
-        if self.ranged and with_text and self.arrays:
-            return self._with_text(self._build_entries(by, since, active, False, paged), paged)
         columns = [cn.c[name] for name in _ENTRY_COLUMNS] + ([cn.c.text] if with_text else [])
         if self.ranged:
             if active:
@@ -297,31 +297,30 @@ class SqlCanonSnapshot:
 
     def entries_as_of(self, story_id: str, chapter: int, *, kinds: tuple[str, ...] = (),
                       keys: tuple[str, ...] = (), since: int | None = None, active: bool = False,
-                      with_text: bool = True, after: str | None = None, limit: int | None = None) -> list[EntryView]:
+                      after: str | None = None, limit: int | None = None) -> list[EntryView]:
         if bool(kinds) == bool(keys):
             raise ValueError("entries_as_of takes kinds or keys")
-        # Texts come with the entries whatever ``with_text`` says: since the compiler reads P3
-        # and P4 only while the budget has room, most entries read are packed (165 of 213 at
-        # chapter 1,000 of the benchmark story), and fetching their texts afterwards cost more
-        # than reading them here (SQLite: 3.0 -> 2.0 ms for that packet; PostgreSQL: one round
-        # trip fewer, the texts looked up by primary key, ``_Statements._with_text``).
-        with_text = True
+        # Texts come with the entries: since the compiler reads P3 and P4 only while the budget
+        # has room, most entries read are packed (165 of 213 at chapter 1,000 of the benchmark
+        # story), and fetching their texts afterwards cost more than reading them here (SQLite:
+        # 3.0 -> 2.0 ms for that packet; PostgreSQL: one round trip fewer, the texts looked up
+        # by primary key, ``_Statements._with_text``).
         params: dict[str, Any] = {"story": story_id, "chapter": chapter, "since": since}
         if limit is not None:
             if len(kinds) != 1:
                 raise ValueError("a page of entries_as_of is of one kind")
-            stmt = self.q.entries("kind", since is not None, active, with_text, paged=True)
+            stmt = self.q.entries("kind", since is not None, active, True, paged=True)
             rows = self._rows(stmt, {**params, "kind": kinds[0], "after": after or "", "limit": limit})
-            return [_entry(r, with_text) for r in rows]
+            return [_entry(r, True) for r in rows]
         if keys:
             params["keys"] = list(keys)
-            stmt = self.q.entries("keys", since is not None, active, with_text)
+            stmt = self.q.entries("keys", since is not None, active, True)
             rows = self._rows(stmt, params)
         else:
-            stmt = self.q.entries("kind", since is not None, active, with_text)
+            stmt = self.q.entries("kind", since is not None, active, True)
             rows = [r for kind in set(kinds) for r in self._rows(stmt, {**params, "kind": kind})]
         rows.sort(key=_BY_KIND_KEY)
-        return [_entry(r, with_text) for r in rows]
+        return [_entry(r, True) for r in rows]
 
     def superseded_steps(self, story_id: str, chapter: int, kind: str, keys: tuple[str, ...],
                          limit: int) -> dict[str, list[EntryView]]:

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 class Fact:
     """One packable piece of canon: its rendered text, token count and source event positions.
 
-    A reader may leave the text out (``text`` None, ``ref`` set) of what it expects not to be
-    packed; the compiler then fetches only what is packed (``CanonSnapshot.texts``).
+    A reader may leave the text out (``text`` None, ``ref`` set: earlier steps, chain nodes);
+    the compiler then fetches it only if it is packed (``CanonSnapshot.texts``).
     """
 
     text: str | None
@@ -91,11 +91,10 @@ class CanonSnapshot(Protocol):
     def scenes(self, story_id: str, chapter: int) -> list[SceneView]: ...
     def entries_as_of(self, story_id: str, chapter: int, *, kinds: tuple[str, ...] = (),
                       keys: tuple[str, ...] = (), since: int | None = None, active: bool = False,
-                      with_text: bool = True, after: str | None = None, limit: int | None = None) -> list[EntryView]:
+                      after: str | None = None, limit: int | None = None) -> list[EntryView]:
         """The step in force at ``chapter`` of each matching entry (by kind and/or key), in
         (kind, key) order; ``since``: only steps in force from after that chapter; ``active``:
-        neither retired nor resolved; ``with_text`` False: the texts may be left for later
-        (``texts``), for what is packed; ``after`` and ``limit`` (one kind): a page, the first ``limit`` keys after ``after``."""
+        neither retired nor resolved; ``after`` and ``limit`` (one kind): a page, the first ``limit`` keys after ``after``."""
         ...
     def superseded_steps(self, story_id: str, chapter: int, kind: str, keys: tuple[str, ...],
                          limit: int) -> dict[str, list[EntryView]]:

@@ -126,7 +126,7 @@ class _KindPages:
 
     def __call__(self) -> tuple[list[Candidate], bool]:
         k = self.req.chapter
-        rows = self.snap.entries_as_of(self.req.story_id, k, kinds=(self.kind,), with_text=False,
+        rows = self.snap.entries_as_of(self.req.story_id, k, kinds=(self.kind,),
                                        after=self.after, limit=self.size)
         if rows:
             self.after = rows[-1].key
@@ -134,7 +134,7 @@ class _KindPages:
 
 
 def _threads(snap: CanonSnapshot, req: Request) -> list[EntryView]:
-    return snap.entries_as_of(req.story_id, req.chapter, kinds=("thread",), active=True, with_text=False)
+    return snap.entries_as_of(req.story_id, req.chapter, kinds=("thread",), active=True)
 
 
 def _recent_summaries(snap: CanonSnapshot, req: Request) -> list[tuple[int, Fact]]:
@@ -142,8 +142,7 @@ def _recent_summaries(snap: CanonSnapshot, req: Request) -> list[tuple[int, Fact
 
 
 def _recent_timeline(snap: CanonSnapshot, req: Request) -> list[EntryView]:
-    return snap.entries_as_of(req.story_id, req.chapter, kinds=("timeline_event",), since=req.chapter - RECENT_TIMELINE,
-                              with_text=False)
+    return snap.entries_as_of(req.story_id, req.chapter, kinds=("timeline_event",), since=req.chapter - RECENT_TIMELINE)
 
 
 def _world_rules(snap: CanonSnapshot, req: Request) -> _KindPages:
