@@ -21,6 +21,12 @@ in the same process and the same run, R times each:
   - **cold**: the memo emptied just before (not timed): every text is counted and stored;
   - **recount**: ``rebuild(recount=True)`` (``canon rebuild --recount``, the repair): empties the
     memo itself (timed) and counts everything afresh;
+* **SQL floor**: the SQL of a rebuild without any projection code: a copy of the active
+  build's rows into fresh tables of the same schema by the store's own ``INSERT ... SELECT``
+  (no Python per row), the deferred indexes built, ``ANALYZE``, and the copy dropped (a
+  rebuild drops a build of the same size). A rebuild must read and decode the events and
+  write these rows, so no projection can beat raw read + floor: ``raw / (raw + floor)`` is
+  the **ceiling** of the rebuild/raw ratio on this store and machine;
 * **audit** of the chapter-1,000 writer packet issued at the end of the log (replay of the
   story's canon events into a scratch build, recompile, compare, lineage).
 
@@ -102,6 +108,35 @@ def _raw_read_gc_paused(ledger: Any, topics: list[str]) -> tuple[int, float, flo
         return _raw_read(ledger, topics)
 
 
+def _sql_floor(services: Any, n: int) -> float:
+    """Seconds of the SQL floor (see the module docstring): the active build's rows copied into a
+    fresh build's tables in the store, deferred indexes, ANALYZE, the copy dropped."""
+    models = services.canon
+    active = models.active()
+    source = models.tables(active)
+    copy = models.spec.tables(f"floor{n}", active.version)
+    deferred = [ix for t in copy.all() for ix in sorted(t.indexes, key=lambda i: i.name) if not ix.unique]
+    begin = models.write_engine.begin
+    t0 = time.perf_counter()
+    with begin() as conn:
+        copy.metadata.create_all(conn)
+        for index in deferred:
+            index.drop(conn)
+    with begin() as conn:
+        for a, b in zip(source.all(), copy.all(), strict=True):
+            columns = ", ".join(f'"{c.name}"' for c in a.columns)
+            conn.exec_driver_sql(f'INSERT INTO "{b.name}" ({columns}) SELECT {columns} FROM "{a.name}"')
+    with begin() as conn:
+        for index in deferred:
+            index.create(conn)
+    with begin() as conn:
+        for table in copy.all():
+            conn.exec_driver_sql(f'ANALYZE "{table.name}"')
+    with begin() as conn:
+        copy.metadata.drop_all(conn)
+    return time.perf_counter() - t0
+
+
 def run_store(stores: Any, commands: list[Any], chapters: int, repeats: int) -> dict[str, Any]:
     with stores.fresh() as url:
         load = load_story(url, stores.kind, commands, 200)
@@ -119,7 +154,7 @@ def run_store(stores: Any, commands: list[Any], chapters: int, repeats: int) -> 
             gc.freeze()
             memo = TokenMemo is not None and "recount" in inspect.signature(services.canon.rebuild).parameters
             modes = MODES if memo else ("warm",)  # older code: the plain rebuild only
-            reads, reads_gc, audits = [], [], []
+            reads, reads_gc, audits, floors = [], [], [], []
             rebuilds: dict[str, list[float]] = {m: [] for m in modes}
             cpu: dict[str, list[float]] = {"read": [], "read_gc_paused": [], "audit": [],
                                            **{f"rebuild_{m}": [] for m in modes}}
@@ -137,6 +172,8 @@ def run_store(stores: Any, commands: list[Any], chapters: int, repeats: int) -> 
                 _, seconds_gc, c = _raw_read_gc_paused(services.ledger, topics)
                 reads_gc.append(seconds_gc)
                 cpu["read_gc_paused"].append(c)
+                gc.collect()
+                floors.append(_sql_floor(services, r + 1))
                 for mode in modes:
                     gc.collect()
                     report, c = _rebuild(services, mode)
@@ -151,7 +188,7 @@ def run_store(stores: Any, commands: list[Any], chapters: int, repeats: int) -> 
                 assert audit.ok, audit.as_dict()
                 log(f"{stores.kind} repeat {r + 1}: raw read {n:,} events in {seconds:.2f} s ({seconds_gc:.2f} s GC "
                     f"paused); rebuild " + ", ".join(f"{m} {rebuilds[m][-1]:.2f} s" for m in modes)
-                    + f"; audit {audits[-1]:.2f} s")
+                    + f"; SQL floor {floors[-1]:.2f} s; audit {audits[-1]:.2f} s")
             assert len(checksums) == 1, "rebuilds with a warm, cold and no memo gave different tables"
             raw_s, raw_gc_s = statistics.median(reads), statistics.median(reads_gc)
             rebuild_s = statistics.median(rebuilds["warm"])
@@ -176,6 +213,8 @@ def run_store(stores: Any, commands: list[Any], chapters: int, repeats: int) -> 
                 "ratio": round(raw_s / rebuild_s, 3),
                 "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
                 "ratio_gc_paused_read": round(raw_gc_s / rebuild_s, 3),
+                "sql_floor_s": round(statistics.median(floors), 3),
+                "ceiling_ratio": round(statistics.median([a / (a + f) for a, f in zip(reads, floors)]), 3),
                 "cpu_s": {k: round(statistics.median(v), 3) for k, v in cpu.items()},
                 "cpu_ratio": round(statistics.median(cpu["read"]) / statistics.median(cpu["rebuild"]), 3),
                 "audit_s": round(statistics.median(audits), 3), "audit_replayed_events": audit.replayed_events,
@@ -183,6 +222,7 @@ def run_store(stores: Any, commands: list[Any], chapters: int, repeats: int) -> 
                 "per_repeat": {"raw_read_s": [round(x, 3) for x in reads], "raw_read_gc_paused_s": [round(x, 3) for x in reads_gc],
                                **{f"rebuild_{m}_s": [round(x, 3) for x in v] for m, v in rebuilds.items()},
                                "audit_s": [round(x, 3) for x in audits],
+                               "sql_floor_s": [round(x, 3) for x in floors],
                                "cpu_s": {k: [round(x, 3) for x in v] for k, v in cpu.items()}},
             }
         finally:
@@ -216,8 +256,8 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
         f"- Story: {report['chapters']} chapters, {report['commands']:,} commands; repeats {report['repeats']} (medians)",
         "",
         "| store | memo | canon events read | raw decoded read ev/s (s) | rebuild ev/s (s) | rebuild/raw | goal | "
-        "rebuild/raw (GC-paused read) | CPU rebuild/raw | audit at end of log | goal |",
-        "|---|---|--:|--:|--:|--:|--|--:|--:|--:|--|",
+        "rebuild/raw (GC-paused read) | CPU rebuild/raw | SQL floor s | ceiling raw/(raw+floor) | audit at end of log | goal |",
+        "|---|---|--:|--:|--:|--:|--|--:|--:|--:|--:|--:|--|",
     ]
     for r in report["results"]:
         modes = r.get("modes") or {"-": {k: r[k] for k in ("rebuild_s", "rebuild_events_per_s", "ratio", "ratio_range",
@@ -228,9 +268,16 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
                 f"| {r['store']} | {mode} | {r['canon_events']:,} | {r['raw_read_events_per_s']:,} ({r['raw_read_s']:.2f}) | "
                 f"{m['rebuild_events_per_s']:,} ({m['rebuild_s']:.2f}) | **{m['ratio']:.2f}x** ({lo:.2f}-{hi:.2f}) | >= 0.5x "
                 f"{'met' if m['ratio'] >= 0.5 else 'MISSED'} | {m['ratio_gc_paused_read']:.2f}x | {m['cpu_ratio']:.2f}x | "
+                f"{_floor(r)} | "
                 f"{r['audit_s']:.2f} s (position {r['packet_position']:,}, {r['audit_replayed_events']:,} events replayed) | "
                 f"<= 5 s {'met' if r['audit_s'] <= 5 else 'MISSED'} |")
     return "\n".join(lines)
+
+
+def _floor(r: dict[str, Any]) -> str:
+    if "sql_floor_s" not in r:
+        return "- | -"
+    return f"{r['sql_floor_s']:.2f} | {r['ceiling_ratio']:.2f}x"
 
 
 def main(argv: list[str] | None = None) -> int:
