@@ -36,13 +36,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_cranfield import COLLECTION, apply_all, build, documents, load_cranfield, ndcg10, paired_p  # noqa: E402
+from bench_cranfield import (COLLECTION, apply_all, build, documents, load_cranfield, ndcg10,  # noqa: E402
+                             one_per_section, paired_p)
 
 from application.retrieval.feedback import HYBRID  # noqa: E402
 from application.retrieval.fusion import rrf, wide  # noqa: E402
 from application.retrieval.ports import Hit  # noqa: E402
 from application.retrieval.rerank import MISSING_PENALTY  # noqa: E402
-from application.retrieval.search import LIST_DEPTH, HybridSearch, section_of  # noqa: E402
+from application.retrieval.search import LIST_DEPTH, HybridSearch  # noqa: E402
 from infrastructure.bootstrap import bootstrap  # noqa: E402
 
 WEIGHTS = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5)
@@ -52,7 +53,7 @@ WINDOW, STRIDE = 126, 63  # word pieces; 128 with [CLS] and [SEP]
 def weighted_z(lists: dict[str, list[Hit]], weights: dict[str, float], top: int = 10) -> list[str]:
     """The default's fusion with a weight per list: RRF to the wide pool, z on each list's own
     scale, a missing candidate at the list's lowest z minus ``MISSING_PENALTY``, summed with
-    the weights, then one place per section first (``search._select`` for chunks only)."""
+    the weights, then one place per section first (``bench_cranfield.one_per_section``)."""
     pool = rrf(lists, limit=wide(top))
     totals = {c.id: 0.0 for c in pool}
     for name, hits in lists.items():
@@ -63,12 +64,7 @@ def weighted_z(lists: dict[str, list[Hit]], weights: dict[str, float], top: int 
             s = c.scores.get(name)
             totals[c.id] += weights.get(name, 1.0) * ((s - mu) / sigma if s is not None else floor)
     ranked = sorted(pool, key=lambda c: -totals[c.id])  # stable: ties keep the fusion order
-    placed: set[str] = set()
-    first, waiting = [], []
-    for c in ranked:
-        (waiting if section_of(c.id) in placed else first).append(c.id)
-        placed.add(section_of(c.id))
-    return (first + waiting)[:top]
+    return one_per_section([c.id for c in ranked], top)
 
 
 def _windows(tokenizer: Any, text: str) -> list[str]:
@@ -101,20 +97,21 @@ def run(db: str) -> dict[str, Any]:
         gains = [qrels[n] for n in judged]
         pipeline = HybridSearch(services.embedder)
         lists: dict[int, dict[str, list[Hit]]] = {}
+        fed: dict[int, dict[str, list[Hit]]] = {}  # the hybrid feedback's expanded lists
         pipeline_ndcg: dict[str, float] = {}
         with services.retrieval_reader.snapshot() as snap:
             runs: dict[str, list[list[str]]] = {"default": [], "default+hybrid-prf": []}
             for n in judged:
                 q = queries[n - 1]
                 [v] = services.embedder.embed([q])
-                lists[n] = {"keyword": snap.keyword(q, [COLLECTION], LIST_DEPTH).hits,
-                            "vector": snap.vector(v, [COLLECTION], LIST_DEPTH)}
+                first = snap.keyword(q, [COLLECTION], LIST_DEPTH)
+                lists[n] = {"keyword": first.hits, "vector": snap.vector(v, [COLLECTION], LIST_DEPTH)}
+                fed[n] = _hybrid_lists(snap, q, v, first, lists[n])
                 runs["default"].append([h.id for h in pipeline.search(snap, [COLLECTION], q, 10).hits])
                 result = pipeline.search(snap, [COLLECTION], q, 10, feedback=HYBRID)
                 runs["default+hybrid-prf"].append([h.id for h in result.hits])
             for name, rankings in runs.items():
                 pipeline_ndcg[name] = statistics.fmean(ndcg10(documents(r), g) for r, g in zip(rankings, gains))
-            hybrid_lists = {n: _hybrid_lists(snap, pipeline, services.embedder, queries[n - 1], lists[n]) for n in judged}
 
         def ndcg(rankings: list[list[str]]) -> list[float]:
             return [ndcg10(documents(r), g) for r, g in zip(rankings, gains)]
@@ -123,8 +120,9 @@ def run(db: str) -> dict[str, Any]:
         for w in WEIGHTS:
             plain = ndcg([weighted_z({"keyword": lists[n]["keyword"], "vector": lists[n]["vector"]}, {"keyword": w})
                           for n in judged])
-            fed = ndcg([weighted_z(hybrid_lists[n], {"keyword": w}) for n in judged])
-            sweep.append({"keyword_weight": w, "default": statistics.fmean(plain), "hybrid_prf": statistics.fmean(fed)})
+            expanded = ndcg([weighted_z(fed[n], {"keyword": w}) for n in judged])
+            sweep.append({"keyword_weight": w, "default": statistics.fmean(plain),
+                          "hybrid_prf": statistics.fmean(expanded)})
 
         # MaxP windows
         tokenizer = Tokenizer.from_file(str(services.embedder.tokenizer_path))
@@ -166,20 +164,18 @@ def run(db: str) -> dict[str, Any]:
         services.close()
 
 
-def _hybrid_lists(snap: Any, pipeline: HybridSearch, embedder: Any, query: str,
-                  plain: dict[str, Any]) -> dict[str, list[Hit]]:
+def _hybrid_lists(snap: Any, query: str, vector: list[float], first: Any,
+                  plain: dict[str, list[Hit]]) -> dict[str, list[Hit]]:
     """The two expanded lists the pipeline's hybrid feedback fuses in its second pass."""
     from application.retrieval.rerank import rerank
     from application.retrieval.search import _hybrid_feedback
 
-    [v] = embedder.embed([query])
-    first = snap.keyword(query, [COLLECTION], LIST_DEPTH)
-    lists = {"keyword": plain["keyword"], "vector": plain["vector"]}
+    lists = dict(plain)
     pool = rrf(lists, limit=wide(10))
     docs = snap.docs([c.id for c in pool])
     ranked = rerank(query, pool, len(pool), texts={i: d.text for i, d in docs.items()},
                     list_scores={name: [h.score for h in hits] for name, hits in lists.items()}).candidates
-    expanded, _ = _hybrid_feedback(snap, [COLLECTION], v, first, lists, ranked, docs, LIST_DEPTH)
+    expanded, _ = _hybrid_feedback(snap, [COLLECTION], vector, first, lists, ranked, docs, LIST_DEPTH)
     return expanded
 
 
