@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from pydantic import ValidationError
 
+from domain.bounds import MAX_INT_DIGITS, MAX_JSON_DEPTH, MAX_LINE_BYTES
 from domain.commands import COMMAND_ADAPTER, Command
 from domain.errors import InvalidCommand
 
@@ -23,8 +25,9 @@ def _describe(problem: dict[str, Any]) -> tuple[str, str | None, str]:
     kind = problem["type"]
     if kind == "union_tag_invalid":
         tags = problem.get("ctx", {}).get("expected_tags", "")
-        tag = problem.get("ctx", {}).get("tag")
-        return "unknown_command_type", "type", f"unknown command type {tag!r}; expected one of {tags}"
+        tag = str(problem.get("ctx", {}).get("tag"))
+        shown = repr(tag if len(tag) <= 60 else tag[:57] + "...")
+        return "unknown_command_type", "type", f"unknown command type {shown}; expected one of {tags}"
     if kind == "union_tag_not_found":
         return "missing_field", "type", "type: a command needs a 'type' (see `canon schema`)"
     # A discriminated union puts the tag first ("start_story.title"): the field is what follows.
@@ -45,11 +48,65 @@ def parse_command(data: Any) -> Command:
         raise from_validation_error(e) from None
 
 
-def parse_line(line: str) -> Command:
+def _int(literal: str) -> int:
+    if len(literal) > MAX_INT_DIGITS + 1 and len(literal.lstrip("-")) > MAX_INT_DIGITS:
+        raise InvalidCommand("invalid_number", f"an integer of {len(literal.lstrip('-'))} digits; "
+                                               f"numbers here have at most {MAX_INT_DIGITS}")
+    return int(literal)
+
+
+def _float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise InvalidCommand("invalid_number", f"{literal[:30]} is out of range for a number")
+    return value
+
+
+def _constant(name: str) -> Any:
+    raise InvalidCommand("malformed_json", f"{name} is not JSON (strict JSON has no NaN or Infinity)")
+
+
+def _depth(data: Any) -> int:
+    """How deeply ``data``'s lists and objects nest (iterative: no recursion to exhaust)."""
+    deepest = 0
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        elif not isinstance(value, list):
+            continue
+        deepest = max(deepest, depth)
+        if depth <= MAX_JSON_DEPTH:
+            stack.extend((inner, depth + 1) for inner in value if isinstance(inner, (dict, list)))
+    return deepest
+
+
+def decode_line(raw: bytes) -> str:
+    """One input line's bytes as text: UTF-8 or a structured error naming where it breaks."""
+    if len(raw) > MAX_LINE_BYTES:
+        raise InvalidCommand("line_too_long", f"a line of {len(raw):,} bytes; a command line is at most "
+                                              f"{MAX_LINE_BYTES:,} bytes")
     try:
-        data = json.loads(line)
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidCommand("invalid_utf8", f"not UTF-8 text: {e.reason} at byte {e.start + 1}") from None
+
+
+def parse_line(line: str) -> Command:
+    """One JSON command. Every failure, however hostile the text (any depth, any number,
+    any size, any code point), is an ``InvalidCommand``; nothing else is raised."""
+    if len(line) > MAX_LINE_BYTES:
+        raise InvalidCommand("line_too_long", f"a line of {len(line):,} characters; a command line is at most "
+                                              f"{MAX_LINE_BYTES:,} bytes")
+    try:
+        data = json.loads(line, parse_int=_int, parse_float=_float, parse_constant=_constant)
     except json.JSONDecodeError as e:
-        raise InvalidCommand("malformed_json", f"not valid JSON: {e.msg} at column {e.colno}") from None
+        raise InvalidCommand("malformed_json", f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:
+        raise InvalidCommand("malformed_json", f"nested deeper than {MAX_JSON_DEPTH} levels") from None
     if not isinstance(data, dict):
         raise InvalidCommand("malformed_json", f"a command is a JSON object, got {type(data).__name__}")
+    if _depth(data) > MAX_JSON_DEPTH:
+        raise InvalidCommand("malformed_json", f"nested deeper than {MAX_JSON_DEPTH} levels")
     return parse_command(data)

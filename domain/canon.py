@@ -14,6 +14,7 @@ from typing import Any
 from eventsourcing.domain import Aggregate, event
 
 from domain import ids
+from domain.bounds import MAX_CHAPTER, MAX_ID, MAX_NODE_KIND, MAX_STATE
 from domain.chapter import require_positive
 from domain.errors import RuleViolated
 
@@ -36,32 +37,35 @@ def require_kind(kind: str) -> None:
 
 
 def _chapter_number(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_CHAPTER
 
 
 def require_control_fields(fields: dict[str, Any]) -> None:
     """``fields`` is free-form, except the keys packets act on: a reveal must never leak early
     because a ``hidden_until`` was a string."""
     if "hidden_until" in fields and fields["hidden_until"] is not None and not _chapter_number(fields["hidden_until"]):
-        raise RuleViolated("hidden_until_must_be_a_chapter", "fields.hidden_until must be a chapter number >= 1",
-                           "fields.hidden_until")
-    if "state" in fields and not isinstance(fields["state"], str):
-        raise RuleViolated("state_must_be_text", "fields.state must be a string (e.g. open, resolved)", "fields.state")
+        raise RuleViolated("hidden_until_must_be_a_chapter",
+                           f"fields.hidden_until must be a chapter number, 1..{MAX_CHAPTER:,}", "fields.hidden_until")
+    if "state" in fields and not (isinstance(fields["state"], str) and len(fields["state"]) <= MAX_STATE):
+        raise RuleViolated("state_must_be_text",
+                           f"fields.state must be a string of at most {MAX_STATE} characters (e.g. open, resolved)",
+                           "fields.state")
     nodes = fields.get("nodes")
     if nodes is None:
         return
     ok = isinstance(nodes, list) and all(
         isinstance(n, dict)
-        and isinstance(n.get("id"), str) and n["id"]
+        and isinstance(n.get("id"), str) and 0 < len(n["id"]) <= MAX_ID
         and isinstance(n.get("text"), str)
-        and isinstance(n.get("kind", "node"), str)
+        and isinstance(n.get("kind", "node"), str) and len(n.get("kind", "node")) <= MAX_NODE_KIND
         and (n.get("hidden_until") is None or _chapter_number(n["hidden_until"]))
         for n in nodes
     )
     if not ok or len({n["id"] for n in nodes}) != len(nodes):
         raise RuleViolated(
             "chain_nodes_must_be_well_formed",
-            "fields.nodes must be a list of {id, text, kind?, hidden_until?} with unique ids and chapter numbers",
+            f"fields.nodes must be a list of {{id, text, kind?, hidden_until?}} with unique ids (at most {MAX_ID} "
+            f"characters), kinds of at most {MAX_NODE_KIND} characters and chapter numbers",
             "fields.nodes",
         )
 

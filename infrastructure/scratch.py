@@ -14,9 +14,9 @@ from domain.tokens import TokenCounter
 from projections.canon import CanonProjection
 from projections.canon_tables import canon_tables
 from projections.canon_view import SqlCanonReader, SqlCanonSnapshot
-from projections.runner import gc_paused
-from projections.sql_ops import execute
+from projections.runner import gc_paused, project_safely, tracking_metadata
 
+TRACKING = "canon:scratch"  # the scratch build's name, as ``canon:<tag>`` names a live build
 PAGE = 5000  # events read per query
 BATCH = 50_000  # the story's events projected per batch
 
@@ -39,6 +39,7 @@ class ScratchCanon:
 
         self.tables = canon_tables("scratch")
         self.tables.metadata.create_all(self.engine)
+        tracking_metadata.create_all(self.engine)  # its quarantine: the same poison as the live build's
         projection = CanonProjection(self.tables, tokens)
         self.events: dict[int, Any] = {}  # position -> the story's canon events replayed
         mine: list[tuple[int, Any]] = []
@@ -51,13 +52,13 @@ class ScratchCanon:
                     # Big batches: an entry whose whole timeline is in one batch gets its
                     # valid_to computed in Python, with no per-entry SQL re-derivation.
                     self.events.update(mine)
-                    execute(conn, projection.ops(mine))
+                    project_safely(conn, projection, mine, TRACKING)
                     mine = []
                 if len(page) < PAGE:
                     break
                 start = page[-1][0] + 1
             self.events.update(mine)
-            execute(conn, projection.ops(mine))
+            project_safely(conn, projection, mine, TRACKING)
         with self.engine.begin() as conn:  # planner statistics for the compile's queries
             for table in self.tables.all():
                 conn.exec_driver_sql(f'ANALYZE "{table.name}"')

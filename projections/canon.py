@@ -152,6 +152,12 @@ class CanonProjection:
         ops.extend(Update(self.t.stories, {"story_id": s}, {"position": p}) for s, p in touched.items())
         return ops + stored
 
+    def quarantined(self, position: int, e: Any) -> list[Op]:
+        """A story event at ``position`` could not be projected (the runner quarantined it):
+        the story's packets move to that position, so they say so (and an audit replays it)."""
+        story = getattr(e, "story_id", None)
+        return [Update(self.t.stories, {"story_id": story}, {"position": position})] if isinstance(story, str) else []
+
     def _valid_to_many(self, conn: Any, params: list[dict[str, Any]]) -> bool:
         """PostgreSQL: every entry of the page in one statement (entries as arrays)."""
         if conn.dialect.name != "postgresql":

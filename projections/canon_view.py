@@ -26,6 +26,7 @@ from sqlalchemy.engine import Connection, Engine
 from application.packets.ports import ChapterView, EntryView, Fact, NodeView, SceneView, StoryView
 from projections import driver_sql
 from projections.canon_tables import CanonTables, is_active
+from projections.runner import quarantine
 
 # Selected in this order; ``text`` is appended when asked for.
 _ENTRY_COLUMNS = ("story_id", "kind", "key", "step", "valid_from", "retired", "name", "state", "hidden_until",
@@ -59,8 +60,14 @@ class _Statements:
         self.ranged = "valid_to" in t.canon.c  # v3+: in force at K is a range test
         s, ch, v, sc, tg = t.stories, t.chapters, t.volumes, t.scene_cards, t.scene_tags
         story, chapter = bindparam("story"), bindparam("chapter")
+        qr = quarantine
+        poisoned = (qr.c.projection == f"canon:{t.tag}", qr.c.scope == s.c.story_id)
         self.story = select(s.c.story_id, s.c.title, s.c.guardrails_text, s.c.guardrails_tokens, s.c.contract_text,
-                            s.c.contract_tokens, s.c.budgets, s.c.source, s.c.position).where(s.c.story_id == story)
+                            s.c.contract_tokens, s.c.budgets, s.c.source, s.c.position,
+                            select(func.count()).where(*poisoned).scalar_subquery(),
+                            select(func.min(qr.c.position)).where(*poisoned).scalar_subquery(),
+                            select(func.max(qr.c.position)).where(*poisoned).scalar_subquery(),
+                            ).where(s.c.story_id == story)
         self.chapter = select(ch.c.chapter, ch.c.volume, ch.c.goals_text, ch.c.goals_tokens, ch.c.goals_source,
                               ch.c.summary_text, ch.c.summary_tokens, ch.c.summary_source, ch.c.text,
                               ch.c.text_tokens, ch.c.text_source).where(ch.c.story_id == story, ch.c.chapter == chapter)
@@ -276,7 +283,8 @@ class SqlCanonSnapshot:
         if not rows:
             return None
         r = rows[0]
-        return StoryView(r[0], r[1], _fact(r[2], r[3], r[7]), _fact(r[4], r[5], r[7]), dict(r[6]), r[8])
+        return StoryView(r[0], r[1], _fact(r[2], r[3], r[7]), _fact(r[4], r[5], r[7]), dict(r[6]), r[8],
+                         (r[9], r[10], r[11]) if r[9] else None)
 
     def chapter(self, story_id: str, number: int) -> ChapterView | None:
         rows = self._rows(self.q.chapter, {"story": story_id, "chapter": number})

@@ -83,6 +83,12 @@ class RebuildReport:
                 "events_per_second": round(self.events / self.seconds, 1) if self.seconds else None}
 
 
+def _version_of(tag: str) -> int | None:
+    """The schema version in a build tag ``v{version}_{generation}``."""
+    head = tag.split("_", 1)[0]
+    return int(head[1:]) if head.startswith("v") and head[1:].isdigit() else None
+
+
 class ReadModels:
     """One projection's builds in one database."""
 
@@ -226,6 +232,7 @@ class ReadModels:
         left unfinished (its rows may hold memoised values), and the projection's memo, if it
         has one (the canon token counts), emptied first so that no entry is reused."""
         started = time.perf_counter()
+        self.drop_orphans()
         build, resumed = self._begin_build(fresh=recount)
         runner = self.runner(build)
         memo = getattr(runner.projection, "memo", None)
@@ -243,7 +250,7 @@ class ReadModels:
             if row["building_tag"] != build.tag:
                 raise RuntimeError(f"another rebuild of {self.spec.name} took over ({row['building_tag']})")
             goal = self.log.position()
-            while runner.step(conn, goal) < goal:  # the last pages, in the switching transaction
+            while runner.step(conn, goal, careful=True) < goal:  # the last pages, in the switching transaction
                 pass
             old = Build(row["active_tag"], row["active_version"])
             conn.execute(update(registry).where(registry.c.projection == self.spec.name).values(
@@ -251,6 +258,28 @@ class ReadModels:
         runner.analyze()
         self._drop(old)
         return RebuildReport(self.spec.name, old, build, resumed, goal, goal - first, time.perf_counter() - started)
+
+    def drop_orphans(self) -> list[Build]:
+        """Drop builds that neither serve nor are being built: a rebuild killed after its
+        switch and before its drop leaves the old build's tables and tracking row behind. A
+        build's tracking row goes in the same transaction as its tables (``_drop``), so a
+        tracking row is how a build that still has tables is found."""
+        prefix = f"{self.spec.name}:"
+        with self.write_engine.begin() as conn:
+            row = self._row(conn, lock=True)
+            keep = {row["active_tag"], row["building_tag"]}
+            names = conn.execute(select(tracking.c.projection)
+                                 .where(tracking.c.projection.startswith(prefix, autoescape=True))).scalars().all()
+        orphans = []
+        for name in names:
+            tag = name[len(prefix):]
+            version = _version_of(tag)
+            if tag in keep or version is None:
+                continue
+            orphans.append(Build(tag, version))
+        for build in orphans:
+            self._drop(build)
+        return orphans
 
     def _begin_build(self, fresh: bool = False) -> tuple[Build, bool]:
         with self.write_engine.begin() as conn:

@@ -6,6 +6,12 @@ is applied exactly once even across crashes (kill -9 mid-rebuild, rerun: same ta
 Catch-up is driven by whoever needs the read model current (a packet request, a rebuild):
 no polling loop, no polling lag. Concurrent catch-ups serialise on the tracking row; the
 loser finds the work done.
+
+Poison: an event the projection cannot turn into rows (any exception but a store fault) is
+**quarantined** for that build: a row in ``rm_quarantine`` (position, type, the story or
+collection it belongs to, the error), written in the same transaction as the tracking row,
+and the build moves on. One bad event then costs its own effect only, never the read model.
+A rebuild starts a new build with no quarantine, so it retries every such event.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, bindparam, delete, insert, select, update
+from sqlalchemy import Column, Index, Integer, MetaData, String, Table, Text, bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from projections import driver_sql
 from projections.driver_sql import PipelineFailed, pipelined
@@ -62,6 +69,72 @@ class Projection(Protocol):
         ...
 
 
+quarantine = Table(
+    "rm_quarantine", tracking_metadata,
+    Column("projection", String(100), primary_key=True),  # the build's tracking name
+    Column("position", Integer, primary_key=True),
+    Column("event_type", String(200), nullable=False),
+    Column("scope", String(200)),  # the story (or collection) the event belongs to
+    Column("error", Text, nullable=False),
+    Index("rm_quarantine_scope", "projection", "scope"),
+)
+
+# Faults of the store itself (a lost connection, a lock timeout, a read-only file): the event
+# is not to blame, so it is never quarantined for them; the catch-up fails and is retried.
+STORE_FAULTS = (OperationalError, InterfaceError)
+
+
+def _scope(event: Any) -> str | None:
+    scope = getattr(event, "story_id", None) or getattr(event, "collection_id", None)
+    return None if scope is None else str(scope).replace("\x00", "")[:200]
+
+
+def _error(exc: BaseException) -> str:
+    """The error, short and single-line: no SQL, no parameters (they may hold user text)."""
+    cause = getattr(exc, "orig", None) or exc
+    lines = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {lines[0] if lines else ''}".replace("\x00", "")[:500]
+
+
+def project_safely(conn: Connection, projection: Projection, page: list[tuple[int, Any]],
+                   name: str) -> list[tuple[int, Any, str]]:
+    """Write ``page``'s rows in ``conn``'s transaction; if that fails, event by event, each in
+    a savepoint, quarantining (under tracking ``name``) every event whose rows fail. Returns
+    the (position, event, error) quarantined. A store fault is raised, never quarantined."""
+    try:
+        with conn.begin_nested():
+            execute(conn, projection.ops(page, conn))
+        return []
+    except STORE_FAULTS:
+        raise
+    except Exception:  # noqa: BLE001 - some event of the page is poison: find which
+        pass
+    bad: list[tuple[int, Any, str]] = []
+    for position, event in page:
+        try:
+            with conn.begin_nested():
+                execute(conn, projection.ops([(position, event)], conn))
+        except STORE_FAULTS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - quarantined, with its error
+            bad.append((position, event, _error(exc)))
+            conn.execute(insert(quarantine).values(
+                projection=name, position=position, event_type=type(event).__qualname__[:200],
+                scope=_scope(event), error=_error(exc)))
+            later = getattr(projection, "quarantined", None)
+            if later is not None:  # what the projection records of it (a story's position)
+                execute(conn, later(position, event))
+    return bad
+
+
+def quarantined(conn: Connection, name: str | None = None) -> list[dict[str, Any]]:
+    """Quarantined events, of one build (tracking ``name``) or of all, in log order."""
+    stmt = select(quarantine).order_by(quarantine.c.projection, quarantine.c.position)
+    if name is not None:
+        stmt = stmt.where(quarantine.c.projection == name)
+    return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
 def tracked(conn: Connection, name: str, *, lock: bool = False) -> int | None:
     stmt = select(tracking.c.position).where(tracking.c.projection == name)
     if lock and conn.dialect.name == "postgresql":
@@ -75,6 +148,7 @@ def start_tracking(conn: Connection, name: str) -> None:
 
 
 def stop_tracking(conn: Connection, name: str) -> None:
+    conn.execute(delete(quarantine).where(quarantine.c.projection == name))
     conn.execute(delete(tracking).where(tracking.c.projection == name))
 
 
@@ -249,15 +323,25 @@ class ProjectionRunner:
         del first_page
         long = goal - start >= ANALYZE_AFTER
         first = True
+        careful = False
         while True:
             try:
                 with self.write_engine.begin() as conn:
                     # SQLite's write engine begins IMMEDIATE; PostgreSQL locks the row: one catcher at a time.
-                    reached = self.step(conn, goal, prefetched)
+                    reached = self.step(conn, goal, prefetched, careful=careful)
             except Unclaimed:
                 prefetched = None  # rolled back: read where the row is now
                 continue
-            prefetched = None
+            except (BuildGone, *STORE_FAULTS):
+                raise
+            except Exception:
+                if careful:
+                    raise
+                # Rolled back: the page holds an event the projection cannot apply. Again,
+                # carefully: event by event where it fails, quarantining the poison.
+                prefetched, careful = None, True
+                continue
+            prefetched, careful = None, False
             if progress is not None:
                 progress(reached, goal)
             if reached >= goal:
@@ -280,11 +364,14 @@ class ProjectionRunner:
             for table in self.tables:
                 conn.exec_driver_sql(f'ANALYZE "{table.name}"')
 
-    def step(self, conn: Connection, goal: int, prefetched: tuple[int, list[tuple[int, Any]]] | None = None) -> int:
+    def step(self, conn: Connection, goal: int, prefetched: tuple[int, list[tuple[int, Any]]] | None = None,
+             *, careful: bool = False) -> int:
         """One page inside the caller's transaction; returns the position now reflected.
         ``prefetched``: (the tracking position it was read after, that page), used if the
-        tracking row still says so (another catcher may have moved it)."""
-        if prefetched is not None:
+        tracking row still says so (another catcher may have moved it). ``careful``: in a
+        savepoint, quarantining what cannot be projected (``project_safely``), so the
+        transaction survives a poison event."""
+        if prefetched is not None and not careful:
             start, page = prefetched
             reached = self._reached(page, goal)
             if self._project(conn, page, claim=(start, reached)):
@@ -297,7 +384,11 @@ class ProjectionRunner:
             return position
         page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)
         reached = self._reached(page, goal)
-        self._project(conn, page)
+        if careful:
+            with gc_paused():
+                project_safely(conn, self.projection, page, self.tracking_name)
+        else:
+            self._project(conn, page)
         conn.execute(update(tracking).where(tracking.c.projection == self.tracking_name).values(position=reached))
         return reached
 

@@ -16,17 +16,25 @@ Execution (``execute``), per run of ops between two barriers (a non-deferred ``R
   SQLAlchemy's per-row parameter processing; column types that need it (JSON, Boolean) go
   through the dialect's own bind processors, so the stored values are the same as before.
 * deferred ``Run``s go last, once per distinct parameter set.
+
+Every value is checked against its column before it is sent, the same way on both stores
+(``Unstorable``): a string longer than its ``String(n)``, a NUL in text (PostgreSQL refuses
+it), an integer outside its column's range (PostgreSQL ``integer`` is 32-bit, SQLite's is
+64-bit), an integer beyond 64 bits or a NaN inside JSON. So an event one store cannot hold
+is refused by both, and the runner's quarantine treats it alike everywhere.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from operator import itemgetter
+from itertools import repeat
+from operator import contains, itemgetter
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Integer, String, Table, Text
+from sqlalchemy import JSON, BigInteger, Boolean, Integer, String, Table, Text
 from sqlalchemy.engine import Connection
 
 
@@ -194,12 +202,84 @@ def _plan(ops: list[Op]) -> list[Group]:
 _PG_ARRAY_TYPES = (String, Text, Integer, Boolean, JSON)
 
 
+class Unstorable(ValueError):
+    """A value its column cannot hold on one of the stores (see the module docstring)."""
+
+
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _json_problem(value: Any) -> str | None:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, bool) or v is None or isinstance(v, str):
+            continue
+        elif isinstance(v, int):
+            if not _INT64[0] <= v <= _INT64[1]:
+                return "an integer beyond 64 bits inside JSON"
+        elif isinstance(v, float) and not math.isfinite(v):
+            return "a NaN or infinite number inside JSON"
+    return None
+
+
+Check = tuple[int, str, str, Any]  # (parameter index, column name, kind, limit)
+
+
+def _checks(table: Table, columns: tuple[str, ...]) -> tuple[Check, ...]:
+    out: list[Check] = []
+    for i, c in enumerate(columns):
+        type_ = table.c[c].type
+        if isinstance(type_, BigInteger):
+            out.append((i, c, "int", _INT64))
+        elif isinstance(type_, Integer):
+            out.append((i, c, "int", _INT32))
+        elif isinstance(type_, String):  # Text is a String without a length
+            out.append((i, c, "str", type_.length))
+        elif isinstance(type_, JSON):
+            out.append((i, c, "json", None))
+    return tuple(out)
+
+
+def check_rows(table: Table, checks: tuple[Check, ...], rows: list[tuple[Any, ...]]) -> None:
+    """Raise ``Unstorable`` unless every value fits its column (column-wise, C-level loops)."""
+    for i, column, kind, limit in checks:
+        values = [v for v in map(itemgetter(i), rows) if v is not None]
+        if not values:
+            continue
+        where = f"{table.name}.{column}"
+        if kind == "str":
+            if limit is not None and max(map(len, values)) > limit:
+                raise Unstorable(f"{where}: a value longer than the column's {limit} characters")
+            if any(map(contains, values, repeat("\x00"))):
+                raise Unstorable(f"{where}: text with a NUL character")
+        elif kind == "int":
+            if min(values) < limit[0] or max(values) > limit[1]:
+                raise Unstorable(f"{where}: an integer outside the column's range {limit[0]}..{limit[1]}")
+        else:
+            for v in values:
+                why = _json_problem(v)
+                if why is not None:
+                    raise Unstorable(f"{where}: {why}")
+
+
 @dataclass
 class _Statement:
     sql: str
     columns: tuple[str, ...]  # parameter order: the op's values (and keys) by column name
     processors: tuple[Callable[[Any], Any] | None, ...]
     bulk: bool  # PostgreSQL: one statement with one array per column
+    table: Table | None = None
+    checks: tuple[Check, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.table is not None:
+            self.checks = _checks(self.table, self.columns)
 
 
 def _processors(conn: Connection, table: Table, columns: tuple[str, ...], for_arrays: bool) -> tuple[Any, ...]:
@@ -247,7 +327,7 @@ def _build(conn: Connection, op: Op, shape: tuple[Any, ...], distinct: bool) -> 
         conflict = (f"DO UPDATE SET {', '.join(f'{q(c)} = excluded.{q(c)}' for c in changing)}" if changing
                     else "DO NOTHING")
         sql = f"INSERT INTO {t} ({names}) {source} ON CONFLICT ({', '.join(q(k) for k in keys)}) {conflict}"
-        return _Statement(sql, columns, _processors(conn, table, columns, bulk), bulk)
+        return _Statement(sql, columns, _processors(conn, table, columns, bulk), bulk, table)
     if shape[0] == "update":
         key_cols, columns = shape[2], shape[3]
         if bulk:
@@ -255,11 +335,11 @@ def _build(conn: Connection, op: Op, shape: tuple[Any, ...], distinct: bool) -> 
             sql = (f"UPDATE {t} SET {', '.join(f'{q(c)} = {cast(c)}' for c in columns)} "
                    f"FROM unnest({arrays(allc)}) AS v({', '.join(q(c) for c in allc)}) "
                    f"WHERE {' AND '.join(f'{t}.{q(k)} = v.{q(k)}' for k in key_cols)}")
-            return _Statement(sql, allc, _processors(conn, table, allc, True), True)
+            return _Statement(sql, allc, _processors(conn, table, allc, True), True, table)
         sql = (f"UPDATE {t} SET {', '.join(f'{q(c)} = {mark}' for c in columns)} "
                f"WHERE {' AND '.join(f'{q(k)} = {mark}' for k in key_cols)}")
         order = columns + key_cols
-        return _Statement(sql, order, _processors(conn, table, order, False), False)
+        return _Statement(sql, order, _processors(conn, table, order, False), False, table)
     key_cols = shape[2]
     sql = f"DELETE FROM {t} WHERE {' AND '.join(f'{q(k)} = {mark}' for k in key_cols)}"
     return _Statement(sql, key_cols, _processors(conn, table, key_cols, False), False)
@@ -293,6 +373,8 @@ def _rows(stmt: _Statement, ops: list[Op]) -> list[tuple[Any, ...]]:
         rows = [get(v) for v in map(_values, ops)]
     else:
         rows = [(v[columns[0]],) for v in map(_values, ops)]
+    if stmt.checks:
+        check_rows(stmt.table, stmt.checks, rows)  # type: ignore[arg-type]
     if any(processors):
         conv = [(i, p) for i, p in enumerate(processors) if p is not None]
         out = []

@@ -12,7 +12,7 @@ from operator import attrgetter
 from typing import Any
 
 from application.packets.packet import Item, Packet, Stage
-from application.packets.ports import CanonSnapshot, Fact, Recall, Retriever
+from application.packets.ports import CanonSnapshot, Fact, Recall, Retriever, StoryView
 from application.packets.recipes import FIRST_READS, RECIPES, STAGED, USES_RETRIEVAL, Candidate, Read, Request
 from domain.errors import CanonError, NotFound
 from domain.story import ROLES
@@ -87,12 +87,24 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retr
         recall, l1_stages = None, [_no_retrieval(req.role) or Stage("l1-retrieval", "skipped", f"not run: {spent}")]
     packing.add(candidates[len(packing.items):])  # compiler 2: every candidate; 3: L1's
     items = packing.finish()
-    stages = [Stage("scene-keys", "done", scene_detail),
+    stages = [*_quarantine_stage(story),
+              Stage("scene-keys", "done", scene_detail),
               Stage("l0-recall", "done", f"{l0} candidates from confirmed canon as of chapter {req.chapter}{not_read}"),
               *l1_stages,
               _budget_stage(items, budget)]
     return Packet(req.story_id, req.role, req.chapter, req.scene, story.position, budget, tokens.name,
                   tuple(items), tuple(stages), recall=recall, compiler=compiler).sealed()
+
+
+def _quarantine_stage(story: StoryView) -> list[Stage]:
+    """Events of the story the read model could not apply: the packet is built without their
+    effect (everything else of the story serves as usual) and says so first."""
+    if story.quarantined is None:
+        return []
+    count, first, last = story.quarantined
+    where = f"position {first}" if count == 1 else f"positions {first}..{last}"
+    return [Stage("quarantined", "error", f"{count} event{'s' if count > 1 else ''} at {where} could not be "
+                                          "projected and are not in this packet; see `canon quarantine`")]
 
 
 def _read_while_room(packing: Packing, candidates: list[Candidate], later: list[tuple[str, Read]]) -> list[str]:

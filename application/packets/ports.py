@@ -35,6 +35,8 @@ class StoryView:
     contract: Fact
     budgets: dict[str, int]
     position: int
+    # (count, first position, last position) of the story's events the read model quarantined
+    quarantined: tuple[int, int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ def _runner(log: _Log, page_size: int = 1000):  # noqa: ANN202
         def position(self) -> int:
             return self.tracked_at
 
-        def step(self, conn, goal, prefetched=None):  # noqa: ANN001, ANN201 - the page, no SQL
+        def step(self, conn, goal, prefetched=None, *, careful=False):  # noqa: ANN001, ANN201 - the page, no SQL
             position = self.tracked_at
             page = prefetched[1] if prefetched and prefetched[0] == position else self.log.read(
                 position + 1, self.page_size, goal, self.projection.topics)
