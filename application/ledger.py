@@ -216,26 +216,35 @@ class CanonLedger(Application):
         for attempt in range(self.max_attempts):
             uow = UnitOfWork(self.repository)
             decided: list[CommandResult] = []
-            in_batch: dict[str, Command] = {}
+            in_batch: dict[str, tuple[Command, CommandResult]] = {}  # id -> its first copy and what it came to
+            copies: set[int] = set()  # indexes of later copies of a command of this batch
             for index, item in enumerate(items, start=1):
                 if isinstance(item, CanonError):
                     decided.append(CommandResult(index, "rejected", error=item))
                     continue
-                earlier = self._batch_verdict(index, item, in_batch, uow if careful else None)
+                twin = in_batch.get(item.command_id)
+                if twin is not None:
+                    copies.add(index)
+                    decided.append(self._copy_verdict(index, item, *twin))
+                    continue
+                earlier = self._receipt_verdict(index, item, uow) if careful else None
                 if earlier is not None:
                     decided.append(earlier)
+                    in_batch[item.command_id] = (item, earlier)
                     continue
-                in_batch[item.command_id] = item
                 try:
                     changed = self._decide(item, uow)
                 except CanonError as e:
                     earlier = self._receipt_verdict(index, item, UnitOfWork(self.repository))
                     decided.append(earlier or CommandResult(index, "rejected", item.command_id, item.type, error=e))
-                    continue
-                decided.append(CommandResult(index, "applied" if changed else "unchanged", item.command_id, item.type))
+                else:
+                    decided.append(CommandResult(index, "applied" if changed else "unchanged", item.command_id, item.type))
+                in_batch[item.command_id] = (item, decided[-1])
             if any(not r.ok for r in decided):
+                # Rolled back: nothing of the batch is written, copies of its commands included.
                 return [
-                    CommandResult(r.index, "not_applied", r.command_id, r.type) if r.status == "applied" else r
+                    CommandResult(r.index, "not_applied", r.command_id, r.type)
+                    if r.status == "applied" or (r.index in copies and r.ok) else r
                     for r in decided
                 ]
             pending = uow.pending()
@@ -260,15 +269,18 @@ class CanonLedger(Application):
             for index, item in enumerate(items, start=1)
         ]
 
-    def _batch_verdict(self, index: int, command: Command, in_batch: dict[str, Command],
-                       uow: UnitOfWork | None) -> CommandResult | None:
-        """A command id seen earlier in this batch, or (when ``uow`` is given) in the store."""
-        twin = in_batch.get(command.command_id)
-        if twin is not None:
-            if twin.digest() != command.digest():
-                return self._reused(index, command, twin.type)
+    def _copy_verdict(self, index: int, command: Command, twin: Command, first: CommandResult) -> CommandResult:
+        """A later copy of a command id seen earlier in the batch: a duplicate of what the first
+        copy did, or refused as it was (a copy of a refused command is never a ``duplicate``)."""
+        if twin.digest() != command.digest():
+            return self._reused(index, command, twin.type)
+        if first.ok:
             return CommandResult(index, "duplicate", command.command_id, command.type)
-        return self._receipt_verdict(index, command, uow) if uow is not None else None
+        code, message = (first.error.code, first.error.message) if first.error else (first.status, first.status)
+        field = first.error.field if first.error else None
+        return CommandResult(index, "rejected", command.command_id, command.type,
+                             error=CanonError(code, f"a copy of command {first.index} of this batch, which was "
+                                                    f"refused: {message}", field))
 
     def _decide(self, command: Command, uow: UnitOfWork) -> bool:
         """Decide ``command`` into ``uow``; False when it changes nothing."""

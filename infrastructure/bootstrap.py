@@ -31,7 +31,7 @@ from projections.retrieval import KeywordProjection, VectorProjection, catch_up_
 from projections.retrieval_tables import VECTORS_VERSION, retrieval_tables, vector_tables
 from projections.retrieval_tables import VERSION as RETRIEVAL_VERSION
 from projections.retrieval_view import Builds, SqlRetrievalReader
-from projections.runner import PAGE_SIZE
+from projections.runner import PAGE_SIZE, quarantined
 from projections.token_memo import TokenMemo
 
 EMBEDDER_ENV = "CANON_EMBEDDER"
@@ -173,6 +173,11 @@ class Services:
             raise ValueError(f"unknown provider {provider!r} (offline or gemini)")
         return WikiCompiler(self.ledger, self.knowledge_reader, self.knowledge.catch_up, writer, embedder,
                             self.quota, provider)
+
+    def quarantined(self) -> list[dict[str, Any]]:
+        """Every event a read model's build quarantined (``projections.runner.project_safely``)."""
+        with self.canon.read_engine.begin() as conn:
+            return quarantined(conn)
 
     def close(self) -> None:
         self.canon.write_engine.dispose()

@@ -10,17 +10,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from eventsourcing.persistence import PersistenceError
+from sqlalchemy.exc import DatabaseError, InterfaceError, OperationalError
 
 from application.ledger import CanonLedger
-from application.parsing import parse_line
+from application.parsing import decode_line, parse_line
 from application.results import CommandResult
 from application.retrieval.feedback import MODES as FEEDBACK_MODES
+from domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_LINE_BYTES
 from domain.commands import json_schema
 from domain.errors import CanonError, InvalidCommand
 from infrastructure.stores import URL_ENV, open_ledger, password_of, resolve_url, store_config
@@ -29,13 +33,53 @@ OK, REJECTED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 
 
 class Failure(Exception):
-    def __init__(self, status: int, reason: str) -> None:
+    """A verb's failure: exit ``status`` with one line on stderr (and, with ``--format json``,
+    an error object on stdout unless the verb ``reported`` its results there already)."""
+
+    def __init__(self, status: int, reason: str, code: str = "failed", *, reported: bool = False) -> None:
         super().__init__(reason)
         self.status = status
+        self.code = code
+        self.reported = reported
+
+
+def strict(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float as null: what strict JSON can say of it."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict(v) for v in obj]
+    return obj
 
 
 def _emit(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+    """One line of strict JSON (never NaN or Infinity) on stdout."""
+    try:
+        line = json.dumps(obj, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:
+        line = json.dumps(strict(obj), ensure_ascii=False, default=str, allow_nan=False)
+    sys.stdout.write(line + "\n")
+
+
+def bounded(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in low..high, or a usage error naming the range."""
+
+    def parse(text: str) -> int:
+        digits = text.strip().lstrip("+-")
+        if not digits.isdigit() or len(digits) > 20:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number")
+        value = int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside {low:,}..{high:,}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+MAX_POSITION = 2**31 - 1  # log positions: the read models' tracking column is a 32-bit integer
 
 
 # -- verbs -------------------------------------------------------------------------------------
@@ -61,19 +105,42 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return OK
 
 
-def _numbered_lines(stream: IO[str]) -> Iterator[tuple[int, str]]:
-    for number, line in enumerate(stream, start=1):
-        if line.strip():
-            yield number, line
+@dataclass(frozen=True)
+class LineTooLong:
+    """A line over ``MAX_LINE_BYTES``: read only that far, the rest skipped."""
+
+    size: int
 
 
-def _open_input(path: str) -> IO[str]:
+def _numbered_lines(stream: IO[bytes]) -> Iterator[tuple[int, bytes | LineTooLong]]:
+    """(line number, bytes) of each non-blank line, or ``LineTooLong`` in place of its bytes."""
+    number = 0
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            size = len(raw)
+            while True:  # skip to the end of this line
+                rest = stream.readline(1 << 20)
+                size += len(rest)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            yield number, LineTooLong(size)
+            continue
+        if raw.strip(b" \t\r\n"):
+            yield number, raw
+
+
+def _open_input(path: str) -> IO[bytes]:
+    """The bytes of ``path`` (or stdin for ``-``): a file and stdin read the same way."""
     if path == "-":
-        return sys.stdin
+        return sys.stdin.buffer
     try:
-        return Path(path).open(encoding="utf-8")
+        return Path(path).open("rb")
     except OSError as e:
-        raise Failure(USAGE, f"cannot read {path}: {e.strerror}") from None
+        raise Failure(USAGE, f"cannot read {path}: {e.strerror}", "unreadable_input") from None
 
 
 def _report(result: CommandResult, line: int, fmt: str) -> None:
@@ -117,26 +184,30 @@ def cmd_apply(args: argparse.Namespace) -> int:
             # nothing that was reported, and a rerun reports those lines as duplicates.
             for line, text in numbered:
                 record(ledger.apply([_parse(text)])[0], line)
-    except UnicodeDecodeError as e:
-        raise Failure(USAGE, f"{args.file} is not UTF-8 text: {e.reason}") from None
     finally:
-        if stream is not sys.stdin:
+        if stream is not sys.stdin.buffer:
             stream.close()
     total = sum(counts.values())
     if failed_lines:
         shown = ", ".join(str(n) for n in failed_lines[:10]) + (" ..." if len(failed_lines) > 10 else "")
         summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-        raise Failure(REJECTED, f"{len(failed_lines)} of {total} commands not applied ({summary}); lines {shown}")
+        raise Failure(REJECTED, f"{len(failed_lines)} of {total} commands not applied ({summary}); lines {shown}",
+                      "not_applied", reported=True)
     if args.format != "json":
         print(f"{total} commands: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())), file=sys.stderr)
     return OK
 
 
-def _parse(text: str | dict[str, Any]) -> Any:
+def _parse(text: bytes | LineTooLong | str | dict[str, Any]) -> Any:
     """A command, or the structured error that reading it gave (reported, never raised)."""
     from application.parsing import parse_command
 
     try:
+        if isinstance(text, LineTooLong):
+            raise InvalidCommand("line_too_long", f"a line of {text.size:,} bytes; a command line is at most "
+                                                  f"{MAX_LINE_BYTES:,} bytes")
+        if isinstance(text, bytes):
+            text = decode_line(text.rstrip(b"\r\n"))
         return parse_line(text) if isinstance(text, str) else parse_command(text)
     except CanonError as e:
         return e
@@ -436,6 +507,28 @@ def cmd_quota(args: argparse.Namespace) -> int:
     return OK
 
 
+def cmd_quarantine(args: argparse.Namespace) -> int:
+    from infrastructure.bootstrap import bootstrap
+
+    services = bootstrap(args.db)
+    try:
+        for name in ("canon", "authoring", "knowledge", "retrieval"):  # what the log holds now
+            services.read_models[name].catch_up()
+        rows = services.quarantined()
+    finally:
+        services.close()
+    if args.format == "json":
+        for row in rows:
+            _emit(row)
+        return OK
+    if not rows:
+        print("no quarantined events: every read model applied every event")
+    for row in rows:
+        print(f"{row['projection']:<28} {row['position']:>8}  {row['event_type']:<24} {row['scope'] or '-':<20} "
+              f"{row['error']}")
+    return OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from infrastructure.bootstrap import bootstrap
     from infrastructure.demo import run_demo
@@ -477,20 +570,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verbs.add_parser("events", parents=[common], help="list the global event log with positions")
     p.add_argument("--story", help="only this story's events")
-    p.add_argument("--from", dest="start", type=int, default=1, metavar="POSITION", help="start at this position")
-    p.add_argument("--limit", type=int, help="at most this many events")
+    p.add_argument("--from", dest="start", type=bounded(1, MAX_POSITION), default=1, metavar="POSITION",
+                   help="start at this position")
+    p.add_argument("--limit", type=bounded(0, MAX_POSITION), help="at most this many events")
     p.set_defaults(run=cmd_events)
 
     p = verbs.add_parser("packet", parents=[common], help="compile a worker's context packet from confirmed canon")
     p.add_argument("--story", required=True)
     p.add_argument("--role", required=True, choices=("planner", "writer", "qa", "summarizer", "chat"))
-    p.add_argument("--chapter", required=True, type=int)
+    p.add_argument("--chapter", required=True, type=bounded(1, MAX_CHAPTER), help=f"chapter number, 1..{MAX_CHAPTER:,}")
     p.add_argument("--scene", help="only this scene card's keys (default: every scene of the chapter)")
-    p.add_argument("--budget", type=int, help="token budget (default: the story's budget for the role)")
-    p.add_argument("--after", type=int, metavar="POSITION",
+    p.add_argument("--budget", type=bounded(0, MAX_BUDGET),
+                   help="token budget (default: the story's budget for the role)")
+    p.add_argument("--after", type=bounded(0, MAX_POSITION), metavar="POSITION",
                    help="wait until the read models reflect this position (default: everything applied)")
     p.add_argument("--no-record", action="store_true", help="do not record PacketIssued in the log")
-    p.add_argument("--at", type=int, metavar="POSITION",
+    p.add_argument("--at", type=bounded(0, MAX_POSITION), metavar="POSITION",
                    help="the packet as it would have been at this past log position (replayed; not recorded)")
     p.set_defaults(run=cmd_packet)
 
@@ -502,9 +597,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="rebuild read models into new tables while the current ones serve, then switch")
     p.add_argument("--projection", choices=("canon", "authoring", "knowledge", "retrieval", "vectors", "all"),
                    default="all")
-    p.add_argument("--pause", type=float, default=0.0, metavar="MS",
+    p.add_argument("--pause", type=bounded(0, 60_000), default=0, metavar="MS",
                    help="sleep between pages, to leave room for live traffic")
-    p.add_argument("--page-size", type=int, default=1000, metavar="N", help="events per transaction")
+    p.add_argument("--page-size", type=bounded(1, 100_000), default=1000, metavar="N",
+                   help="events per transaction, 1..100,000")
     p.add_argument("--recount", action="store_true",
                    help="a repair: count every token afresh (empty the token-count memo) and start a new build "
                         "even if one was left unfinished")
@@ -520,7 +616,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collection", required=True, action="append", metavar="C",
                    help="a collection to search (repeat for several); a story's chapters are story:<id>")
     p.add_argument("query", metavar="QUERY")
-    p.add_argument("--top", type=int, default=8, metavar="K", help="chunks to return (default 8)")
+    p.add_argument("--top", type=bounded(1, 1000), default=8, metavar="K", help="chunks to return, 1..1,000 (default 8)")
     p.add_argument("--provider", default=os.environ.get("CANON_LLM_PROVIDER", "offline"), choices=("offline", "gemini"),
                    help="gemini lets a broad query step back (one generate call, cached)")
     p.add_argument("--feedback", choices=FEEDBACK_MODES, default=None,
@@ -530,7 +626,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_search)
 
     p = verbs.add_parser("compile", parents=[common], help="compile stale wiki pages, oldest drift first")
-    p.add_argument("--budget", type=int, help="pages at most (default: the compile quota for an LLM provider, else all)")
+    p.add_argument("--budget", type=bounded(0, 100_000),
+                   help="pages at most (default: the compile quota for an LLM provider, else all)")
     p.add_argument("--collection")
     p.add_argument("--provider", default=os.environ.get("CANON_LLM_PROVIDER", "offline"), choices=("offline", "gemini"))
     p.set_defaults(run=cmd_compile)
@@ -542,6 +639,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = verbs.add_parser("quota", parents=[common], help="LLM calls spent and left today")
     p.add_argument("--provider", default=os.environ.get("CANON_LLM_PROVIDER", "gemini"))
     p.set_defaults(run=cmd_quota)
+
+    p = verbs.add_parser("quarantine", parents=[common],
+                         help="events a read model could not apply (skipped, with their error); a rebuild retries them")
+    p.set_defaults(run=cmd_quarantine)
 
     p = verbs.add_parser("demo", parents=[common], help="apply the bundled sample serial to an embedded store and show it")
     p.set_defaults(run=cmd_demo)
@@ -557,6 +658,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except Failure as e:
+        if args.format == "json" and not e.reported:
+            _emit({"error": {"code": e.code, "message": str(e), "field": None}})
         print(f"canon: {e}", file=sys.stderr)
         return e.status
     except CanonError as e:
@@ -564,13 +667,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             _emit({"error": e.as_dict()})
         print(f"canon: {e.code}: {e.message}", file=sys.stderr)
         return USAGE if isinstance(e, InvalidCommand) or e.code == "invalid_database_url" else REJECTED
-    except PersistenceError as e:
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    except Exception as e:  # noqa: BLE001 - only store faults are handled here
+        if not _store_fault(e):
+            raise
+        reason = _scrub(_first_line(e), args.db)
         display = store_config(resolve_url(args.db)).display
-        print(f"canon: store unavailable at {display}: {_scrub(reason, args.db)}", file=sys.stderr)
+        if args.format == "json":
+            _emit({"error": {"code": "store_unavailable", "message": f"store unavailable at {display}: {reason}",
+                             "field": None}})
+        print(f"canon: store unavailable at {display}: {reason}", file=sys.stderr)
         return UNAVAILABLE
     except BrokenPipeError:
         return OK
+
+
+# The store itself failed (unreachable, locked past the timeout, read-only, not a database,
+# truncated): exit 3 with one line. An SQL error on a healthy store is a bug, and is not here.
+def _store_fault(error: BaseException) -> bool:
+    if isinstance(error, (PersistenceError, OperationalError, InterfaceError)):
+        return True
+    # "file is not a database", "database disk image is malformed": the base class exactly
+    # (its subclasses, such as an integrity error, are not faults of the store).
+    return type(error) in (DatabaseError, sqlite3.DatabaseError) or type(getattr(error, "orig", None)) is sqlite3.DatabaseError
+
+
+def _first_line(error: BaseException) -> str:
+    """The driver's own message, first line only: never the SQL or its parameters."""
+    cause = getattr(error, "orig", None) or error
+    lines = str(cause).strip().splitlines()
+    return lines[0] if lines else type(cause).__name__
 
 
 def _scrub(message: str, url: str | None) -> str:

@@ -20,6 +20,7 @@ class PacketService:
         self.canon = canon
         self.reader = reader
         self.tokens = tokens
+        self._end_seen = 0  # the largest log end this service has read
         self._recorded: dict[str, None] = {}  # ids this process has recorded: skip the doomed insert
 
     def packet(self, request: Request, *, after: int | None = None, record: bool = True) -> Packet:
@@ -28,7 +29,7 @@ class PacketService:
         The packet's ``position`` is the last position that changed this story's canon, so
         asking again with no canon change in between gives the same bytes and packet_id.
         """
-        target = self.ledger.position() if after is None else after
+        target = self._within_log(after)
         self.canon.reach(target)  # before the snapshot: a request after a write finds it behind
         for _ in range(5):
             with self.reader.snapshot() as snap:
@@ -45,6 +46,20 @@ class PacketService:
             if len(self._recorded) > 10_000:
                 self._recorded.pop(next(iter(self._recorded)))
         return packet
+
+
+    def _within_log(self, after: int | None) -> int:
+        """The position to reflect: ``after``, refused unless the log reaches it (a position
+        beyond the log must never reach a tracking row), or the log's end. The log only
+        grows, so an end seen once needs no second look for positions below it."""
+        if after is not None and 0 <= after <= self._end_seen:
+            return after
+        end = self._end_seen = max(self._end_seen, self.ledger.position())
+        if after is None:
+            return end
+        if not 0 <= after <= end:
+            raise CanonError("position_beyond_log", f"position {after} is beyond the log, which ends at {end}", "after")
+        return after
 
 
 def issued(packet: Packet) -> PacketRecord:

@@ -126,10 +126,13 @@ def test_unreadable_input_and_bad_urls_are_usage_errors(tmp_path: Path) -> None:
     assert missing.returncode == 2 and missing.stderr.startswith("canon: cannot read")
     bad_url = canon("--db", "mysql://u@h/db", "init")
     assert bad_url.returncode == 2 and "unsupported backend" in bad_url.stderr
+    # Bytes that are not UTF-8 are that line's structured error (the same from a file or stdin).
     binary = tmp_path / "bin.jsonl"
     binary.write_bytes(b"\xff\xfe\x00garbage\n")
-    result = canon("--db", f"sqlite:///{tmp_path / 'x.db'}", "apply", str(binary))
-    assert result.returncode == 2 and "UTF-8" in result.stderr
+    result = canon("--db", f"sqlite:///{tmp_path / 'x.db'}", "--format", "json", "apply", str(binary))
+    assert result.returncode == 1 and "1 of 1 commands not applied" in result.stderr
+    line = json.loads(result.stdout)
+    assert (line["line"], line["status"], line["error"]["code"]) == (1, "rejected", "invalid_utf8")
 
 
 def test_unavailable_store_exits_3_without_leaking_the_password() -> None:
