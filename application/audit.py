@@ -147,7 +147,7 @@ class Auditor:
             retriever = (RecordedRecall(record.recall, self.event_at, replay.events, self.tokens)
                          if record.recall is not None else None)
             with replay.snapshot() as snap:
-                replayed = compile_packet(snap, request, self.tokens, retriever, compiler=record.compiler)
+                replayed = self._recompile(snap, request, retriever, record.compiler)
             events = dict(replay.events)
         finally:
             replay.close()
@@ -157,6 +157,17 @@ class Auditor:
         return AuditReport(packet_id, record.story_id, record.position, record.hash, replayed.hash, len(events),
                            live, [(i, lineage.get(i.sources, [])) for i in replayed.items], differences)
 
+    def _recompile(self, snap: CanonSnapshot, request: Request, retriever: Any, compiler: int) -> Packet:
+        """The packet again. A record with no recall was issued without L1 hits: either L1 had
+        nothing to search with (the compiler says so only when a retriever is there), or no
+        retriever was configured. Which of the two, the compile itself tells."""
+        if retriever is not None:
+            return compile_packet(snap, request, self.tokens, retriever, compiler=compiler)
+        try:
+            return compile_packet(snap, request, self.tokens, _NothingRecorded(), compiler=compiler)
+        except _RecallNotRecorded:
+            return compile_packet(snap, request, self.tokens, None, compiler=compiler)
+
     def _live_check(self, request: Request, replayed: Packet, compiler: int, retriever: Any) -> str:
         self.live_catch_up(self.ledger.position())
         with self.live.snapshot() as snap:
@@ -164,7 +175,7 @@ class Auditor:
             if story is None or story.position != replayed.position:
                 moved = story.position if story else None
                 return f"skipped: the story's canon has moved on to position {moved}"
-            live = compile_packet(snap, request, self.tokens, retriever, compiler=compiler)
+            live = self._recompile(snap, request, retriever, compiler)
         if live.hash == replayed.hash:
             return "ok"
         changed = [f"{a.tier} {a.kind} {a.key}" for a, b in zip(live.items, replayed.items) if a != b]
@@ -234,6 +245,17 @@ class _NoReplay:
         return Recall(query, [], [Stage("l1-retrieval", "skipped",
                                         "time travel: no packet was issued for this request at this position, and "
                                         "retrieval indexes are not kept per position; L0 only")])
+
+
+class _RecallNotRecorded(Exception):
+    """The compile asked for L1 hits that the packet's record does not hold."""
+
+
+class _NothingRecorded:
+    """A retriever for a record with no recall: asking it means no retriever was configured."""
+
+    def recall(self, story_id: str, chapter: int, query: str) -> Recall:
+        raise _RecallNotRecorded
 
 
 def _differences(record: PacketRecord, replayed: Packet) -> list[str]:

@@ -27,16 +27,17 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DisconnectionError
 
-from infrastructure.stores import StoreConfig
+from infrastructure.stores import StoreConfig, lock_timeout
 
 
 def _sqlite_engine(path: str, begin: str) -> Engine:
-    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": 60})
+    timeout = lock_timeout()
+    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": timeout})
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection, _record):  # type: ignore[no-untyped-def]
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
-        dbapi_connection.execute("PRAGMA busy_timeout = 60000")
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {timeout * 1000}")
         dbapi_connection.execute("PRAGMA synchronous = NORMAL")  # see the module docstring
 
     @event.listens_for(engine, "begin")

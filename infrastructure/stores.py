@@ -81,6 +81,16 @@ def password_of(url: str) -> str | None:
         return None
 
 
+LOCK_TIMEOUT_ENV = "CANON_LOCK_TIMEOUT"
+
+
+def lock_timeout() -> int:
+    """Seconds a writer waits for another's lock before the store counts as unavailable
+    (``CANON_LOCK_TIMEOUT``, default 60; 1..3600)."""
+    raw = os.environ.get(LOCK_TIMEOUT_ENV, "60")
+    return int(raw) if raw.isdigit() and 1 <= int(raw) <= 3600 else 60
+
+
 def store_config(url: str) -> StoreConfig:
     try:
         parsed = _parse(url)
@@ -96,7 +106,7 @@ def store_config(url: str) -> StoreConfig:
             "PERSISTENCE_MODULE": "eventsourcing.sqlite",
             "SQLITE_DBNAME": parsed.database,
             # Several writer processes may share one file: wait for the write lock, don't fail.
-            "SQLITE_LOCK_TIMEOUT": "60",
+            "SQLITE_LOCK_TIMEOUT": str(lock_timeout()),
         }
         return StoreConfig(url, env, display)
     if backend in ("postgresql", "postgres"):
@@ -111,7 +121,7 @@ def store_config(url: str) -> StoreConfig:
             "POSTGRES_PASSWORD": parsed.password or os.environ.get("PGPASSWORD", ""),
             "POSTGRES_CONNECT_TIMEOUT": "5",
             # Inserts wait for the table lock that keeps commit order = position order.
-            "POSTGRES_LOCK_TIMEOUT": "30",
+            "POSTGRES_LOCK_TIMEOUT": str(min(lock_timeout(), 30)),
             "POSTGRES_POOL_SIZE": "4",
             "POSTGRES_MAX_OVERFLOW": "4",
             # Never the lock-free DB-function insert path: it breaks commit-order positions.
