@@ -46,7 +46,7 @@ MAX_FIELDS_ITEMS = 4_096  # keys and list elements, all levels together
 # One JSON line of ``canon apply`` (a 5 MiB document escapes to at most ~6x that).
 MAX_LINE_BYTES = 32 * 1024 * 1024
 MAX_JSON_DEPTH = 64  # a command nests 4 levels plus ``fields``
-MAX_INT_DIGITS = 20  # integer literals beyond this are refused before int() parses them
+MAX_INT_DIGITS = 100  # longer integer literals are refused before int() parses them (shorter ones reach the schema, which names the field)
 
 
 def text_problem(value: str) -> str | None:

@@ -1,0 +1,159 @@
+"""The CLI against hostile input and broken stores: structured errors, never a traceback
+(issue 16). Real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from infrastructure.demo import SAMPLE
+
+CANON = [sys.executable, "-m", "infrastructure.cli"]
+
+
+def run(*args: str, stdin: bytes | None = None, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k != "CANON_DATABASE_URL"}
+    full.update(env or {})
+    return subprocess.run([*CANON, *args], input=stdin, capture_output=True, env=full, timeout=timeout)
+
+
+def _no_traceback(result: subprocess.CompletedProcess) -> None:
+    err = result.stderr.decode(errors="replace")
+    assert "Traceback" not in err, err
+    assert len(err.strip().splitlines()) <= 1, err
+
+
+def _strict(line: str) -> dict:
+    def refuse(name: str) -> None:
+        raise AssertionError(f"non-strict JSON: {name}")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+HOSTILE = b"\n".join([
+    b'{"type": "start_story", "command_id": "h-1", "story_id": "h", "title": "T", "style_guardrails": [], "output_contract": "md"}',
+    b'{"type": "plan_chapter", "command_id": "h-2", "story_id": "h", "chapter": ' + b"1" + b"0" * 30 + b', "volume": 1, "goals": []}',
+    b'{"type": "plan_chapter", "command_id": "h-3", "story_id": "h", "chapter": 2147483648, "volume": 1, "goals": []}',
+    b'{"type": "plan_chapter", "command_id": "h-4", "story_id": "h", "chapter": ' + b"9" * 5000 + b', "volume": 1, "goals": []}',
+    b"[" * 100_000 + b"]" * 100_000,
+    b'{"type": "plan_chapter", "command_id": "h-5", "story_id": "h", "chapter": 1, "volume": 1, "goals": ["bad \xff byte"]}',
+    b'{"type": "plan_chapter", "command_id": "h-6", "story_id": "h", "chapter": 1, "volume": 1, "goals": ["\\ud800"]}',
+    b'{"type": "propose_canon", "command_id": "h-7", "story_id": "h", "proposal_id": "p", "kind": "item", "key": "k", "name": "N\\u0000", "aliases": [], "text": "", "fields": {}, "valid_from": 1}',
+    b'{"type": "propose_canon", "command_id": "h-8", "story_id": "h", "proposal_id": "p", "kind": "item", "key": "k", "name": "N", "aliases": [], "text": "", "fields": {"x": NaN}, "valid_from": 1}',
+    "\u2028".encode(),
+    b'{"type": "plan_chapter", "command_id": "h-9", "story_id": "h", "chapter": 1, "volume": 1, "goals": ["fine"]}',
+]) + b"\n"
+
+
+@pytest.mark.parametrize("atomic", [False, True])
+def test_hostile_lines_get_one_structured_result_each_from_a_file_and_from_stdin(tmp_path: Path, atomic: bool) -> None:
+    path = tmp_path / "hostile.jsonl"
+    path.write_bytes(HOSTILE)
+    outputs = []
+    for n, source in enumerate((str(path), "-")):
+        db = f"sqlite:///{tmp_path / f'h{n}.db'}"
+        args = ["--db", db, "--format", "json", "apply", source] + (["--atomic"] if atomic else [])
+        result = run(*args, stdin=HOSTILE if source == "-" else None)
+        _no_traceback(result)
+        assert result.returncode == 1
+        lines = [_strict(line) for line in result.stdout.decode().splitlines()]
+        outputs.append([(r["line"], r["status"], (r.get("error") or {}).get("code")) for r in lines])
+        events = run("--db", db, "--format", "json", "events")
+        count = len(events.stdout.decode().splitlines())
+        if atomic:
+            assert count == 0  # all or nothing
+        else:
+            assert count > 0 and [s for _, s, _ in outputs[-1]].count("applied") == 2
+    assert outputs[0] == outputs[1]  # the same bytes, the same answers, from a file or stdin
+    codes = {line: code for line, _, code in outputs[0]}
+    assert codes[2] == codes[3] == "invalid_field"
+    assert codes[4] == "invalid_number" and codes[5] == "malformed_json" and codes[6] == "invalid_utf8"
+    assert codes[7] == codes[8] == "invalid_field" and codes[9] == codes[10] == "malformed_json"
+
+
+def test_a_batch_repeating_a_refused_command_never_calls_the_copy_duplicate(tmp_path: Path) -> None:
+    bad = b'{"type": "plan_chapter", "command_id": "x", "story_id": "nope", "chapter": 1, "volume": 1, "goals": []}'
+    result = run("--db", f"sqlite:///{tmp_path / 'a.db'}", "--format", "json", "apply", "-", "--atomic",
+                 stdin=bad + b"\n" + bad + b"\n")
+    statuses = [json.loads(line)["status"] for line in result.stdout.decode().splitlines()]
+    assert statuses == ["rejected", "rejected"]
+    good = (b'{"type": "start_story", "command_id": "s", "story_id": "s", "title": "T", "style_guardrails": [], '
+            b'"output_contract": "md"}')
+    result = run("--db", f"sqlite:///{tmp_path / 'b.db'}", "--format", "json", "apply", "-", "--atomic",
+                 stdin=b"\n".join([good, good, bad]) + b"\n")
+    statuses = [json.loads(line)["status"] for line in result.stdout.decode().splitlines()]
+    assert statuses == ["not_applied", "not_applied", "rejected"]  # the copy was not written either
+
+
+@pytest.mark.parametrize("args", [
+    ["packet", "--story", "s", "--role", "writer", "--chapter", "1" + "0" * 30],
+    ["packet", "--story", "s", "--role", "writer", "--chapter", "1", "--budget", "1" + "0" * 30],
+    ["packet", "--story", "s", "--role", "writer", "--chapter", "1", "--after", "99999999999"],
+    ["events", "--from", "1" + "0" * 30],
+    ["rebuild", "--page-size", "0"],
+    ["search", "--collection", "c", "q", "--top", "0"],
+])
+def test_numeric_options_out_of_range_are_usage_errors(tmp_path: Path, args: list[str]) -> None:
+    result = run("--db", f"sqlite:///{tmp_path / 'n.db'}", *args)
+    assert result.returncode == 2, result.stderr
+    err = result.stderr.decode()
+    assert "Traceback" not in err and ("outside" in err or "not a whole number" in err)
+
+
+def _demo_store(tmp_path: Path) -> str:
+    db = f"sqlite:///{tmp_path / 'demo.db'}"
+    assert run("--db", db, "apply", str(SAMPLE)).returncode == 0
+    return db
+
+
+def test_store_faults_exit_3_with_one_line_and_a_json_error(tmp_path: Path) -> None:
+    not_db = tmp_path / "not.db"
+    not_db.write_bytes(b"this is not a database at all" * 100)
+    result = run("--db", f"sqlite:///{not_db}", "--format", "json", "events")
+    _no_traceback(result)
+    assert result.returncode == 3
+    assert _strict(result.stdout.decode())["error"]["code"] == "store_unavailable"
+
+    db = _demo_store(tmp_path)
+    path = tmp_path / "demo.db"
+    truncated = tmp_path / "truncated.db"
+    truncated.write_bytes(path.read_bytes()[: path.stat().st_size // 3])
+    result = run("--db", f"sqlite:///{truncated}", "packet", "--story", "lamplight", "--role", "writer",
+                 "--chapter", "5")
+    _no_traceback(result)
+    assert result.returncode == 3 and result.stderr.decode().startswith("canon: store unavailable")
+
+
+def test_a_read_only_store_and_a_held_lock_exit_3(tmp_path: Path) -> None:
+    db = _demo_store(tmp_path)
+    path = tmp_path / "demo.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another writer holds the lock past the timeout
+    try:
+        started = time.monotonic()
+        result = run("--db", db, "--format", "json", "packet", "--story", "lamplight", "--role", "writer",
+                     "--chapter", "5", "--no-record", env={"CANON_LOCK_TIMEOUT": "1"})
+        _no_traceback(result)
+        assert result.returncode == 3, result.stderr
+        assert _strict(result.stdout.decode())["error"]["code"] == "store_unavailable"
+        assert time.monotonic() - started < 60
+    finally:
+        holder.rollback()
+        holder.close()
+    # Read-only: the file and its folder (root ignores permission bits, so the URL says so too).
+    ro = f"sqlite:///file:{path}?mode=ro&uri=true" if os.geteuid() == 0 else db
+    os.chmod(path, stat.S_IRUSR)
+    try:
+        result = run("--db", ro, "rebuild", "--projection", "canon")
+        _no_traceback(result)
+        assert result.returncode == 3, result.stderr
+    finally:
+        os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
