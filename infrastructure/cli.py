@@ -326,18 +326,32 @@ INGESTIBLE = (".md", ".markdown", ".txt", ".text")
 
 
 def _documents(paths: list[str]) -> list[tuple[str, Path]]:
-    """(document id, file) for files and folders; a folder's files are named by relative path."""
+    """(document id, file) for files and folders. A folder's files are named by their path
+    relative to the folder, a named file by its path relative to the working directory (its
+    absolute path outside it): stable across runs, unique within a call. Two inputs that would
+    share an id are refused before anything is written."""
     found: list[tuple[str, Path]] = []
+    cwd = Path.cwd().resolve()
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in INGESTIBLE)
             found += [(p.relative_to(path).as_posix(), p) for p in files]
         elif path.is_file():
-            found.append((path.name, path))
+            resolved = path.resolve()
+            found.append((resolved.relative_to(cwd).as_posix() if resolved.is_relative_to(cwd)
+                          else resolved.as_posix(), path))
         else:
-            raise Failure(USAGE, f"cannot read {raw}: no such file or folder")
-    return found
+            raise Failure(USAGE, f"cannot read {raw}: no such file or folder", "unreadable_input")
+    seen: dict[str, Path] = {}
+    for doc_id, path in found:
+        other = seen.setdefault(doc_id, path)
+        if other != path and other.resolve() != path.resolve():
+            raise Failure(USAGE, f"{other} and {path} would both be document {doc_id!r} of the collection; "
+                                 "ingest them in separate calls or from folders that keep them apart",
+                          "document_id_collision")
+    unique = {doc_id: path for doc_id, path in found}  # one file named twice is ingested once
+    return list(unique.items())
 
 
 def _title(doc_id: str, text: str) -> str:

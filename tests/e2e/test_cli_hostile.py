@@ -157,3 +157,22 @@ def test_a_read_only_store_and_a_held_lock_exit_3(tmp_path: Path) -> None:
         assert result.returncode == 3, result.stderr
     finally:
         os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+
+
+def test_ingest_names_files_by_path_and_refuses_two_inputs_with_one_id(tmp_path: Path) -> None:
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "notes.md").write_text(f"# Notes {folder}\n\nAbout {folder}.\n")
+    db = f"sqlite:///{tmp_path / 'k.db'}"
+    env = {"CANON_EMBEDDER": "hashing"}
+    ok = subprocess.run([*CANON, "--db", db, "--format", "json", "ingest", "--collection", "k", "a/notes.md",
+                         "b/notes.md"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                        env={**os.environ, **env})
+    assert ok.returncode == 0, ok.stderr
+    assert sorted(json.loads(line)["document_id"] for line in ok.stdout.splitlines()) == ["a/notes.md", "b/notes.md"]
+    clash = subprocess.run([*CANON, "--db", db, "--format", "json", "ingest", "--collection", "k2", "a", "b"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+    assert clash.returncode == 2 and "notes.md" in clash.stderr
+    assert json.loads(clash.stdout)["error"]["code"] == "document_id_collision"
+    events = run("--db", db, "--format", "json", "events")
+    assert not any("k2" in line for line in events.stdout.decode().splitlines())  # nothing was written
