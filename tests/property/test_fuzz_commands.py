@@ -175,8 +175,7 @@ def test_no_hostile_line_escapes_as_an_exception_or_poisons_a_read_model(fuzz_st
     assert s.quarantined() == [], f"an accepted command could not be projected: {line[:300]!r}"
 
 
-@settings(settings.get_profile(PROFILE).max_examples and settings(max_examples=2, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]))
+@settings(settings.get_profile(PROFILE), max_examples=2 if PROFILE == "default" else 25)
 @given(lines=st.lists(hostile_line(), min_size=40, max_size=40))
 def test_the_cli_answers_every_hostile_line_with_one_strict_json_result(tmp_path_factory, lines: list[bytes]) -> None:
     db = tmp_path_factory.mktemp("cli") / "fuzz.db"
