@@ -176,3 +176,35 @@ def test_ingest_names_files_by_path_and_refuses_two_inputs_with_one_id(tmp_path:
     assert json.loads(clash.stdout)["error"]["code"] == "document_id_collision"
     events = run("--db", db, "--format", "json", "events")
     assert not any("k2" in line for line in events.stdout.decode().splitlines())  # nothing was written
+
+
+def test_canon_quarantine_lists_what_a_poisoned_store_skipped(tmp_path: Path) -> None:
+    from tests.integration.test_poison import _load, _rows
+    from infrastructure.stores import open_ledger
+
+    db = f"sqlite:///{tmp_path / 'poison.db'}"
+    ledger = open_ledger(db)
+    try:
+        _load(ledger, _rows("poison-events.jsonl"))
+    finally:
+        ledger.close()
+    result = run("--db", db, "--format", "json", "quarantine", env={"CANON_EMBEDDER": "hashing"})
+    _no_traceback(result)
+    assert result.returncode == 0
+    rows = [_strict(line) for line in result.stdout.decode().splitlines()]
+    canon = [(r["position"], r["event_type"]) for r in rows if r["projection"].startswith("canon:")]
+    assert [t for _, t in canon] == ["Chapter.Planned", "Chapter.Planned", "CanonEntry.Established"]
+    text = run("--db", db, "quarantine", env={"CANON_EMBEDDER": "hashing"})
+    assert text.returncode == 0 and b"Unstorable" in text.stdout
+
+
+def test_json_output_is_strict_even_for_values_that_are_not() -> None:
+    import io
+    from contextlib import redirect_stdout
+
+    from infrastructure.cli import _emit
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        _emit({"score": float("nan"), "nested": [float("inf"), 1.5], "ok": "x"})
+    assert _strict(out.getvalue()) == {"score": None, "nested": [None, 1.5], "ok": "x"}

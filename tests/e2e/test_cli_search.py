@@ -27,7 +27,8 @@ HASHING = {"CANON_EMBEDDER": "hashing"}
 @pytest.fixture
 def guild(tmp_path: Path, store_url: str) -> str:
     (tmp_path / "guide.md").write_text(GUIDE, encoding="utf-8")
-    result = canon("--db", store_url, "ingest", "--collection", "guild", str(tmp_path / "guide.md"), env=HASHING)
+    result = canon("--db", store_url, "ingest", "--collection", "guild", "guide.md", env=HASHING,
+                   cwd=tmp_path)  # a named file is named by its path from the working directory
     assert result.returncode == 0, result.stderr
     return store_url
 
@@ -71,7 +72,7 @@ def test_the_default_embedder_is_the_packaged_minilm(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'semantic.db'}"
     (tmp_path / "pets.md").write_text("# Pets\n\n## Cats\n\nThe cat sleeps on the mat all afternoon.\n\n"
                                       "## Engines\n\nThe turbine blade cracked under thermal stress.\n", encoding="utf-8")
-    assert canon("--db", url, "ingest", "--collection", "pets", str(tmp_path / "pets.md")).returncode == 0
+    assert canon("--db", url, "ingest", "--collection", "pets", "pets.md", cwd=tmp_path).returncode == 0
     result = canon("--db", url, "search", "--collection", "pets", "a kitten napping", "--top", "1", "--format", "json")
     assert result.returncode == 0, result.stderr
     body = json.loads(result.stdout)
