@@ -93,20 +93,26 @@ def decode_line(raw: bytes) -> str:
         raise InvalidCommand("invalid_utf8", f"not UTF-8 text: {e.reason} at byte {e.start + 1}") from None
 
 
-def parse_line(line: str) -> Command:
-    """One JSON command. Every failure, however hostile the text (any depth, any number,
-    any size, any code point), is an ``InvalidCommand``; nothing else is raised."""
-    if len(line) > MAX_LINE_BYTES:
-        raise InvalidCommand("line_too_long", f"a line of {len(line):,} characters; a command line is at most "
+def parse_json(text: str) -> Any:
+    """Strict JSON with the commands' bounds (depth, integer digits, no NaN or Infinity).
+    Every failure, however hostile the text, is an ``InvalidCommand``; nothing else is raised."""
+    if len(text) > MAX_LINE_BYTES:
+        raise InvalidCommand("line_too_long", f"a line of {len(text):,} characters; a command line is at most "
                                               f"{MAX_LINE_BYTES:,} bytes")
     try:
-        data = json.loads(line, parse_int=_int, parse_float=_float, parse_constant=_constant)
+        data = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
     except json.JSONDecodeError as e:
         raise InvalidCommand("malformed_json", f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError:
         raise InvalidCommand("malformed_json", f"nested deeper than {MAX_JSON_DEPTH} levels") from None
-    if not isinstance(data, dict):
-        raise InvalidCommand("malformed_json", f"a command is a JSON object, got {type(data).__name__}")
     if _depth(data) > MAX_JSON_DEPTH:
         raise InvalidCommand("malformed_json", f"nested deeper than {MAX_JSON_DEPTH} levels")
+    return data
+
+
+def parse_line(line: str) -> Command:
+    """One JSON command (``parse_json``'s bounds, then the command schema's)."""
+    data = parse_json(line)
+    if not isinstance(data, dict):
+        raise InvalidCommand("malformed_json", f"a command is a JSON object, got {type(data).__name__}")
     return parse_command(data)

@@ -8,6 +8,7 @@ learn they went stale, and a revert (same hash again) is how they learn they are
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any
 
 from eventsourcing.domain import Aggregate, event
@@ -94,3 +95,12 @@ def document_of_chunk(chunk_id: str) -> tuple[str, str]:
     if not collection_id or not document_id or "#" not in chunk_id:
         raise NotFound("unknown_chunk", f"{chunk_id!r} is not a chunk id (collection/document#section/n)", "chunk_id")
     return collection_id, document_id
+
+
+def title_of(document_id: str, text: str) -> str:
+    """A document's title when none is given: its first ``# `` heading, else its name."""
+    for line in text.splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    stem = PurePosixPath(document_id).stem
+    return stem.replace("_", " ").replace("-", " ").strip() or document_id

@@ -60,3 +60,11 @@ def wiki_page_id(collection: str, topic: str) -> UUID:
 
 def quota_day_id(provider: str, day: str) -> UUID:
     return _id("quota", provider, day)
+
+
+def api_key_id(token_hash: str) -> UUID:
+    return _id("api-key", token_hash)
+
+
+def api_key_name_id(name: str) -> UUID:
+    return _id("api-key-name", name)

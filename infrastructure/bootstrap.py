@@ -32,6 +32,7 @@ from projections.retrieval_tables import VECTORS_VERSION, retrieval_tables, vect
 from projections.retrieval_tables import VERSION as RETRIEVAL_VERSION
 from projections.retrieval_view import Builds, SqlRetrievalReader
 from projections.runner import PAGE_SIZE, quarantined
+from projections.story_views import StoryViews
 from projections.token_memo import TokenMemo
 
 EMBEDDER_ENV = "CANON_EMBEDDER"
@@ -118,6 +119,7 @@ class Services:
     embedder_note: str
     retrieval_reader: SqlRetrievalReader
     stepback_cache: Any
+    _views: StoryViews | None = None
 
     @property
     def read_models(self) -> dict[str, ReadModels]:
@@ -173,6 +175,27 @@ class Services:
             raise ValueError(f"unknown provider {provider!r} (offline or gemini)")
         return WikiCompiler(self.ledger, self.knowledge_reader, self.knowledge.catch_up, writer, embedder,
                             self.quota, provider)
+
+    def views(self, after: int | None = None) -> StoryViews:
+        """Browsing views (stories, canon as of a chapter, entries, chapters, proposals,
+        drafts), reading your writes: canon and authoring first reach ``after`` (default:
+        everything applied)."""
+        goal = self.packets.within_log(after)
+        self.canon.reach(goal)
+        self.authoring.reach(goal)
+        if self._views is None:
+            self._views = StoryViews(self.canon.read_engine, lambda conn: self.canon.tables(self.canon.active(conn)),
+                                     lambda conn: self.authoring.tables(self.authoring.active(conn)))
+        return self._views
+
+    def packet(self, request: Any, *, after: int | None = None, at: int | None = None, record: bool = True) -> Any:
+        """The packet for ``request``: now (reflecting ``after``, recorded unless ``record`` is
+        False) or, with ``at``, as it would have been at that past position (replayed from
+        the log, never recorded). A position beyond the log is refused."""
+        if at is not None:
+            self.packets.within_log(at, field="at")
+            return self.auditor.packet_at(request, at)
+        return self.packets.packet(request, after=after, record=record)
 
     def quarantined(self) -> list[dict[str, Any]]:
         """Every event a read model's build quarantined (``projections.runner.project_safely``)."""

@@ -10,15 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
-
-from eventsourcing.persistence import PersistenceError
-from sqlalchemy.exc import DatabaseError, InterfaceError, OperationalError
 
 from application.ledger import CanonLedger
 from application.parsing import decode_line, parse_line
@@ -26,10 +22,14 @@ from application.results import CommandResult
 from application.retrieval.feedback import MODES as FEEDBACK_MODES
 from domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_LINE_BYTES
 from domain.commands import json_schema
+from domain.document import title_of
 from domain.errors import CanonError, InvalidCommand
-from infrastructure.stores import URL_ENV, open_ledger, password_of, resolve_url, store_config
+from infrastructure.jsonout import dumps
+from infrastructure.store_faults import is_store_fault, scrubbed
+from infrastructure.stores import URL_ENV, open_ledger, resolve_url, store_config
 
 OK, REJECTED, USAGE, UNAVAILABLE = 0, 1, 2, 3
+USAGE_CODES = ("invalid_database_url", "position_beyond_log")  # refusals of the invocation itself: exit 2
 
 
 class Failure(Exception):
@@ -43,24 +43,9 @@ class Failure(Exception):
         self.reported = reported
 
 
-def strict(obj: Any) -> Any:
-    """``obj`` with every NaN or infinite float as null: what strict JSON can say of it."""
-    if isinstance(obj, float):
-        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
-    if isinstance(obj, dict):
-        return {k: strict(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [strict(v) for v in obj]
-    return obj
-
-
 def _emit(obj: Any) -> None:
     """One line of strict JSON (never NaN or Infinity) on stdout."""
-    try:
-        line = json.dumps(obj, ensure_ascii=False, default=str, allow_nan=False)
-    except ValueError:
-        line = json.dumps(strict(obj), ensure_ascii=False, default=str, allow_nan=False)
-    sys.stdout.write(line + "\n")
+    sys.stdout.write(dumps(obj) + "\n")
 
 
 def bounded(low: int, high: int) -> Callable[[str], int]:
@@ -248,12 +233,7 @@ def cmd_packet(args: argparse.Namespace) -> int:
     services = bootstrap(args.db)
     try:
         request = Request(args.story, args.role, args.chapter, args.scene, args.budget)
-        if args.at is not None:
-            if not 0 <= args.at <= services.ledger.position():
-                raise Failure(USAGE, f"--at {args.at} is outside the log (0..{services.ledger.position()})")
-            packet = services.auditor.packet_at(request, args.at)
-        else:
-            packet = services.packets.packet(request, after=args.after, record=not args.no_record)
+        packet = services.packet(request, after=args.after, at=args.at, record=not args.no_record)
     finally:
         services.close()
     print(packet.to_json() if args.format == "json" else render_text(packet))
@@ -354,13 +334,6 @@ def _documents(paths: list[str]) -> list[tuple[str, Path]]:
     return list(unique.items())
 
 
-def _title(doc_id: str, text: str) -> str:
-    for line in text.splitlines():
-        if line.startswith("# "):
-            return line[2:].strip()
-    return Path(doc_id).stem.replace("_", " ").replace("-", " ").strip() or doc_id
-
-
 def cmd_ingest(args: argparse.Namespace) -> int:
     import uuid
 
@@ -381,7 +354,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 failed.append({"document_id": doc_id, "error": {"code": "unreadable_file", "message": str(e), "field": "path"}})
                 continue
             command = _parse({"type": "ingest_document", "command_id": f"ingest-{uuid.uuid4().hex}",
-                              "collection_id": args.collection, "document_id": doc_id, "title": _title(doc_id, text),
+                              "collection_id": args.collection, "document_id": doc_id, "title": title_of(doc_id, text),
                               "text": text})
             [result] = services.ledger.apply([command])
             counts[result.status] = counts.get(result.status, 0) + 1
@@ -680,11 +653,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.format == "json":
             _emit({"error": e.as_dict()})
         print(f"canon: {e.code}: {e.message}", file=sys.stderr)
-        return USAGE if isinstance(e, InvalidCommand) or e.code == "invalid_database_url" else REJECTED
+        return USAGE if isinstance(e, InvalidCommand) or e.code in USAGE_CODES else REJECTED
     except Exception as e:  # noqa: BLE001 - only store faults are handled here
-        if not _store_fault(e):
+        if not is_store_fault(e):
             raise
-        reason = _scrub(_first_line(e), args.db)
+        reason = scrubbed(e, args.db)
         display = store_config(resolve_url(args.db)).display
         if args.format == "json":
             _emit({"error": {"code": "store_unavailable", "message": f"store unavailable at {display}: {reason}",
@@ -693,28 +666,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return UNAVAILABLE
     except BrokenPipeError:
         return OK
-
-
-# The store itself failed (unreachable, locked past the timeout, read-only, not a database,
-# truncated): exit 3 with one line. An SQL error on a healthy store is a bug, and is not here.
-def _store_fault(error: BaseException) -> bool:
-    if isinstance(error, (PersistenceError, OperationalError, InterfaceError)):
-        return True
-    # "file is not a database", "database disk image is malformed": the base class exactly
-    # (its subclasses, such as an integrity error, are not faults of the store).
-    return type(error) in (DatabaseError, sqlite3.DatabaseError) or type(getattr(error, "orig", None)) is sqlite3.DatabaseError
-
-
-def _first_line(error: BaseException) -> str:
-    """The driver's own message, first line only: never the SQL or its parameters."""
-    cause = getattr(error, "orig", None) or error
-    lines = str(cause).strip().splitlines()
-    return lines[0] if lines else type(cause).__name__
-
-
-def _scrub(message: str, url: str | None) -> str:
-    password = password_of(resolve_url(url))
-    return message.replace(password, "***") if password else message
 
 
 if __name__ == "__main__":  # pragma: no cover

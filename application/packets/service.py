@@ -29,7 +29,7 @@ class PacketService:
         The packet's ``position`` is the last position that changed this story's canon, so
         asking again with no canon change in between gives the same bytes and packet_id.
         """
-        target = self._within_log(after)
+        target = self.within_log(after)
         self.canon.reach(target)  # before the snapshot: a request after a write finds it behind
         for _ in range(5):
             with self.reader.snapshot() as snap:
@@ -48,7 +48,7 @@ class PacketService:
         return packet
 
 
-    def _within_log(self, after: int | None) -> int:
+    def within_log(self, after: int | None, field: str = "after") -> int:
         """The position to reflect: ``after``, refused unless the log reaches it (a position
         beyond the log must never reach a tracking row), or the log's end. The log only
         grows, so an end seen once needs no second look for positions below it."""
@@ -58,7 +58,7 @@ class PacketService:
         if after is None:
             return end
         if not 0 <= after <= end:
-            raise CanonError("position_beyond_log", f"position {after} is beyond the log, which ends at {end}", "after")
+            raise CanonError("position_beyond_log", f"position {after} is beyond the log, which ends at {end}", field)
         return after
 
 

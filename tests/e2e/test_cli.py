@@ -169,7 +169,7 @@ def test_packet_audit_rebuild_and_time_travel_from_the_command_line(sample_db: s
     assert travelled.returncode == 0 and travelled.stdout.strip() == packet.stdout.strip()
     outside = canon("--db", sample_db, "packet", "--story", "lamplight", "--role", "writer", "--chapter", "5",
                     "--at", "999999")
-    assert outside.returncode == 2 and "outside the log" in outside.stderr
+    assert outside.returncode == 2 and "position_beyond_log" in outside.stderr and "beyond the log" in outside.stderr
 
 
 def test_packet_errors_are_structured(sample_db: str) -> None:

@@ -1,0 +1,93 @@
+"""The server's composition root: built once in the app's lifespan, closed at shutdown.
+
+Pools, read models, the tokenizer and the embedder are loaded here once, never per request.
+Constructing a ``ServerContext`` does the I/O of opening the store; nothing is registered as a
+side effect of importing or constructing anything else.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from application.keys import Keys
+from infrastructure.bootstrap import Services, bootstrap
+from infrastructure.http.metrics import Metrics
+
+
+@dataclass
+class RebuildJob:
+    """One background rebuild (``POST /v1/rebuild``), and how far it got."""
+
+    projections: list[str]
+    started: float = field(default_factory=time.time)
+    current: str | None = None
+    reached: int = 0
+    goal: int = 0
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    finished: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"projections": self.projections, "running": self.finished is None, "current": self.current,
+                "reached": self.reached, "goal": self.goal, "reports": self.reports, "error": self.error,
+                "started": self.started, "finished": self.finished}
+
+
+class Rebuilds:
+    """At most one rebuild at a time per process, on a thread of its own (the rebuilt tables
+    are switched to only when caught up, so serving goes on meanwhile)."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.job: RebuildJob | None = None
+        self._lock = threading.Lock()
+
+    def start(self, names: list[str]) -> RebuildJob | None:
+        """The new job, or None if one is running."""
+        with self._lock:
+            if self.job is not None and self.job.finished is None:
+                return None
+            job = self.job = RebuildJob(names)
+        threading.Thread(target=self._run, args=(job,), name="canon-rebuild", daemon=True).start()
+        return job
+
+    def _run(self, job: RebuildJob) -> None:
+        try:
+            for name in job.projections:
+                job.current = name
+
+                def progress(reached: int, goal: int) -> None:
+                    job.reached, job.goal = reached, goal
+
+                job.reports.append(self.services.read_models[name].rebuild(progress).as_dict())
+        except Exception as e:  # noqa: BLE001 - reported through GET /v1/rebuild
+            job.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
+        finally:
+            job.current = None
+            job.finished = time.time()
+
+
+class ServerContext:
+    def __init__(self, url: str | None, *, open_access: bool = False, embedder: Any = None) -> None:
+        self.services = bootstrap(url, embedder=embedder)
+        self.keys = Keys(self.services.ledger)
+        self.open_access = open_access
+        self.search = self.services.search_service("offline")
+        self.rebuilds = Rebuilds(self.services)
+        self.metrics = Metrics(self.lags, self._quota_left)
+        self.started = time.time()
+
+    def lags(self) -> dict[str, int]:
+        """Events each read model's serving build is behind the log's end."""
+        end = self.services.ledger.position()
+        return {name: max(0, end - models.position()) for name, models in self.services.read_models.items()}
+
+    def _quota_left(self) -> dict[str, int]:
+        status = self.services.quota.status("gemini")
+        return {"generate": status["generate"]["left"], "embed": status["embed"]["left"]}
+
+    def close(self) -> None:
+        self.services.close()

@@ -1,0 +1,126 @@
+"""Knowledge: ingest documents, search, compile the wiki, lint it, read the LLM quota."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from application.knowledge.lint import lint
+from application.parsing import parse_command
+from application.retrieval.feedback import MODES as FEEDBACK_MODES
+from domain.api_key import Principal
+from domain.bounds import MAX_COLLECTION_ID, MAX_DOCUMENT_ID, MAX_DOCUMENT_TEXT, MAX_NAME
+from domain.document import title_of
+from domain.errors import CanonError, InvalidCommand
+from infrastructure.http.auth import needs
+from infrastructure.http.problems import Problem, problem_response
+from infrastructure.http.routes.commands import _allowed, ctx
+from infrastructure.jsonout import dumps
+
+router = APIRouter(tags=["knowledge"])
+Collection = Annotated[str, Path(min_length=1, max_length=MAX_COLLECTION_ID)]
+
+
+class DocumentIn(BaseModel):
+    """A document to ingest; re-sending an unchanged one is ``unchanged`` (or a ``duplicate``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    document_id: str = Field(min_length=1, max_length=MAX_DOCUMENT_ID)
+    text: str = Field(max_length=MAX_DOCUMENT_TEXT)
+    title: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
+    max_chunk_tokens: int = Field(default=256, ge=32, le=8192)
+
+
+def _json(body: Any) -> Response:
+    return Response(dumps(body), media_type="application/json")
+
+
+def _may_read(principal: Principal, collection: str) -> None:
+    story = collection[len("story:"):] if collection.startswith("story:") else None
+    if story is not None and not principal.sees(story):
+        raise Problem(404, "unknown_collection", f"no documents in collection {collection!r}", "collection")
+
+
+@router.post("/v1/collections/{collection}/documents", summary="Ingest documents into a collection (chunked, indexed)")
+def post_documents(request: Request, collection: Collection, principal: Annotated[Principal, Depends(needs("author"))],
+                   documents: Annotated[DocumentIn | list[DocumentIn], Body()]) -> Response:
+    batch = documents if isinstance(documents, list) else [documents]
+    if not 1 <= len(batch) <= 1000:
+        raise Problem(422, "invalid_field", "send 1..1,000 documents", "body")
+    items = []
+    for d in batch:
+        title = d.title or title_of(d.document_id, d.text)
+        digest = hashlib.sha256("\x1f".join((collection, d.document_id, title, str(d.max_chunk_tokens), d.text))
+                                .encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        try:
+            command = parse_command({"type": "ingest_document", "command_id": f"ingest-{digest}",
+                                     "collection_id": collection, "document_id": d.document_id, "title": title,
+                                     "text": d.text, "max_chunk_tokens": d.max_chunk_tokens})
+        except CanonError as e:
+            items.append(e)
+            continue
+        items.append(_allowed(command, principal))
+    services = ctx(request).services
+    results = services.ledger.apply(items)
+    answer = {"results": [{"document_id": d.document_id, **r.as_dict()} for d, r in zip(batch, results)],
+              "position": services.ledger.position()}
+    if all(r.ok for r in results):
+        return _json(answer)
+    first = next(r for r in results if not r.ok)
+    status = 422 if isinstance(first.error, InvalidCommand) else 403 if first.error and first.error.code == "forbidden" \
+        else 409
+    return problem_response(status, first.error.code if first.error else first.status,
+                            f"{sum(not r.ok for r in results)} of {len(results)} documents not ingested",
+                            first.error.field if first.error else None, **answer)
+
+
+@router.get("/v1/collections/{collection}/search", summary="Hybrid keyword + semantic search, with its stages")
+async def search(request: Request, collection: Collection, principal: Annotated[Principal, Depends(needs("worker"))],
+                 q: Annotated[str, Query(min_length=1, max_length=10_000)],
+                 top: Annotated[int, Query(ge=1, le=1000)] = 8,
+                 feedback: Literal[FEEDBACK_MODES] | None = None) -> Response:  # type: ignore[valid-type]
+    _may_read(principal, collection)
+    if not q.strip():
+        raise Problem(422, "invalid_field", "the query is empty", "q")
+    context = ctx(request)
+
+    def run() -> Any:
+        services = context.services
+        services.knowledge.reach(services.ledger.position())
+        with services.knowledge_reader.snapshot() as snap:
+            known = set(snap.collections())
+        if collection not in known:
+            raise Problem(404, "unknown_collection", f"no documents in collection {collection!r}", "collection")
+        return context.search.search([collection], q, top, feedback=feedback)
+
+    result = await run_in_threadpool(run)
+    return _json(result.as_dict())
+
+
+@router.post("/v1/compile", summary="Compile stale wiki pages, oldest drift first, within the LLM quota")
+def compile_wiki(request: Request, principal: Annotated[Principal, Depends(needs("admin"))],
+                 budget: Annotated[int | None, Query(ge=0, le=100_000)] = None,
+                 collection: Annotated[str | None, Query(min_length=1, max_length=MAX_COLLECTION_ID)] = None,
+                 provider: Literal["offline", "gemini"] = "offline") -> Response:
+    compiler = ctx(request).services.compiler(provider)
+    return _json(compiler.nightly(budget, collection).as_dict())
+
+
+@router.get("/v1/lint", summary="Check the wiki (no LLM calls)")
+def lint_wiki(request: Request, principal: Annotated[Principal, Depends(needs("author"))],
+              collection: Annotated[str | None, Query(min_length=1, max_length=MAX_COLLECTION_ID)] = None) -> Response:
+    services = ctx(request).services
+    services.knowledge.reach(services.ledger.position())
+    with services.knowledge_reader.snapshot() as snap:
+        return _json(lint(snap, collection).as_dict())
+
+
+@router.get("/v1/quota", summary="LLM calls spent and left today")
+def quota(request: Request, principal: Annotated[Principal, Depends(needs("admin"))],
+          provider: Annotated[str, Query(min_length=1, max_length=40)] = "gemini") -> Response:
+    return _json(ctx(request).services.quota.status(provider))

@@ -1,0 +1,170 @@
+"""Read views for people and the authoring app, as plain SQL over the serving builds.
+
+These answer the HTTP API's and the CLI's browsing questions (which stories, what canon is
+in force as of chapter K, one entry's history, one chapter, the pending proposals, the
+drafts). They read the same tables packets are compiled from (canon) and the authoring
+model (drafts, proposals), in one transaction each, and never write. They are not on the
+packet path: nothing here is a packet candidate.
+
+"In force as of chapter K" is the domain's rule (``CanonEntry.as_of``): of an entry's steps
+with ``valid_from <= K``, the latest (highest ``valid_from``, then the later confirmation)
+holds, unless it retired the entry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine
+
+Tables = Callable[[Connection], Any]  # the serving build's table set, read in ``conn``'s transaction
+
+
+def _rows(conn: Connection, sql: str, **params: Any) -> list[dict[str, Any]]:
+    return [dict(r) for r in conn.execute(text(sql), params).mappings()]
+
+
+class StoryViews:
+    def __init__(self, engine: Engine, canon: Tables, authoring: Tables) -> None:
+        self.engine = engine
+        self._canon = canon
+        self._authoring = authoring
+
+    def _names(self, conn: Connection) -> dict[str, str]:
+        c, a = self._canon(conn), self._authoring(conn)
+        return {"stories": c.stories.name, "chapters": c.chapters.name, "volumes": c.volumes.name,
+                "canon": c.canon.name, "aliases": c.aliases.name, "scene_cards": c.scene_cards.name,
+                "scene_tags": c.scene_tags.name, "proposals": a.proposals.name, "drafts": a.drafts.name}
+
+    def stories(self, only: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        """Every story (or those in ``only``) with its counts, by id."""
+        with self.engine.begin() as conn:
+            t = self._names(conn)
+            rows = _rows(conn, f"""
+                SELECT s.story_id, s.title, s.position,
+                       (SELECT count(*) FROM {t['chapters']} c WHERE c.story_id = s.story_id) AS chapters,
+                       (SELECT count(*) FROM {t['chapters']} c
+                         WHERE c.story_id = s.story_id AND c.text IS NOT NULL) AS chapters_with_text,
+                       (SELECT count(*) FROM {t['volumes']} v WHERE v.story_id = s.story_id) AS volumes,
+                       (SELECT count(*) FROM {t['canon']} e WHERE e.story_id = s.story_id AND e.step =
+                          (SELECT max(l.step) FROM {t['canon']} l
+                            WHERE l.story_id = e.story_id AND l.kind = e.kind AND l.key = e.key)) AS entries,
+                       (SELECT count(*) FROM {t['proposals']} p
+                         WHERE p.story_id = s.story_id AND p.status = 'proposed') AS pending_proposals
+                  FROM {t['stories']} s
+                 ORDER BY s.story_id""")
+        return [r for r in rows if not only or r["story_id"] in only]
+
+    def story(self, story_id: str) -> dict[str, Any] | None:
+        with self.engine.begin() as conn:
+            t = self._names(conn)
+            found = _rows(conn, f"SELECT story_id, title, budgets, position FROM {t['stories']} WHERE story_id = :s",
+                          s=story_id)
+            if not found:
+                return None
+            story = found[0]
+            story["budgets"] = _json(story["budgets"])
+            story["chapters"] = _rows(conn, f"""
+                SELECT chapter, volume, summary_text IS NOT NULL AS summarised, text IS NOT NULL AS text_accepted
+                  FROM {t['chapters']} WHERE story_id = :s ORDER BY chapter""", s=story_id)
+            story["volumes"] = _rows(conn, f"""
+                SELECT volume, summary_text IS NOT NULL AS summarised
+                  FROM {t['volumes']} WHERE story_id = :s ORDER BY volume""", s=story_id)
+            story["entries_by_kind"] = {r["kind"]: r["n"] for r in _rows(conn, f"""
+                SELECT kind, count(DISTINCT key) AS n FROM {t['canon']} WHERE story_id = :s
+                 GROUP BY kind ORDER BY kind""", s=story_id)}
+            story["proposals_by_status"] = {r["status"]: r["n"] for r in _rows(conn, f"""
+                SELECT status, count(*) AS n FROM {t['proposals']} WHERE story_id = :s
+                 GROUP BY status ORDER BY status""", s=story_id)}
+        for row in story["chapters"] + story["volumes"]:
+            for flag in ("summarised", "text_accepted"):
+                if flag in row:
+                    row[flag] = bool(row[flag])
+        return story
+
+    def canon_as_of(self, story_id: str, chapter: int, kind: str | None = None) -> list[dict[str, Any]]:
+        """Confirmed entries in force as of ``chapter``, by kind and key (retired ones left out;
+        hidden ones shown with their ``hidden_until``, as a packet lists them blocked)."""
+        with self.engine.begin() as conn:
+            t = self._names(conn)
+            rows = _rows(conn, f"""
+                SELECT kind, key, step, valid_from, name, state, hidden_until, text, source, aliases
+                  FROM (SELECT e.*, row_number() OVER (PARTITION BY kind, key
+                                                       ORDER BY valid_from DESC, step DESC) AS rank_in_force
+                          FROM {t['canon']} e
+                         WHERE story_id = :s AND valid_from <= :k AND (CAST(:kind AS VARCHAR(40)) IS NULL OR kind = :kind)) ranked
+                 WHERE rank_in_force = 1 AND NOT retired
+                 ORDER BY kind, key""", s=story_id, k=chapter, kind=kind)
+        return [_entry_row(r) for r in rows]
+
+    def entry(self, story_id: str, kind: str, key: str) -> dict[str, Any] | None:
+        """One entry's every confirmed step, in confirmation order, with the chapters whose
+        scene cards tag it."""
+        with self.engine.begin() as conn:
+            t = self._names(conn)
+            steps = _rows(conn, f"""
+                SELECT step, valid_from, retired, name, state, hidden_until, text, source, aliases
+                  FROM {t['canon']} WHERE story_id = :s AND kind = :kind AND key = :key ORDER BY step""",
+                          s=story_id, kind=kind, key=key)
+            if not steps:
+                return None
+            tagged = [r["chapter"] for r in _rows(conn, f"""
+                SELECT DISTINCT chapter FROM {t['scene_tags']} WHERE story_id = :s AND key = :key
+                 ORDER BY chapter""", s=story_id, key=key)]
+        for step in steps:
+            step["retired"] = bool(step["retired"])
+            step["aliases"] = _json(step.get("aliases")) or []
+        return {"story_id": story_id, "kind": kind, "key": key, "name": steps[-1]["name"],
+                "retired": steps[-1]["retired"], "versions": steps, "tagged_in_chapters": tagged}
+
+    def chapter(self, story_id: str, number: int) -> dict[str, Any] | None:
+        with self.engine.begin() as conn:
+            t = self._names(conn)
+            found = _rows(conn, f"""
+                SELECT chapter, volume, goals_text, goals_source, summary_text, summary_source,
+                       text IS NOT NULL AS text_accepted, text_tokens, text_source
+                  FROM {t['chapters']} WHERE story_id = :s AND chapter = :n""", s=story_id, n=number)
+            if not found:
+                return None
+            chapter = found[0]
+            cards = _rows(conn, f"""
+                SELECT scene_id, text, source FROM {t['scene_cards']} WHERE story_id = :s AND chapter = :n
+                 ORDER BY scene_id""", s=story_id, n=number)
+            tags = _rows(conn, f"""
+                SELECT scene_id, tag_type, key FROM {t['scene_tags']} WHERE story_id = :s AND chapter = :n
+                 ORDER BY scene_id, tag_type, ordinal""", s=story_id, n=number)
+        chapter["text_accepted"] = bool(chapter["text_accepted"])
+        for card in cards:
+            card["tags"] = [{"type": g["tag_type"], "key": g["key"]} for g in tags if g["scene_id"] == card["scene_id"]]
+        chapter["scenes"] = cards
+        return {"story_id": story_id, **chapter}
+
+    def proposals(self, story_id: str, status: str | None = None) -> list[dict[str, Any]]:
+        with self.engine.begin() as conn:
+            t = self._names(conn)
+            return _rows(conn, f"""
+                SELECT proposal_id, kind, key, name, text, valid_from, status, reason, source
+                  FROM {t['proposals']} WHERE story_id = :s AND (CAST(:status AS VARCHAR(20)) IS NULL OR status = :status)
+                 ORDER BY source""", s=story_id, status=status)
+
+    def drafts(self, story_id: str, chapter: int | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        with self.engine.begin() as conn:
+            t = self._names(conn)
+            return _rows(conn, f"""
+                SELECT draft_id, chapter, status, reason, text, source
+                  FROM {t['drafts']} WHERE story_id = :s AND (CAST(:chapter AS INTEGER) IS NULL OR chapter = :chapter)
+                   AND (CAST(:status AS VARCHAR(20)) IS NULL OR status = :status)
+                 ORDER BY chapter, source""", s=story_id, chapter=chapter, status=status)
+
+
+def _entry_row(r: dict[str, Any]) -> dict[str, Any]:
+    r["aliases"] = _json(r.get("aliases")) or []
+    return r
+
+
+def _json(value: Any) -> Any:
+    """A JSON column read through plain SQL: SQLite gives its text, PostgreSQL the value."""
+    return json.loads(value) if isinstance(value, str) else value
