@@ -633,6 +633,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verbs.add_parser("demo", parents=[common], help="apply the bundled sample serial to an embedded store and show it")
     p.set_defaults(run=cmd_demo)
+
+    from infrastructure.cli_service import add_verbs
+
+    add_verbs(verbs, common, bounded)
     return parser
 
 
