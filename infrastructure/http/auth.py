@@ -30,10 +30,15 @@ def caller(request: Request) -> Principal:
     return principal
 
 
-def needs(scope: str) -> Callable[..., Principal]:
+def needs(scope: str, *, every_story: bool = False) -> Callable[..., Principal]:
+    """A key of ``scope`` or above; with ``every_story``, one not limited to stories (for what
+    changes the whole store: rebuilds, compiles, keys)."""
+
     def check(principal: Principal = Depends(caller)) -> Principal:
         if not principal.has(scope):
             raise Problem(403, "forbidden", f"this needs a key of scope {scope} or above; this key is {principal.scope}")
+        if every_story and not principal.unrestricted:
+            raise Problem(403, "forbidden", "this changes every story: a key limited to stories may not")
         return principal
 
     check.__name__ = f"needs_{scope}"

@@ -44,7 +44,7 @@ def metrics(request: Request, principal: Annotated[Principal, Depends(needs("adm
 
 
 @router.post("/v1/rebuild", summary="Rebuild read models in the background, then switch (see GET /v1/rebuild)")
-def post_rebuild(request: Request, principal: Annotated[Principal, Depends(needs("admin"))],
+def post_rebuild(request: Request, principal: Annotated[Principal, Depends(needs("admin", every_story=True))],
                  projection: Literal[PROJECTIONS] = "all") -> Response:  # type: ignore[valid-type]
     context = ctx(request)
     names = list(context.services.read_models) if projection == "all" else [projection]
@@ -68,18 +68,18 @@ class KeyIn(BaseModel):
 
 
 @router.get("/v1/keys", summary="Every key (never a token), revoked ones included")
-def list_keys(request: Request, principal: Annotated[Principal, Depends(needs("admin"))]) -> Response:
+def list_keys(request: Request, principal: Annotated[Principal, Depends(needs("admin", every_story=True))]) -> Response:
     return _json({"keys": [k.as_dict() for k in ctx(request).keys.list()]})
 
 
 @router.post("/v1/keys", summary="Create a key; its token is in this answer only")
-def create_key(request: Request, key: KeyIn, principal: Annotated[Principal, Depends(needs("admin"))]) -> Response:
+def create_key(request: Request, key: KeyIn, principal: Annotated[Principal, Depends(needs("admin", every_story=True))]) -> Response:
     token, info = ctx(request).keys.create(key.scope, key.stories, key.name)
     return _json({"token": token, **info.as_dict()}, 201)
 
 
 @router.delete("/v1/keys/{name}", summary="Revoke a key (idempotent)")
 def revoke_key(request: Request, name: Annotated[str, Path(min_length=1, max_length=MAX_KEY_NAME)],
-               principal: Annotated[Principal, Depends(needs("admin"))]) -> Response:
+               principal: Annotated[Principal, Depends(needs("admin", every_story=True))]) -> Response:
     changed = ctx(request).keys.revoke(name)
     return _json({"name": name, "revoked": True, "changed": changed})

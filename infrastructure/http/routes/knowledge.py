@@ -103,7 +103,7 @@ async def search(request: Request, collection: Collection, principal: Annotated[
 
 
 @router.post("/v1/compile", summary="Compile stale wiki pages, oldest drift first, within the LLM quota")
-def compile_wiki(request: Request, principal: Annotated[Principal, Depends(needs("admin"))],
+def compile_wiki(request: Request, principal: Annotated[Principal, Depends(needs("admin", every_story=True))],
                  budget: Annotated[int | None, Query(ge=0, le=100_000)] = None,
                  collection: Annotated[str | None, Query(min_length=1, max_length=MAX_COLLECTION_ID)] = None,
                  provider: Literal["offline", "gemini"] = "offline") -> Response:

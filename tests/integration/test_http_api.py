@@ -1,0 +1,297 @@
+"""The HTTP API in-process (Starlette's test client on the real app and a real store): the
+auth matrix over every route, command answers, problem+json, ETag, read views, scoping."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from infrastructure.demo import SAMPLE
+from infrastructure.http.app import create_app
+
+STORY = "lamplight"
+
+
+def _demo_commands() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
+
+
+class Api:
+    def __init__(self, client: TestClient) -> None:
+        self.client = client
+        self.ctx = client.app.state.ctx
+        self.tokens: dict[str, str] = {}
+
+    def key(self, scope: str, *stories: str, name: str | None = None) -> str:
+        token, _ = self.ctx.keys.create(scope, list(stories), name)
+        return token
+
+    def call(self, method: str, path: str, token: str | None, **kw: Any) -> Any:
+        headers = {**kw.pop("headers", {}), **({"Authorization": f"Bearer {token}"} if token else {})}
+        return self.client.request(method, path, headers=headers, **kw)
+
+    def position(self) -> int:
+        return self.ctx.services.ledger.position()
+
+
+@pytest.fixture
+def api(store_url: str) -> Iterator[Api]:
+    app = create_app(store_url, embedder="hashing")
+    with TestClient(app) as client:
+        a = Api(client)
+        admin = a.tokens["admin"] = a.key("admin", name="the-admin")
+        a.tokens["author"] = a.key("author", name="the-author")
+        a.tokens["worker"] = a.key("worker", name="the-worker")
+        r = a.call("POST", "/v1/commands", admin, json=_demo_commands())
+        assert r.status_code == 200, r.text
+        doc = {"document_id": "lamps.md", "text": "# Lamps\n\nThe guild lights lamps at dusk."}
+        assert a.call("POST", "/v1/collections/guild/documents", admin, json=doc).status_code == 200
+        yield a
+
+
+# Every route, with a request that succeeds for the right key, the scope it needs and
+# whether it belongs to the story (True: a key limited to another story gets 404) or changes
+# the whole store ("every story": a key limited to any story gets 403).
+ROUTES = [
+    ("GET", "/readyz", {}, "worker", False),
+    ("GET", "/metrics", {}, "admin", False),
+    ("GET", "/v1/stories", {}, "worker", False),
+    ("GET", f"/v1/stories/{STORY}", {}, "worker", True),
+    ("GET", f"/v1/stories/{STORY}/canon?as_of=5", {}, "worker", True),
+    ("GET", f"/v1/stories/{STORY}/canon/character/ilse", {}, "worker", True),
+    ("GET", f"/v1/stories/{STORY}/chapters/5", {}, "worker", True),
+    ("GET", f"/v1/stories/{STORY}/packet?role=writer&chapter=5", {}, "worker", True),
+    ("GET", f"/v1/stories/{STORY}/proposals", {}, "author", True),
+    ("GET", f"/v1/stories/{STORY}/drafts?chapter=2", {}, "author", True),
+    ("GET", f"/v1/events?story={STORY}&limit=5", {}, "author", False),
+    ("POST", "/v1/commands", {"json": {"type": "plan_chapter", "command_id": "m-plan-9", "story_id": STORY,
+                                        "chapter": 9, "volume": 1, "goals": ["a goal"]}}, "author", True),
+    ("POST", "/v1/collections/guild/documents", {"json": {"document_id": "a.md", "text": "# A\n\nLamps."}},
+     "author", False),
+    ("GET", "/v1/collections/guild/search?q=lamps", {}, "worker", False),
+    ("GET", "/v1/lint", {}, "author", False),
+    ("GET", "/v1/quota", {}, "admin", False),
+    ("POST", "/v1/compile?budget=1", {}, "admin", "every story"),
+    ("GET", "/v1/rebuild", {}, "admin", False),
+    ("GET", "/v1/keys", {}, "admin", "every story"),
+    ("POST", "/v1/keys", {"json": {"scope": "worker", "name": "made-by-matrix"}}, "admin", "every story"),
+]
+SCOPES = ("worker", "author", "admin")
+
+
+def test_every_route_is_in_the_matrix(api: Api) -> None:
+    """A new route must join ROUTES (and so the auth matrix) before it can land."""
+    served = {(m, r.path) for r in api.client.app.routes for m in getattr(r, "methods", ()) or ()
+              if m != "HEAD" and r.path not in ("/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc")}
+    covered = {(m, p.split("?")[0].replace(STORY, "{story}").replace("/character/ilse", "/{kind}/{key}")
+                .replace("/chapters/5", "/chapters/{number}").replace("/guild/", "/{collection}/")) for m, p, *_ in ROUTES}
+    covered |= {("GET", "/healthz"), ("POST", "/v1/rebuild"), ("DELETE", "/v1/keys/{name}"),
+                ("GET", "/v1/packets/{packet_id}"), ("GET", "/v1/packets/{packet_id}/audit")}
+    assert served - covered == set()
+
+
+@pytest.mark.parametrize("method,path,kw,needs,story_bound", ROUTES, ids=[f"{m} {p}" for m, p, *_ in ROUTES])
+def test_auth_matrix(api: Api, method: str, path: str, kw: dict, needs: str, story_bound: bool | str) -> None:
+    before = api.position()
+    assert api.call(method, path, None, **kw).status_code == 401
+    assert api.call(method, path, "cl_not-a-key", **kw).status_code == 401
+    revoked = api.key(needs, name=f"revoked-{needs}")
+    api.ctx.keys.revoke(f"revoked-{needs}")
+    refused = api.call(method, path, revoked, **kw)
+    assert refused.status_code == 401 and refused.json()["code"] == "invalid_key"
+    assert refused.headers["content-type"] == "application/problem+json"
+    for lower in SCOPES[:SCOPES.index(needs)]:
+        r = api.call(method, path, api.tokens[lower], **kw)
+        assert r.status_code == 403 and r.json()["code"] == "forbidden", (lower, r.text)
+    other = api.key(needs, "another-story")
+    elsewhere = api.call(method, path, other, **kw)
+    if story_bound:
+        if story_bound == "every story":
+            assert elsewhere.status_code == 403 and elsewhere.json()["code"] == "forbidden", elsewhere.text
+        elif method == "POST":  # a command for a story the key may not see: refused as unknown
+            assert elsewhere.status_code == 404 or elsewhere.json()["results"][0]["error"]["code"] == "unknown_story"
+        else:
+            assert elsewhere.status_code == 404 and elsewhere.json()["code"] in ("unknown_story",), elsewhere.text
+    # Only the test's own key changes reached the log: two keys issued (2 events each), one revoked.
+    assert api.position() - before == 5, "a refused request wrote to the log"
+    ok = api.call(method, path, api.tokens[needs], **kw)
+    assert ok.status_code in (200, 201, 202), ok.text
+
+
+def test_packets_records_and_audits_are_scoped_by_story(api: Api) -> None:
+    packet = api.call("GET", f"/v1/stories/{STORY}/packet?role=writer&chapter=5", api.tokens["worker"]).json()
+    pid = packet["packet_id"]
+    assert api.call("GET", f"/v1/packets/{pid}", api.tokens["worker"]).json()["hash"] == packet["hash"]
+    audit = api.call("GET", f"/v1/packets/{pid}/audit", api.tokens["worker"]).json()
+    assert audit["verdict"] == "ok" and audit["packet_id"] == pid
+    other = api.key("admin", "another-story")
+    for path in (f"/v1/packets/{pid}", f"/v1/packets/{pid}/audit"):
+        r = api.call("GET", path, other)
+        assert r.status_code == 404 and r.json()["code"] == "unknown_packet"
+        assert api.call("GET", path, None).status_code == 401
+    mine = api.key("worker", STORY)
+    assert api.call("GET", f"/v1/packets/{pid}/audit", mine).status_code == 200
+    assert api.call("GET", "/v1/packets/pkt_000000000000000000000000", mine).status_code == 404
+
+
+def test_a_story_key_sees_only_its_stories(api: Api) -> None:
+    limited = api.key("author", STORY)
+    start = {"type": "start_story", "command_id": "other-start", "story_id": "other", "title": "Other",
+             "style_guardrails": [], "output_contract": "prose"}
+    refused = api.call("POST", "/v1/commands", limited, json=start)
+    assert refused.status_code == 404 or refused.json()["results"][0]["error"]["code"] == "unknown_story"
+    assert api.call("POST", "/v1/commands", api.tokens["admin"], json=start).status_code == 200
+    listed = api.call("GET", "/v1/stories", limited).json()["stories"]
+    assert [s["story_id"] for s in listed] == [STORY]
+    assert {s["story_id"] for s in api.call("GET", "/v1/stories", api.tokens["worker"]).json()["stories"]} == {STORY, "other"}
+    nonexistent = api.call("GET", "/v1/stories/nope", limited)
+    hidden = api.call("GET", "/v1/stories/other", limited)
+    assert hidden.status_code == nonexistent.status_code == 404
+    assert {k: v for k, v in hidden.json().items() if k != "detail"} == \
+           {k: v for k, v in nonexistent.json().items() if k != "detail"}
+    events = api.call("GET", "/v1/events?limit=1000", limited).json()["events"]
+    assert events and {e["story_id"] for e in events} == {STORY}
+    assert api.call("GET", "/v1/events?story=other", limited).json()["events"] == []
+    # shared collections are read-only to a story key; its own story collection is not
+    doc = {"document_id": "x.md", "text": "# X\n\nSomething."}
+    assert api.call("POST", "/v1/collections/guild/documents", limited, json=doc).status_code == 403
+    assert api.call("POST", f"/v1/collections/story:{STORY}/documents", limited, json=doc).status_code == 200
+
+
+def test_key_events_are_for_admins_only(api: Api) -> None:
+    author = api.call("GET", "/v1/events?limit=1000", api.tokens["author"]).json()["events"]
+    admin = api.call("GET", "/v1/events?limit=1000", api.tokens["admin"]).json()["events"]
+    assert not any(e["type"].startswith("ApiKey") for e in author)
+    issued = [e for e in admin if e["type"] == "ApiKey.Issued"]
+    assert len(issued) == 3
+    tokens = set(api.tokens.values())
+    assert not any(t in json.dumps(admin) for t in tokens), "a token reached the log"
+    keys = api.call("GET", "/v1/keys", api.tokens["admin"]).json()["keys"]
+    assert {k["name"] for k in keys} >= {"the-admin", "the-author", "the-worker"}
+    assert not any(t in json.dumps(keys) for t in tokens)
+
+
+def test_commands_answer_like_canon_apply(api: Api) -> None:
+    admin = api.tokens["author"]
+    plan = {"type": "plan_chapter", "command_id": "h-plan-6", "story_id": STORY, "chapter": 6, "volume": 1,
+            "goals": ["g"]}
+    first = api.call("POST", "/v1/commands", admin, json=plan)
+    assert first.status_code == 200 and first.json()["results"][0]["status"] == "applied"
+    assert first.json()["position"] == first.json()["results"][0]["position"] == api.position()
+    again = api.call("POST", "/v1/commands", admin, json=plan)
+    assert again.status_code == 200 and again.json()["results"][0]["status"] == "duplicate"
+
+    before = api.position()
+    bad = api.call("POST", "/v1/commands", admin, json=[{"type": "plan_chapter"}, {**plan, "command_id": "h-plan-7",
+                                                                                   "chapter": 7}])
+    assert bad.status_code == 422 and bad.headers["content-type"] == "application/problem+json"
+    body = bad.json()
+    assert body["code"] == "missing_field" and [r["status"] for r in body["results"]] == ["rejected", "applied"]
+
+    rule = api.call("POST", "/v1/commands?atomic=true", admin, json=[
+        {**plan, "command_id": "h-plan-8", "chapter": 8},
+        {**plan, "command_id": "h-plan-6b"}])  # chapter 6 is planned already
+    assert rule.status_code == 409
+    assert [r["status"] for r in rule.json()["results"]] == ["not_applied", "rejected"]
+    assert api.position() == before + 2  # h-plan-7 (its command and receipt event) only, nothing of the atomic batch
+    for body, code in ((b"{", "malformed_json"), (b"[]", "empty_batch"), (b"\xff", "invalid_utf8"),
+                       (b"[" * 100 + b"]" * 100, "malformed_json"), (b"1" * 200, "invalid_number"),
+                       (b'{"type": "x", "n": NaN}', "malformed_json")):
+        r = api.call("POST", "/v1/commands", admin, content=body)
+        assert r.status_code == 422 and r.json()["code"] == code, (body[:20], r.text)
+    assert api.position() == before + 2
+
+
+def test_packet_bytes_etag_read_your_writes_and_time_travel(api: Api) -> None:
+    token = api.tokens["author"]
+    path = f"/v1/stories/{STORY}/packet?role=writer&chapter=5"
+    first = api.call("GET", path, token)
+    assert first.status_code == 200
+    packet = first.json()
+    assert first.headers["etag"] == f'"{packet["hash"]}"'
+    assert first.content == api.ctx.services.packet(_request(5)).to_json().encode()
+    cached = api.call("GET", path, token, headers={"If-None-Match": first.headers["etag"]})
+    assert cached.status_code == 304 and cached.content == b""
+
+    summary = {"type": "record_chapter_summary", "command_id": "h-sum-4", "story_id": STORY, "chapter": 4,
+               "text": "Marker-77 happened in chapter four."}
+    written = api.call("POST", "/v1/commands", token, json=summary).json()
+    fresh = api.call("GET", f"{path}&after={written['position']}", token)
+    assert "Marker-77" in fresh.text and fresh.headers["etag"] != first.headers["etag"]
+    assert api.call("GET", path, token, headers={"If-None-Match": first.headers["etag"]}).status_code == 200
+    past = api.call("GET", f"{path}&at={packet['position']}", token)
+    assert past.status_code == 200 and past.content == first.content
+    beyond = api.call("GET", f"{path}&after={api.position() + 10}", token)
+    assert beyond.status_code == 422 and beyond.json()["code"] == "position_beyond_log" and beyond.json()["field"] == "after"
+    beyond_at = api.call("GET", f"{path}&at={api.position() + 10}", token)
+    assert beyond_at.status_code == 422 and beyond_at.json()["field"] == "at"
+    for query, field in (("role=poet&chapter=5", "role"), ("role=writer&chapter=0", "chapter"),
+                         ("role=writer&chapter=" + "9" * 31, "chapter"), ("role=writer", "chapter"),
+                         ("role=writer&chapter=5&budget=-1", "budget")):
+        r = api.call("GET", f"/v1/stories/{STORY}/packet?{query}", token)
+        assert r.status_code == 422 and r.json()["field"] == field, (query, r.text)
+    small = api.call("GET", f"{path}&budget=10", token)
+    assert small.status_code == 409 and small.json()["code"] == "p0_exceeds_budget"
+
+
+def _request(chapter: int) -> Any:
+    from application.packets.recipes import Request
+
+    return Request(STORY, "writer", chapter, None, None)
+
+
+def test_views_read_your_writes(api: Api) -> None:
+    token = api.tokens["author"]
+    propose = {"type": "propose_canon", "command_id": "h-prop", "story_id": STORY, "proposal_id": "p-new",
+               "kind": "character", "key": "newcomer", "name": "A Newcomer", "text": "Arrives by boat.", "aliases": [], "fields": {},
+               "valid_from": 4}
+    written = api.call("POST", "/v1/commands", token, json=propose)
+    assert written.status_code == 200, written.text
+    pending = api.call("GET", f"/v1/stories/{STORY}/proposals?status=proposed&after={written.json()['position']}",
+                       token)
+    assert "p-new" in [p["proposal_id"] for p in pending.json()["proposals"]]
+    canon = api.call("GET", f"/v1/stories/{STORY}/canon?as_of=5", token).json()["entries"]
+    assert "newcomer" not in {e["key"] for e in canon}  # a proposal is not canon
+    confirm = {"type": "confirm_canon", "command_id": "h-conf", "story_id": STORY, "proposal_id": "p-new"}
+    assert api.call("POST", "/v1/commands", token, json=confirm).status_code == 200
+    canon = api.call("GET", f"/v1/stories/{STORY}/canon?as_of=5", token).json()["entries"]
+    assert "newcomer" in {e["key"] for e in canon}
+    assert "newcomer" not in {e["key"] for e in api.call("GET", f"/v1/stories/{STORY}/canon?as_of=3", token).json()["entries"]}
+    entry = api.call("GET", f"/v1/stories/{STORY}/canon/character/newcomer", token).json()
+    assert [v["valid_from"] for v in entry["versions"]] == [4]
+    assert api.call("GET", f"/v1/stories/{STORY}/canon/character/nobody", token).json()["code"] == "unknown_canon_entry"
+    story = api.call("GET", f"/v1/stories/{STORY}", token).json()
+    assert story["title"] and len(story["chapters"]) >= 5 and story["entries_by_kind"]["character"] >= 4
+    chapter = api.call("GET", f"/v1/stories/{STORY}/chapters/5", token).json()
+    assert chapter["scenes"] and chapter["scenes"][0]["tags"]
+    assert api.call("GET", f"/v1/stories/{STORY}/chapters/99", token).json()["code"] == "unknown_chapter"
+
+
+def test_errors_are_problems_without_internals(api: Api) -> None:
+    token = api.tokens["admin"]
+    for method, path in (("GET", "/v1/nothing"), ("DELETE", "/v1/stories"), ("GET", "/v1/stories/x/canon"),
+                         ("DELETE", "/v1/keys/never-made")):
+        r = api.call(method, path, token)
+        assert 400 <= r.status_code < 500 and r.headers["content-type"] == "application/problem+json", (path, r.text)
+        body = r.json()
+        assert body["code"] and body["status"] == r.status_code and "Traceback" not in r.text
+
+
+def test_rebuild_runs_in_the_background(api: Api) -> None:
+    import time
+
+    token = api.tokens["admin"]
+    started = api.call("POST", "/v1/rebuild?projection=canon", token)
+    assert started.status_code == 202
+    for _ in range(300):
+        job = api.call("GET", "/v1/rebuild", token).json()
+        if not job["running"]:
+            break
+        time.sleep(0.05)
+    assert job["error"] is None and job["reports"][0]["projection"] == "canon"
+    packet = api.call("GET", f"/v1/stories/{STORY}/packet?role=writer&chapter=5", token)
+    assert packet.status_code == 200
