@@ -24,23 +24,11 @@ from domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_LINE_BYTES
 from domain.commands import json_schema
 from domain.document import title_of
 from domain.errors import CanonError, InvalidCommand
+from infrastructure.cli_errors import OK, REJECTED, UNAVAILABLE, USAGE, USAGE_CODES, Failure
 from infrastructure.jsonout import dumps
 from infrastructure.store_faults import is_store_fault, scrubbed
 from infrastructure.stores import URL_ENV, open_ledger, resolve_url, store_config
 
-OK, REJECTED, USAGE, UNAVAILABLE = 0, 1, 2, 3
-USAGE_CODES = ("invalid_database_url", "position_beyond_log")  # refusals of the invocation itself: exit 2
-
-
-class Failure(Exception):
-    """A verb's failure: exit ``status`` with one line on stderr (and, with ``--format json``,
-    an error object on stdout unless the verb ``reported`` its results there already)."""
-
-    def __init__(self, status: int, reason: str, code: str = "failed", *, reported: bool = False) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.code = code
-        self.reported = reported
 
 
 def _emit(obj: Any) -> None:

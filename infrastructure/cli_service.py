@@ -30,7 +30,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from application.keys import Keys
-    from infrastructure.cli import USAGE, Failure
+    from infrastructure.cli_errors import USAGE, Failure
     from infrastructure.http.app import create_app
     from infrastructure.stores import open_ledger
 

@@ -37,7 +37,9 @@ pytestmark = pytest.mark.slow
 
 CANON = [sys.executable, "-m", "infrastructure.cli"]
 MIN_REQUESTS = 1000
-EXAMPLES_PER_OPERATION = 60  # fewer for operations with few distinct requests (GET /healthz has one)
+# Per operation; fewer where there are few distinct requests (GET /healthz has one). Raise it
+# (CANON_FUZZ_EXAMPLES=500) for a longer hunt; the count check below stays at MIN_REQUESTS.
+EXAMPLES_PER_OPERATION = int(os.environ.get("CANON_FUZZ_EXAMPLES", "60"))
 REQUEST_TIMEOUT = 60.0
 PROBLEM = "application/problem+json"
 # The server must not see the caller's store, provider key or embedder choice: offline, deterministic.
@@ -64,14 +66,14 @@ def _free_port() -> int:
 @dataclass
 class Server:
     base_url: str
-    token: str
+    token: str = field(repr=False)
     key_name: str
     log: Path
-    http: httpx.Client
+    http: httpx.Client = field(repr=False)
     end: int = 0  # the log's end as last read
     requests: int = 0  # generated requests made
-    statuses: Counter = field(default_factory=Counter)
-    by_operation: Counter = field(default_factory=Counter)
+    statuses: Counter = field(default_factory=Counter, repr=False)
+    by_operation: Counter = field(default_factory=Counter, repr=False)
 
     def read_end(self) -> int:
         """The log's end, read cheaply (a one-entry page of GET /v1/events)."""
@@ -146,8 +148,14 @@ def session(server: Server) -> Iterator[requests.Session]:
 
 def _describe(case: schemathesis.Case, response: schemathesis.Response) -> str:
     return (f"{case.method} {case.formatted_path} query={case.query!r} headers={_safe(case.headers)!r} "
-            f"body={_short(case.body)!r}\n-> {response.status_code} {response.headers.get('content-type')} "
+            f"body={_short(case.body)!r}\n-> {response.status_code} {_content_type(response)!r} "
             f"{response.text[:800]}")
+
+
+def _content_type(response: schemathesis.Response) -> str:
+    """The media type alone (schemathesis keeps headers lower-cased, each a list of values)."""
+    values = response.headers.get("content-type") or [""]
+    return values[0].split(";")[0].strip().lower()
 
 
 def _safe(headers: dict | None) -> dict:
@@ -193,8 +201,7 @@ def _check(server: Server, session: requests.Session, case: schemathesis.Case) -
     assert response.status_code < 500, f"server error:\n{_describe(case, response)}\nserver log:\n{server.log_tail()}"
     assert response.status_code not in (401, 403), f"the admin key was refused:\n{_describe(case, response)}"
     if response.status_code >= 400:
-        content_type = response.headers.get("content-type", "")
-        assert content_type.split(";")[0].strip() == PROBLEM, f"not problem+json:\n{_describe(case, response)}"
+        assert _content_type(response) == PROBLEM, f"not problem+json:\n{_describe(case, response)}"
         body = response.json()
         assert isinstance(body, dict) and isinstance(body.get("code"), str) and body["code"], \
             f"no string code:\n{_describe(case, response)}"

@@ -1,0 +1,19 @@
+"""The CLI's exit statuses and its one failure type, shared by every module of verbs (a
+module run as ``python -m infrastructure.cli`` is ``__main__``: its own classes would not be
+the ones the other verb modules raise)."""
+
+from __future__ import annotations
+
+OK, REJECTED, USAGE, UNAVAILABLE = 0, 1, 2, 3
+USAGE_CODES = ("invalid_database_url", "position_beyond_log")  # refusals of the invocation itself: exit 2
+
+
+class Failure(Exception):
+    """A verb's failure: exit ``status`` with one line on stderr (and, with ``--format json``,
+    an error object on stdout unless the verb ``reported`` its results there already)."""
+
+    def __init__(self, status: int, reason: str, code: str = "failed", *, reported: bool = False) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.code = code
+        self.reported = reported
