@@ -191,23 +191,32 @@ def test_two_servers_on_one_postgres_apply_a_batch_once(pg_url: str, tmp_path: P
 def test_kill_9_in_the_middle_of_an_atomic_batch(store_url: str, tmp_path: Path) -> None:
     assert canon("--db", store_url, "init").returncode == 0
     token = admin_key(store_url)
-    start = {"type": "start_story", "command_id": "k-start", "story_id": "kill", "title": "Kill",
-             "style_guardrails": [], "output_contract": "prose"}
-    batch = [start] + [{"type": "plan_chapter", "command_id": f"k-plan-{n}", "story_id": "kill", "chapter": n,
-                        "volume": 1, "goals": [f"goal {n}"]} for n in range(1, 1501)]
+    def batch_for(story: str) -> list[dict]:
+        start = {"type": "start_story", "command_id": f"{story}-start", "story_id": story, "title": story,
+                 "style_guardrails": [], "output_contract": "prose"}
+        return [start] + [{"type": "plan_chapter", "command_id": f"{story}-plan-{n}", "story_id": story, "chapter": n,
+                           "volume": 1, "goals": [f"goal {n}"]} for n in range(1, 1501)]
+
     server = Server(store_url, tmp_path / "kill.log")
+    headers = {"Authorization": f"Bearer {token}"}
+    # How long such a batch takes here: the kill comes at half that, while it is decided or saved.
+    began = time.monotonic()
+    warm = httpx.post(f"{server.base}/v1/commands?atomic=true", json=batch_for("warm"), headers=headers, timeout=120)
+    assert warm.status_code == 200
+    took = time.monotonic() - began
+    batch = batch_for("kill")
     outcome: list[object] = []
 
     def post() -> None:
         try:
-            outcome.append(httpx.post(f"{server.base}/v1/commands?atomic=true", json=batch,
-                                      headers={"Authorization": f"Bearer {token}"}, timeout=120))
+            outcome.append(httpx.post(f"{server.base}/v1/commands?atomic=true", json=batch, headers=headers,
+                                      timeout=120))
         except httpx.HTTPError as e:
             outcome.append(e)
 
     thread = threading.Thread(target=post)
     thread.start()
-    time.sleep(0.6)  # the batch is being decided or saved
+    time.sleep(took / 2)
     server.kill()
     thread.join(60)
     assert outcome and isinstance(outcome[0], httpx.HTTPError), "the batch finished before the kill: nothing was tested"
