@@ -49,7 +49,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = create_app(args.db, open_access=args.open)
     print(f"canon serve: http://{args.host}:{args.port} (docs at /docs)", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
-                timeout_graceful_shutdown=10)
+                timeout_graceful_shutdown=10,
+                h11_max_incomplete_event_size=256 * 1024)  # a long search query's URL fits (16 KiB by default)
     return 0
 
 

@@ -9,6 +9,7 @@ are dropped. A crashed rebuild resumes from its tracking row.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -102,6 +103,10 @@ class ReadModels:
         self._table_sets: dict[str, Any] = {}
         self._runners: dict[str, ProjectionRunner] = {}
         self._serving: str | None = None  # the tag this process last saw serving
+        # One catch-up at a time in this process, and appends noted between them: the runner's
+        # memory of the log (``Quiet``, ``Tail``, ``at``) is shared by every request thread.
+        # Across processes the tracking row's lock does the same.
+        self._lock = threading.RLock()
         r = registry
         self._serving_stmt = (select(r.c.active_tag, r.c.active_version, tracking.c.position)
                               .outerjoin(tracking, tracking.c.projection == r.c.projection + literal(":") + r.c.active_tag)
@@ -177,6 +182,10 @@ class ReadModels:
 
     def catch_up(self, target: int | None = None) -> int:
         """Bring the serving build up to ``target`` (default: the log's end)."""
+        with self._lock:
+            return self._catch_up(target)
+
+    def _catch_up(self, target: int | None) -> int:
         for _ in range(3):
             with self.read_engine.begin() as conn:
                 build, position = self.serving(conn)
@@ -204,13 +213,14 @@ class ReadModels:
         still there (``ProjectionRunner.step``); else the step reads the row itself."""
         if self.knows(target):
             return target
-        runner = self._serving_runner()
-        if runner is not None and runner.at is not None:
-            try:
-                return runner.catch_up(target, start=runner.at)
-            except BuildGone:
-                pass  # a rebuild switched builds and dropped this one: find the serving one
-        return self.catch_up(target)
+        with self._lock:
+            runner = self._serving_runner()
+            if runner is not None and runner.at is not None:
+                try:
+                    return runner.catch_up(target, start=runner.at)
+                except BuildGone:
+                    pass  # a rebuild switched builds and dropped this one: find the serving one
+            return self.catch_up(target)
 
     def reflects(self, position: int, target: int) -> bool:
         """Does the serving build, read at tracking ``position``, reflect the log up to ``target``?"""
@@ -218,9 +228,10 @@ class ReadModels:
         return position >= target or (runner is not None and runner.quiet.reflects(position, target))
 
     def _appended(self, events: list[Appended]) -> None:
-        runner = self._serving_runner()
-        if runner is not None:
-            runner.appended(events)
+        with self._lock:
+            runner = self._serving_runner()
+            if runner is not None:
+                runner.appended(events)
 
     def position(self) -> int:
         with self.read_engine.begin() as conn:

@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from application.knowledge.ports import ProviderError
 from domain.errors import CanonError, InvalidCommand, NotFound
 from infrastructure.jsonout import dumps
 from infrastructure.store_faults import is_store_fault, scrubbed
@@ -68,6 +69,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(CanonError)
     async def _canon(_: Request, e: CanonError) -> Response:
         return problem_response(status_of(e), e.code, e.message, e.field)
+
+    @app.exception_handler(ProviderError)
+    async def _provider(_: Request, e: ProviderError) -> Response:
+        # The provider asked for is not configured here (no key): the request names what this
+        # server cannot do. Provider messages are scrubbed of keys.
+        return problem_response(422, "provider_unavailable", str(e), "provider")
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, e: RequestValidationError) -> Response:

@@ -6,7 +6,14 @@ every generated request. For every response: never a 5xx; every 4xx is problem+j
 string ``code``; and a refused request (status >= 400) leaves the log's end where it was
 (``GET /v1/events``'s ``end``, read after every generated request, so the position before a
 request is the one read after the one before it). The last test checks that at least
-``MIN_REQUESTS`` generated requests were made, and that the admin key still works.
+``MIN_REQUESTS`` generated requests were made, across every operation, and that the admin key
+still works.
+
+Schemathesis 4's lazy ``schemathesis.pytest.from_fixture`` needs ``Node._nodeid``, which pytest
+9.2 no longer has, and a module-level ``from_url`` would need the server at import time; so each
+operation is one pytest test drawing cases from ``operation.as_strategy`` in both generation
+modes (what schemathesis's own fuzzing phase does) under ``@given``. The server is stateful, so a
+failure Hypothesis cannot replay is reported as ``FlakyFailure``: its first error is the finding.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ CANON = [sys.executable, "-m", "infrastructure.cli"]
 MIN_REQUESTS = 1000
 # Per operation; fewer where there are few distinct requests (GET /healthz has one). Raise it
 # (CANON_FUZZ_EXAMPLES=500) for a longer hunt; the count check below stays at MIN_REQUESTS.
-EXAMPLES_PER_OPERATION = int(os.environ.get("CANON_FUZZ_EXAMPLES", "60"))
+EXAMPLES_PER_OPERATION = int(os.environ.get("CANON_FUZZ_EXAMPLES", "80"))
 REQUEST_TIMEOUT = 60.0
 PROBLEM = "application/problem+json"
 # The server must not see the caller's store, provider key or embedder choice: offline, deterministic.
@@ -72,6 +79,7 @@ class Server:
     http: httpx.Client = field(repr=False)
     end: int = 0  # the log's end as last read
     requests: int = 0  # generated requests made
+    real_successes: int = 0  # of them, answered < 400 about the demo story or its collection
     statuses: Counter = field(default_factory=Counter, repr=False)
     by_operation: Counter = field(default_factory=Counter, repr=False)
 
@@ -135,6 +143,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def api_schema(server: Server) -> schemathesis.BaseSchema:
     schema = schemathesis.openapi.from_url(f"{server.base_url}/openapi.json", timeout=30)
+    # The token as a configured header too (each call also sets it, over the generated one).
     schema.config.update(base_url=server.base_url, headers={"Authorization": f"Bearer {server.token}"},
                          request_timeout=REQUEST_TIMEOUT)
     return schema
@@ -177,6 +186,7 @@ def _operations() -> list[str]:
 
 
 OPERATIONS = _operations()
+REAL = {"story": "lamplight", "collection": "story:lamplight"}  # the demo story and its chapters' collection
 
 
 def test_the_served_schema_has_these_operations(api_schema: schemathesis.BaseSchema) -> None:
@@ -196,6 +206,8 @@ def _check(server: Server, session: requests.Session, case: schemathesis.Case) -
     server.requests += 1
     server.statuses[response.status_code] += 1
     server.by_operation[case.operation.label] += 1
+    if response.status_code < 400 and any((case.path_parameters or {}).get(k) == v for k, v in REAL.items()):
+        server.real_successes += 1
     server.end = after = server.read_end()  # the next request's "before", whatever this one's outcome
 
     assert response.status_code < 500, f"server error:\n{_describe(case, response)}\nserver log:\n{server.log_tail()}"
@@ -206,8 +218,14 @@ def _check(server: Server, session: requests.Session, case: schemathesis.Case) -
         assert isinstance(body, dict) and isinstance(body.get("code"), str) and body["code"], \
             f"no string code:\n{_describe(case, response)}"
         assert body.get("status") == response.status_code, f"status differs from the body's:\n{_describe(case, response)}"
-        assert after == before, (f"a refused request appended {after - before} event(s) "
-                                 f"(end {before} -> {after}):\n{_describe(case, response)}")
+        applied = [r for r in body.get("results") or [] if isinstance(r, dict) and r.get("status") == "applied"]
+        if response.status_code == 409 and applied:
+            # A rule refused one command of a batch that was not atomic: the others were applied,
+            # as the body says (documented), and the log ends where the answer says it does.
+            assert after == body.get("position") > before, _describe(case, response)
+        else:
+            assert after == before, (f"a refused request appended {after - before} event(s) "
+                                     f"(end {before} -> {after}):\n{_describe(case, response)}")
     else:
         assert after >= before, f"the log's end went back from {before} to {after}:\n{_describe(case, response)}"
 
@@ -217,8 +235,14 @@ def test_every_operation_answers_cleanly_and_refusals_change_nothing(
         label: str, api_schema: schemathesis.BaseSchema, server: Server, session: requests.Session) -> None:
     method, path = label.split(" ", 1)
     operation = api_schema[path][method]
-    # Valid and invalid requests alike (schemathesis's fuzzing phase draws from both modes).
-    cases = st.one_of([operation.as_strategy(generation_mode=mode) for mode in GenerationMode])
+    # Valid and invalid requests alike (schemathesis's fuzzing phase draws from both modes), and,
+    # where the path names a story or a collection, valid ones about the demo's too: a random
+    # story id is only ever unknown, and the views, packets and search of a real one are the point.
+    strategies = [operation.as_strategy(generation_mode=mode) for mode in GenerationMode]
+    pinned = {name: value for name, value in REAL.items() if f"{{{name}}}" in path}
+    if pinned:
+        strategies.append(operation.as_strategy(generation_mode=GenerationMode.POSITIVE, path_parameters=pinned))
+    cases = st.one_of(strategies)
 
     @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, suppress_health_check=list(HealthCheck),
               print_blob=True)
@@ -230,11 +254,12 @@ def test_every_operation_answers_cleanly_and_refusals_change_nothing(
 
 
 def test_enough_requests_were_made_and_the_admin_key_still_works(server: Server) -> None:
-    summary = f"{server.requests} requests; statuses {dict(sorted(server.statuses.items()))}; " \
+    summary = f"{server.requests} requests ({server.real_successes} answered about the demo story); statuses {dict(sorted(server.statuses.items()))}; " \
               f"per operation {dict(sorted(server.by_operation.items()))}"
     print(summary)
     assert server.requests >= MIN_REQUESTS, summary
-    assert len(server.by_operation) >= 20, summary  # every operation of the schema was exercised
+    assert set(server.by_operation) == set(OPERATIONS), summary  # every operation was exercised
+    assert server.real_successes >= 50, summary  # the demo story's views and packets were really read
     r = server.http.get("/v1/keys")
     assert r.status_code == 200, r.text
     mine = [k for k in r.json()["keys"] if k["name"] == server.key_name]

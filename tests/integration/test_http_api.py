@@ -190,7 +190,13 @@ def test_commands_answer_like_canon_apply(api: Api) -> None:
                                                                                    "chapter": 7}])
     assert bad.status_code == 422 and bad.headers["content-type"] == "application/problem+json"
     body = bad.json()
-    assert body["code"] == "missing_field" and [r["status"] for r in body["results"]] == ["rejected", "applied"]
+    # an unreadable command refuses the whole request: nothing applied
+    assert body["code"] == "missing_field" and [r["status"] for r in body["results"]] == ["rejected", "not_applied"]
+    assert api.position() == before
+    partly = api.call("POST", "/v1/commands", admin, json=[{**plan, "command_id": "h-plan-6c"},  # chapter 6: planned
+                                                          {**plan, "command_id": "h-plan-7", "chapter": 7}])
+    assert partly.status_code == 409  # a rule refusal: without atomic, the other command is applied
+    assert [r["status"] for r in partly.json()["results"]] == ["rejected", "applied"]
 
     rule = api.call("POST", "/v1/commands?atomic=true", admin, json=[
         {**plan, "command_id": "h-plan-8", "chapter": 8},

@@ -27,7 +27,7 @@ def ctx(request: Request) -> ServerContext:
     return request.app.state.ctx
 
 
-def _items(body: bytes, principal: Principal) -> list[Any]:
+def _items(body: bytes) -> list[Any]:
     """Each command of the body, or the structured error reading it gave (in its place)."""
     data = parse_json(decode_line(body))
     batch = data if isinstance(data, list) else [data]
@@ -40,16 +40,15 @@ def _items(body: bytes, principal: Principal) -> list[Any]:
         try:
             if not isinstance(raw, dict):
                 raise InvalidCommand("malformed_json", f"a command is a JSON object, got {type(raw).__name__}")
-            command = parse_command(raw)
+            items.append(parse_command(raw))
         except CanonError as e:
             items.append(e)
-            continue
-        items.append(_allowed(command, principal))
     return items
 
 
-def _allowed(command: Any, principal: Principal) -> Any:
-    """The command, or why this key may not issue it (a story it may not see is unknown)."""
+def refusal(command: Any, principal: Principal) -> CanonError | None:
+    """Why this key may not issue ``command``, if it may not: a story it may not see is refused
+    as the ledger refuses a story never started; a story key may not change shared collections."""
     story = getattr(command, "story_id", None)
     if story is not None and not principal.sees(story):
         return NotFound("unknown_story", f"story {story!r} has not been started", "story_id")
@@ -57,13 +56,46 @@ def _allowed(command: Any, principal: Principal) -> Any:
     if story is None and not principal.unrestricted and not (
             collection and collection.startswith("story:") and principal.sees(collection[len("story:"):])):
         return CanonError("forbidden", "a key limited to stories may not change shared collections", "collection_id")
-    return command
+    return None
+
+
+def apply_for(ledger: Any, items: list[Any], principal: Principal, *, atomic: bool) -> list[CommandResult]:
+    """Apply what this key may apply. A batch with an unreadable command applies nothing (every
+    other command ``not_applied``); a command the key may not issue is ``rejected`` in its place
+    as a rule refusal would be (and with ``atomic``, rolls the batch back)."""
+    if any(isinstance(item, CanonError) for item in items):
+        return [CommandResult(n, "rejected", error=item) if isinstance(item, CanonError)
+                else CommandResult(n, "not_applied", item.command_id, item.type) for n, item in enumerate(items, start=1)]
+    refused = {n: e for n, item in enumerate(items, start=1) if (e := refusal(item, principal)) is not None}
+    results = ledger.apply([refused.get(n, item) for n, item in enumerate(items, start=1)], atomic=atomic)
+    return [CommandResult(r.index, r.status, items[r.index - 1].command_id, items[r.index - 1].type, r.position, r.error)
+            if r.index in refused else r for r in results]
+
+
+def answer(results: list[CommandResult], position: int, extra: list[dict[str, Any]] | None = None) -> Response:
+    """200 with every result when nothing was refused; else problem+json carrying them all:
+    422 unreadable (nothing applied), 403 a shared collection for a story key, 409 a rule's
+    refusal or a lost race."""
+    body = {"results": [{**(extra[i] if extra else {}), **r.as_dict()} for i, r in enumerate(results)],
+            "position": position}
+    if all(r.ok for r in results):
+        return Response(dumps(body), media_type="application/json")
+    errors = [r.error for r in results if r.error is not None]
+    status = 422 if any(isinstance(e, InvalidCommand) for e in errors) else \
+        403 if any(e.code == "forbidden" for e in errors) else 409
+    first = next((r for r in results if r.error is not None), None)
+    detail = f"{sum(not r.ok for r in results)} of {len(results)} not applied"
+    if first is None or first.error is None:
+        return problem_response(status, "not_applied", detail, **body)
+    return problem_response(status, first.error.code, f"{detail}; item {first.index}: {first.error.message}",
+                            first.error.field, **body)
 
 
 @router.post("/v1/commands", summary="Apply one command or a list of them",
-             description="Answers per command exactly like `canon apply`. 200 when nothing was refused, 422 when a "
-                         "command could not be read, 409 when a rule refused one or a race was lost (the body still "
-                         "says, per command, what was applied). `atomic=true`: all or nothing, in one transaction.")
+             description="Answers per command exactly like `canon apply`. 200 when nothing was refused. A request "
+                         "with a command that cannot be read applies nothing (422). 409 when a rule refused a "
+                         "command or a race was lost: without `atomic=true` the others are applied, and the body "
+                         "says, per command, what was. `atomic=true`: all or nothing, in one transaction.")
 async def post_commands(request: Request, principal: Annotated[Principal, Depends(needs("author"))],
                         atomic: bool = False) -> Response:
     size = request.headers.get("content-length")
@@ -72,22 +104,10 @@ async def post_commands(request: Request, principal: Annotated[Principal, Depend
     body = await request.body()
     if len(body) > MAX_BODY:
         raise Problem(413, "body_too_large", f"a request body is at most {MAX_BODY:,} bytes")
-    items = _items(body, principal)
-    context = ctx(request)
-    results: list[CommandResult] = await run_in_threadpool(context.services.ledger.apply, items, atomic=atomic)
-    position = await run_in_threadpool(context.services.ledger.position)
-    answer = {"results": [r.as_dict() for r in results], "position": position}
-    if all(r.ok for r in results):
-        return Response(dumps(answer), media_type="application/json")
-    unreadable = any(r.error is not None and isinstance(r.error, InvalidCommand) for r in results)
-    first = next(r for r in results if not r.ok and r.error is not None) if any(
-        r.error is not None for r in results) else None
-    status = 422 if unreadable else 409
-    code = first.error.code if first is not None and first.error is not None else "not_applied"
-    refused = sum(1 for r in results if not r.ok)
-    detail = f"{refused} of {len(results)} commands not applied" + (
-        f"; command {first.index}: {first.error.message}" if first is not None and first.error is not None else "")
-    return problem_response(status, code, detail, first.error.field if first and first.error else None, **answer)
+    items = _items(body)
+    ledger = ctx(request).services.ledger
+    results = await run_in_threadpool(apply_for, ledger, items, principal, atomic=atomic)
+    return answer(results, await run_in_threadpool(ledger.position))
 
 
 SCAN_LIMIT = 10_000  # log entries one page may pass over looking for visible ones

@@ -16,10 +16,10 @@ from application.retrieval.feedback import MODES as FEEDBACK_MODES
 from domain.api_key import Principal
 from domain.bounds import MAX_COLLECTION_ID, MAX_DOCUMENT_ID, MAX_DOCUMENT_TEXT, MAX_NAME
 from domain.document import title_of
-from domain.errors import CanonError, InvalidCommand
+from domain.errors import CanonError
 from infrastructure.http.auth import needs
-from infrastructure.http.problems import Problem, problem_response
-from infrastructure.http.routes.commands import _allowed, ctx
+from infrastructure.http.problems import Problem
+from infrastructure.http.routes.commands import answer, apply_for, ctx
 from infrastructure.jsonout import dumps
 
 router = APIRouter(tags=["knowledge"])
@@ -64,19 +64,10 @@ def post_documents(request: Request, collection: Collection, principal: Annotate
         except CanonError as e:
             items.append(e)
             continue
-        items.append(_allowed(command, principal))
-    services = ctx(request).services
-    results = services.ledger.apply(items)
-    answer = {"results": [{"document_id": d.document_id, **r.as_dict()} for d, r in zip(batch, results)],
-              "position": services.ledger.position()}
-    if all(r.ok for r in results):
-        return _json(answer)
-    first = next(r for r in results if not r.ok)
-    status = 422 if isinstance(first.error, InvalidCommand) else 403 if first.error and first.error.code == "forbidden" \
-        else 409
-    return problem_response(status, first.error.code if first.error else first.status,
-                            f"{sum(not r.ok for r in results)} of {len(results)} documents not ingested",
-                            first.error.field if first.error else None, **answer)
+        items.append(command)
+    ledger = ctx(request).services.ledger
+    results = apply_for(ledger, items, principal, atomic=True)  # all or nothing
+    return answer(results, ledger.position(), [{"document_id": d.document_id} for d in batch])
 
 
 @router.get("/v1/collections/{collection}/search", summary="Hybrid keyword + semantic search, with its stages")
