@@ -98,6 +98,15 @@ def _with_views(args: argparse.Namespace, read: Callable[[Any], Any]) -> Any:
         services.close()
 
 
+def _of_story(args: argparse.Namespace, read: Callable[[Any], Any]) -> Any:
+    """``read(views)`` for ``args.story``, refused as unknown if it was never started."""
+    def checked(views: Any) -> Any:
+        _found(views.story(args.story), "unknown_story", f"story {args.story!r} has not been started", "story_id")
+        return read(views)
+
+    return _with_views(args, checked)
+
+
 def _found(value: Any, code: str, message: str, field: str) -> Any:
     from domain.errors import NotFound
 
@@ -129,11 +138,7 @@ def cmd_stories(args: argparse.Namespace) -> int:
 
 
 def cmd_canon(args: argparse.Namespace) -> int:
-    def read(views: Any) -> Any:
-        _found(views.story(args.story), "unknown_story", f"story {args.story!r} has not been started", "story_id")
-        return views.canon_as_of(args.story, args.as_of, args.kind)
-
-    entries = _with_views(args, read)
+    entries = _of_story(args, lambda v: v.canon_as_of(args.story, args.as_of, args.kind))
 
     def text(body: dict[str, Any]) -> None:
         print(f"canon of {args.story} in force as of chapter {args.as_of}: {len(entries)} entries")
@@ -163,11 +168,7 @@ def cmd_chapter(args: argparse.Namespace) -> int:
 
 
 def cmd_proposals(args: argparse.Namespace) -> int:
-    def read(views: Any) -> Any:
-        _found(views.story(args.story), "unknown_story", f"story {args.story!r} has not been started", "story_id")
-        return views.proposals(args.story, args.status)
-
-    rows = _with_views(args, read)
+    rows = _of_story(args, lambda v: v.proposals(args.story, args.status))
 
     def text(body: dict[str, Any]) -> None:
         if not rows:
@@ -180,11 +181,7 @@ def cmd_proposals(args: argparse.Namespace) -> int:
 
 
 def cmd_drafts(args: argparse.Namespace) -> int:
-    def read(views: Any) -> Any:
-        _found(views.story(args.story), "unknown_story", f"story {args.story!r} has not been started", "story_id")
-        return views.drafts(args.story, args.chapter, args.status)
-
-    rows = _with_views(args, read)
+    rows = _of_story(args, lambda v: v.drafts(args.story, args.chapter, args.status))
 
     def text(body: dict[str, Any]) -> None:
         if not rows:

@@ -27,6 +27,15 @@ def _views(request: Request, after: int | None = None) -> Any:
     return ctx(request).services.views(after)
 
 
+def _story_views(request: Request, principal: Principal, story: str, after: int | None) -> Any:
+    """The views, once ``story`` is known to exist and be visible to this key (else 404)."""
+    visible(principal, story)
+    views = _views(request, after)
+    if views.story(story) is None:
+        raise unknown_story(story)
+    return views
+
+
 @router.get("/v1/stories", summary="The stories this key may see, with their counts")
 def list_stories(request: Request, principal: Annotated[Principal, Depends(needs("worker"))],
                  after: After = None) -> Response:
@@ -48,10 +57,7 @@ def list_canon(request: Request, story: Story, principal: Annotated[Principal, D
                as_of: Annotated[int, Query(ge=1, le=MAX_CHAPTER)],
                kind: Annotated[str | None, Query(min_length=1, max_length=MAX_KIND)] = None,
                after: After = None) -> Response:
-    visible(principal, story)
-    views = _views(request, after)
-    if views.story(story) is None:
-        raise unknown_story(story)
+    views = _story_views(request, principal, story, after)
     return _json({"story_id": story, "as_of": as_of, "kind": kind, "entries": views.canon_as_of(story, as_of, kind)})
 
 
@@ -80,10 +86,7 @@ def get_chapter(request: Request, story: Story, number: Annotated[int, Path(ge=1
 def list_proposals(request: Request, story: Story, principal: Annotated[Principal, Depends(needs("author"))],
                    status: Literal["proposed", "confirmed", "rejected"] | None = None,
                    after: After = None) -> Response:
-    visible(principal, story)
-    views = _views(request, after)
-    if views.story(story) is None:
-        raise unknown_story(story)
+    views = _story_views(request, principal, story, after)
     return _json({"story_id": story, "proposals": views.proposals(story, status)})
 
 
@@ -92,8 +95,5 @@ def list_drafts(request: Request, story: Story, principal: Annotated[Principal, 
                 chapter: Annotated[int | None, Query(ge=1, le=MAX_CHAPTER)] = None,
                 status: Literal["submitted", "accepted", "rejected"] | None = None,
                 after: After = None) -> Response:
-    visible(principal, story)
-    views = _views(request, after)
-    if views.story(story) is None:
-        raise unknown_story(story)
+    views = _story_views(request, principal, story, after)
     return _json({"story_id": story, "drafts": views.drafts(story, chapter, status)})
