@@ -80,7 +80,9 @@ def engines(config: StoreConfig) -> tuple[Engine, Engine]:
     if env["POSTGRES_PASSWORD"]:
         auth += ":" + quote(env["POSTGRES_PASSWORD"], safe="")
     url = f"postgresql+psycopg://{auth}@{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/{env['POSTGRES_DBNAME']}"
-    write = create_engine(url, pool_size=2, max_overflow=4, hide_parameters=True,
+    # Up to 14 connections: a server lets 4 requests read at once, each with up to 3
+    # (``infrastructure.http.context.READERS``), and leaves room for a rebuild.
+    write = create_engine(url, pool_size=2, max_overflow=12, hide_parameters=True,
                           connect_args={"options": "-c synchronous_commit=off"})  # see the module docstring
     _ping_when_idle(write)
     read = write.execution_options(isolation_level="REPEATABLE READ")

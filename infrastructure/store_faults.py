@@ -11,12 +11,13 @@ import sqlite3
 
 from eventsourcing.persistence import PersistenceError
 from sqlalchemy.exc import DatabaseError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from infrastructure.stores import password_of, resolve_url
 
 
 def is_store_fault(error: BaseException) -> bool:
-    if isinstance(error, (PersistenceError, OperationalError, InterfaceError)):
+    if isinstance(error, (PersistenceError, OperationalError, InterfaceError, PoolTimeout)):
         return True
     # "file is not a database", "database disk image is malformed": the base class exactly
     # (its subclasses, such as an integrity error, are not faults of the store).

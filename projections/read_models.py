@@ -228,10 +228,17 @@ class ReadModels:
         return position >= target or (runner is not None and runner.quiet.reflects(position, target))
 
     def _appended(self, events: list[Appended]) -> None:
-        with self._lock:
+        # Never wait here: the writer has committed and its caller is waiting for the answer.
+        # A note skipped while a catch-up runs costs only the shortcut (the runner ignores a
+        # later append that does not follow what it knows, and reads the log instead).
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
             runner = self._serving_runner()
             if runner is not None:
                 runner.appended(events)
+        finally:
+            self._lock.release()
 
     def position(self) -> int:
         with self.read_engine.begin() as conn:

@@ -42,6 +42,7 @@ def create_app(url: str | None = None, *, open_access: bool = False, embedder: A
     problems.install(app)
     for module in (commands, stories, packets, knowledge, admin):
         app.include_router(module.router)
+    app.add_middleware(problems.UnexpectedErrors)  # innermost: inside the metrics, which see its 500s
     app.add_middleware(MetricsMiddleware)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

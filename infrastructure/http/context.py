@@ -70,6 +70,13 @@ class Rebuilds:
             job.finished = time.time()
 
 
+# Requests that read the store at once (packets, views, search, audits). A packet holds its
+# snapshot's connection while its L1 retrieval takes up to two more, so without a gate enough
+# packets at once each hold one connection of the pool and wait for another (seen: 8 clients on
+# PostgreSQL, 30 s pool timeouts). READERS x 3 stays inside the read engines' pool.
+READERS = 4
+
+
 class ServerContext:
     def __init__(self, url: str | None, *, open_access: bool = False, embedder: Any = None) -> None:
         self.services = bootstrap(url, embedder=embedder)
@@ -79,6 +86,13 @@ class ServerContext:
         self.rebuilds = Rebuilds(self.services)
         self.metrics = Metrics(self.lags, self._quota_left)
         self.started = time.time()
+        self._readers = threading.BoundedSemaphore(READERS)
+
+    def reading(self, read: Any, *args: Any, **kwargs: Any) -> Any:
+        """``read(*args, **kwargs)`` once one of the ``READERS`` places is free (call it in a
+        worker thread: it blocks)."""
+        with self._readers:
+            return read(*args, **kwargs)
 
     def lags(self) -> dict[str, int]:
         """Events each read model's serving build is behind the log's end."""

@@ -41,7 +41,7 @@ class Api:
 @pytest.fixture
 def api(store_url: str) -> Iterator[Api]:
     app = create_app(store_url, embedder="hashing")
-    with TestClient(app) as client:
+    with TestClient(app, raise_server_exceptions=False) as client:
         a = Api(client)
         admin = a.tokens["admin"] = a.key("admin", name="the-admin")
         a.tokens["author"] = a.key("author", name="the-author")
@@ -301,3 +301,26 @@ def test_rebuild_runs_in_the_background(api: Api) -> None:
     assert job["error"] is None and job["reports"][0]["projection"] == "canon"
     packet = api.call("GET", f"/v1/stories/{STORY}/packet?role=writer&chapter=5", token)
     assert packet.status_code == 200
+
+
+def test_a_store_fault_is_503_and_a_bug_500_both_problems(api: Api, monkeypatch) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    token = api.tokens["worker"]
+    path = f"/v1/stories/{STORY}/packet?role=writer&chapter=5"
+
+    def unreachable(*_: Any, **__: Any) -> Any:
+        raise OperationalError("SELECT secret_sql", {"p": "x"}, Exception("connection refused"))
+
+    monkeypatch.setattr(api.ctx.services, "packet", unreachable)
+    r = api.call("GET", path, token)
+    assert r.status_code == 503 and r.json()["code"] == "store_unavailable" and "secret_sql" not in r.text
+
+    def bug(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("internal detail 1234")
+
+    monkeypatch.setattr(api.ctx.services, "packet", bug)
+    r = api.call("GET", path, token)
+    assert r.status_code == 500 and r.headers["content-type"] == "application/problem+json"
+    assert r.json()["code"] == "internal_error" and "1234" not in r.text and "Traceback" not in r.text
+    assert api.call("GET", "/v1/stories", token).status_code == 200  # the server goes on

@@ -106,8 +106,11 @@ async def post_commands(request: Request, principal: Annotated[Principal, Depend
         raise Problem(413, "body_too_large", f"a request body is at most {MAX_BODY:,} bytes")
     items = _items(body)
     ledger = ctx(request).services.ledger
-    results = await run_in_threadpool(apply_for, ledger, items, principal, atomic=atomic)
-    return answer(results, await run_in_threadpool(ledger.position))
+
+    def apply() -> tuple[list[CommandResult], int]:  # one thread hop for both
+        return apply_for(ledger, items, principal, atomic=atomic), ledger.position()
+
+    return answer(*await run_in_threadpool(apply))
 
 
 SCAN_LIMIT = 10_000  # log entries one page may pass over looking for visible ones

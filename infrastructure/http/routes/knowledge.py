@@ -89,7 +89,7 @@ async def search(request: Request, collection: Collection, principal: Annotated[
             raise Problem(404, "unknown_collection", f"no documents in collection {collection!r}", "collection")
         return context.search.search([collection], q, top, feedback=feedback)
 
-    result = await run_in_threadpool(run)
+    result = await run_in_threadpool(context.reading, run)
     return _json(result.as_dict())
 
 

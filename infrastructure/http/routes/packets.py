@@ -37,8 +37,9 @@ async def get_packet(request: Request, story: Annotated[str, Path(min_length=1, 
     visible(principal, story)
     context = ctx(request)
     started = time.perf_counter()
-    packet = await run_in_threadpool(context.services.packet, PacketRequest(story, role, chapter, scene, budget),
-                                     after=after, at=at, record=record)
+    packet = await run_in_threadpool(context.reading, context.services.packet,
+                                     PacketRequest(story, role, chapter, scene, budget), after=after, at=at,
+                                     record=record)
     context.metrics.packets.labels(role).observe(time.perf_counter() - started)
     etag = f'"{packet.hash}"'
     headers = {"ETag": etag, "X-Canon-Packet-Id": packet.packet_id, "X-Canon-Position": str(packet.position)}
@@ -70,5 +71,6 @@ def audit_packet(request: Request, packet_id: str, principal: Annotated[Principa
     if len(packet_id) > MAX_ID:
         raise Problem(404, "unknown_packet", "no such packet was issued", "packet_id")
     _record(request, principal, packet_id)
-    report = ctx(request).services.auditor.audit(packet_id)
+    context = ctx(request)
+    report = context.reading(context.services.auditor.audit, packet_id)
     return Response(dumps(report.as_dict()), media_type="application/json")

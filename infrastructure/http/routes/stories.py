@@ -24,7 +24,8 @@ def _json(body: Any) -> Response:
 
 
 def _views(request: Request, after: int | None = None) -> Any:
-    return ctx(request).services.views(after)
+    context = ctx(request)
+    return context.reading(context.services.views, after)
 
 
 def _story_views(request: Request, principal: Principal, story: str, after: int | None) -> Any:
