@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from domain.commands import COMMAND_ADAPTER
 from infrastructure.http import problems
 from infrastructure.http.context import ServerContext
-from infrastructure.http.metrics import MetricsMiddleware
+from infrastructure.http.metrics import RequestMiddleware
 from infrastructure.http.routes import admin, commands, knowledge, packets, stories
 
 VERSION = "1"
@@ -42,8 +42,7 @@ def create_app(url: str | None = None, *, open_access: bool = False, embedder: A
     problems.install(app)
     for module in (commands, stories, packets, knowledge, admin):
         app.include_router(module.router)
-    app.add_middleware(problems.UnexpectedErrors)  # innermost: inside the metrics, which see its 500s
-    app.add_middleware(MetricsMiddleware)
+    app.add_middleware(RequestMiddleware)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

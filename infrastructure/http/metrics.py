@@ -14,6 +14,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from infrastructure.http import problems
+
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -47,8 +49,10 @@ class _Scraped:
         yield left
 
 
-class MetricsMiddleware:
-    """Pure ASGI (no per-request task or body copy, unlike Starlette's BaseHTTPMiddleware)."""
+class RequestMiddleware:
+    """Times every request by route template, and answers whatever escapes a route
+    (``problems.unexpected``) instead of re-raising it. Pure ASGI: no per-request task or body
+    copy, unlike Starlette's BaseHTTPMiddleware."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -57,19 +61,23 @@ class MetricsMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = time.perf_counter()
-        status = [500]
+        began = time.perf_counter()
+        status, started = [500], [False]
 
         async def sending(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
-                status[0] = message["status"]
+                status[0], started[0] = message["status"], True
             await send(message)
 
         try:
             await self.app(scope, receive, sending)
+        except Exception as e:  # noqa: BLE001 - the last line of defence: answered, logged once
+            if started[0]:
+                raise
+            await problems.unexpected(scope, e)(scope, receive, sending)
         finally:
             metrics: Metrics | None = getattr(scope["app"].state, "metrics", None) if "app" in scope else None
             if metrics is not None:
                 route = scope.get("route")
                 template = getattr(route, "path", "unmatched")
-                metrics.requests.labels(scope["method"], template, str(status[0])).observe(time.perf_counter() - started)
+                metrics.requests.labels(scope["method"], template, str(status[0])).observe(time.perf_counter() - began)

@@ -92,39 +92,15 @@ def install(app: FastAPI) -> None:
         return problem_response(e.status_code, code, str(e.detail), headers=getattr(e, "headers", None))
 
 
-class UnexpectedErrors:
-    """Pure ASGI, inside Starlette's error middleware: whatever escapes a route is answered
-    here (503 ``store_unavailable`` for a fault of the store, else 500 ``internal_error`` with
-    a reference to the one log line that has the trace) and not re-raised, so the client's
-    keep-alive connection stays open and the server logs it once."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def sending(message: dict[str, Any]) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, receive, sending)
-        except Exception as e:  # noqa: BLE001 - the last line of defence: answered, logged once
-            if started:
-                raise
-            if is_store_fault(e):
-                url = getattr(scope["app"].state, "store_url", None)
-                log.warning("store unavailable: %s", scrubbed(e, url))
-                response = problem_response(503, "store_unavailable", f"the store is unavailable: {scrubbed(e, url)}")
-            else:
-                ref = uuid.uuid4().hex[:12]
-                log.error("internal error %s on %s %s", ref, scope["method"], scope["path"], exc_info=e)
-                response = problem_response(500, "internal_error",
-                                            f"an internal error occurred (reference {ref} in the server log)")
-            await response(scope, receive, send)
+def unexpected(scope: dict[str, Any], e: Exception) -> Response:
+    """The answer to whatever escaped a route (it is logged here, once): 503
+    ``store_unavailable`` for a fault of the store, else 500 ``internal_error`` with a
+    reference to the log line that has the trace. ``metrics.RequestMiddleware`` sends it
+    inside Starlette's error middleware, so the keep-alive connection survives."""
+    if is_store_fault(e):
+        url = getattr(scope["app"].state, "store_url", None)
+        log.warning("store unavailable: %s", scrubbed(e, url))
+        return problem_response(503, "store_unavailable", f"the store is unavailable: {scrubbed(e, url)}")
+    ref = uuid.uuid4().hex[:12]
+    log.error("internal error %s on %s %s", ref, scope["method"], scope["path"], exc_info=e)
+    return problem_response(500, "internal_error", f"an internal error occurred (reference {ref} in the server log)")

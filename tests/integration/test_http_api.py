@@ -324,3 +324,16 @@ def test_a_store_fault_is_503_and_a_bug_500_both_problems(api: Api, monkeypatch)
     assert r.status_code == 500 and r.headers["content-type"] == "application/problem+json"
     assert r.json()["code"] == "internal_error" and "1234" not in r.text and "Traceback" not in r.text
     assert api.call("GET", "/v1/stories", token).status_code == 200  # the server goes on
+
+
+def test_metrics_count_requests_by_route_template(api: Api) -> None:
+    token = api.tokens["admin"]
+    for chapter in (4, 5):
+        assert api.call("GET", f"/v1/stories/{STORY}/packet?role=writer&chapter={chapter}", token).status_code == 200
+    assert api.call("GET", "/v1/stories/nope", token).status_code == 404
+    text = api.call("GET", "/metrics", token).text
+    route = 'route="/v1/stories/{story}/packet",status="200"'
+    assert f'canon_http_request_seconds_count{{method="GET",{route}}} 2.0' in text
+    assert 'route="/v1/stories/{story}",status="404"' in text and "nope" not in text
+    assert 'canon_packet_seconds_count{role="writer"} 2.0' in text
+    assert 'canon_projection_lag_events{projection="canon"}' in text and "canon_quota_left" in text
