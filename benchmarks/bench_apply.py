@@ -691,6 +691,14 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
     return "\n".join(out)
 
 
+def emit(report: dict[str, Any], args: argparse.Namespace, text: str) -> None:
+    """A benchmark's report: to ``--save-json`` if given, and on stdout as JSON or ``text``."""
+    if args.save_json:
+        with open(args.save_json, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2, default=str)
+    print(json.dumps(report, indent=2, default=str) if args.format == "json" else text)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -718,13 +726,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"bad arguments (unknown stores: {sorted(unknown)})" if unknown else "counts must be >= 1")
 
     report = benchmark(args)
-    if args.save_json:
-        with open(args.save_json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2, default=str)
-    if args.format == "json":
-        print(json.dumps(report, indent=2, default=str))
-    else:
-        print(markdown(report, argv))
+    emit(report, args, markdown(report, argv))
     return 0
 
 

@@ -75,8 +75,8 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gen_story  # noqa: E402
-from bench_apply import PostgresStores, SQLiteStores, _conninfo, _loadavg, log, machine_info  # noqa: E402
-from bench_packets import DEFAULT_SERVER, _rss_mb, load_story  # noqa: E402
+from bench_apply import PostgresStores, SQLiteStores, _conninfo, _loadavg, emit, log, machine_info  # noqa: E402
+from bench_packets import DEFAULT_SERVER, _rss_mb, load_story, run_worker  # noqa: E402
 
 BIN = os.path.dirname(os.path.abspath(sys.executable))
 CANON = os.path.join(BIN, "canon")
@@ -701,14 +701,6 @@ def mixed_load(cfg: dict[str, Any], server: Server, clients: list[Any], admin: A
     return out
 
 
-def run_worker(cfg: dict[str, Any], mode: str = "--worker") -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), mode, json.dumps(cfg)],
-                          stdout=subprocess.PIPE, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{cfg['kind']} {mode} failed with exit status {proc.returncode}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 # -- the benchmark --------------------------------------------------------------------------------
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     import tempfile
@@ -743,7 +735,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
             with store.fresh() as url:
                 t0 = time.perf_counter()
                 loaded = load_story(url, store.kind, commands, args.batch_size)
-                setup = run_worker({"kind": store.kind, "url": url}, "--catchup")
+                setup = run_worker({"kind": store.kind, "url": url}, "--catchup", __file__)
                 cfg = {"kind": store.kind, "url": url, "story_id": gen_story.STORY, "chapters": chapters,
                        "token": setup.pop("token"), "also_clients": args.also_clients,
                        "samples": args.samples, "rounds": args.rounds, "warmup": args.warmup, "clients": args.clients,
@@ -751,7 +743,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                        "mixed_rate": args.mixed_rate, "mixed_clients": args.mixed_clients,
                        "mixed_senders": args.mixed_senders, "mixed_also_clients": args.mixed_also_clients,
                        "server_log": os.path.join(logdir, f"server_{store.kind}.log")}
-                measured = run_worker(cfg)
+                measured = run_worker(cfg, "--worker", __file__)
                 results.append({"store": store.kind, "load": loaded, "catch_up": setup, **measured,
                                 "store_seconds": time.perf_counter() - t0})
     finally:
@@ -954,13 +946,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("samples >= rounds >= 1; clients, mixed clients and mixed rate > 0")
     args.mixed_seconds = min(args.mixed_seconds, 60.0)  # bounded: issue 17 asks for at most a minute
     report = benchmark(args)
-    if args.save_json:
-        with open(args.save_json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2, default=str)
-    if args.format == "json":
-        print(json.dumps(report, indent=2, default=str))
-    else:
-        print(markdown(report, argv))
+    emit(report, args, markdown(report, argv))
     return 0
 
 

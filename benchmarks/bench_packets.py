@@ -70,7 +70,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gen_story  # noqa: E402
-from bench_apply import PostgresStores, SQLiteStores, _conninfo, _loadavg, log, machine_info  # noqa: E402
+from bench_apply import PostgresStores, SQLiteStores, _conninfo, _loadavg, emit, log, machine_info  # noqa: E402
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 TARGETS = {
@@ -783,11 +783,13 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_worker(cfg: dict[str, Any]) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(cfg)],
+def run_worker(cfg: dict[str, Any], mode: str = "--worker", script: str = __file__) -> dict[str, Any]:
+    """Run ``script`` (default: this one) as ``script MODE CFG`` in a fresh interpreter; its
+    last stdout line is the JSON result."""
+    proc = subprocess.run([sys.executable, os.path.abspath(script), mode, json.dumps(cfg)],
                           stdout=subprocess.PIPE, text=True, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"{cfg['kind']} worker failed with exit status {proc.returncode}")
+        raise RuntimeError(f"{cfg['kind']} {mode} failed with exit status {proc.returncode}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -1011,13 +1013,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.samples < 2 or args.chapters < 1 or args.batch_size < 1 or args.warmup < 0:
         parser.error("samples must be >= 2; chapters and batch size >= 1")
     report = benchmark(args)
-    if args.save_json:
-        with open(args.save_json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2, default=str)
-    if args.format == "json":
-        print(json.dumps(report, indent=2, default=str))
-    else:
-        print(markdown(report, argv))
+    emit(report, args, markdown(report, argv))
     return 0
 
 

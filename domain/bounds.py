@@ -18,6 +18,7 @@ from typing import Any
 # Numbers: chapters, volumes, valid_from, hidden_until. PostgreSQL ``integer`` is 2^31 - 1.
 MAX_CHAPTER = 1_000_000
 MAX_BUDGET = 1_000_000  # tokens per packet
+MAX_POSITION = 2**31 - 1  # log positions: the read models' tracking column is a 32-bit integer
 MAX_JSON_INT = 2**53 - 1  # inside free-form ``fields``: what every JSON reader keeps exact
 
 # Strings, in characters.

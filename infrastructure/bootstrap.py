@@ -197,6 +197,20 @@ class Services:
             return self.auditor.packet_at(request, at)
         return self.packets.packet(request, after=after, record=record)
 
+    def collections(self) -> set[str]:
+        """The knowledge collections that hold documents, reflecting everything applied."""
+        self.knowledge.reach(self.ledger.position())
+        with self.knowledge_reader.snapshot() as snap:
+            return set(snap.collections())
+
+    def lint(self, collection: str | None = None) -> Any:
+        """The wiki's lint report (no LLM calls), reflecting everything applied."""
+        from application.knowledge.lint import lint
+
+        self.knowledge.reach(self.ledger.position())
+        with self.knowledge_reader.snapshot() as snap:
+            return lint(snap, collection)
+
     def quarantined(self) -> list[dict[str, Any]]:
         """Every event a read model's build quarantined (``projections.runner.project_safely``)."""
         with self.canon.read_engine.begin() as conn:

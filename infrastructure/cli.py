@@ -20,7 +20,7 @@ from application.ledger import CanonLedger
 from application.parsing import decode_line, parse_line
 from application.results import CommandResult
 from application.retrieval.feedback import MODES as FEEDBACK_MODES
-from domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_LINE_BYTES
+from domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_LINE_BYTES, MAX_POSITION
 from domain.commands import json_schema
 from domain.document import title_of
 from domain.errors import CanonError, InvalidCommand
@@ -52,7 +52,6 @@ def bounded(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-MAX_POSITION = 2**31 - 1  # log positions: the read models' tracking column is a 32-bit integer
 
 
 # -- verbs -------------------------------------------------------------------------------------
@@ -382,9 +381,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             service = services.search_service(args.provider)
         except ProviderError as e:
             raise Failure(USAGE, str(e)) from None
-        services.knowledge.catch_up()
-        with services.knowledge_reader.snapshot() as snap:
-            known = set(snap.collections())
+        known = services.collections()
         unknown = [c for c in args.collection if c not in known]
         if unknown:
             raise Failure(USAGE, f"no documents in collection {', '.join(unknown)} "
@@ -441,14 +438,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    from application.knowledge.lint import lint
     from infrastructure.bootstrap import bootstrap
 
     services = bootstrap(args.db)
     try:
-        services.knowledge.catch_up()
-        with services.knowledge_reader.snapshot() as snap:
-            report = lint(snap, args.collection)
+        report = services.lint(args.collection)
     finally:
         services.close()
     if args.format == "json":

@@ -14,8 +14,6 @@ from domain.api_key import SCOPES
 from domain.bounds import MAX_CHAPTER
 from infrastructure.jsonout import dumps
 
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
-
 
 def _loopback(host: str) -> bool:
     if host == "localhost":

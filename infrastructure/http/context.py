@@ -85,7 +85,6 @@ class ServerContext:
         self.search = self.services.search_service("offline")
         self.rebuilds = Rebuilds(self.services)
         self.metrics = Metrics(self.lags, self._quota_left)
-        self.started = time.time()
         self._readers = threading.BoundedSemaphore(READERS)
 
     def reading(self, read: Any, *args: Any, **kwargs: Any) -> Any:

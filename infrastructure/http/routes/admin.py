@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
@@ -12,20 +12,16 @@ from domain.api_key import MAX_KEY_NAME, SCOPES, Principal
 from domain.bounds import MAX_STORY_ID
 from infrastructure.http.auth import needs
 from infrastructure.http.problems import Problem
-from infrastructure.http.routes.commands import ctx
-from infrastructure.jsonout import dumps
+from infrastructure.http.routes.common import ctx, json_response
 
 router = APIRouter(tags=["operations"])
 PROJECTIONS = ("canon", "authoring", "knowledge", "retrieval", "vectors", "all")
 
 
-def _json(body: Any, status: int = 200) -> Response:
-    return Response(dumps(body), status_code=status, media_type="application/json")
-
 
 @router.get("/healthz", summary="Liveness: the process answers (no key needed; says nothing else)")
 def healthz() -> Response:
-    return _json({"status": "ok"})
+    return json_response({"status": "ok"})
 
 
 @router.get("/readyz", summary="Readiness: the store answers; how far each read model is behind the log")
@@ -33,7 +29,7 @@ def readyz(request: Request, principal: Annotated[Principal, Depends(needs("work
     context = ctx(request)
     end = context.services.ledger.position()
     lags = context.lags()
-    return _json({"status": "ready", "position": end, "read_models": {
+    return json_response({"status": "ready", "position": end, "read_models": {
         name: {"position": end - behind, "behind": behind} for name, behind in lags.items()},
         "embedder": context.services.embedder.name, "quarantined": len(context.services.quarantined())})
 
@@ -51,13 +47,13 @@ def post_rebuild(request: Request, principal: Annotated[Principal, Depends(needs
     job = context.rebuilds.start(names)
     if job is None:
         raise Problem(409, "rebuild_running", "a rebuild is running in this process; see GET /v1/rebuild")
-    return _json(job.as_dict(), 202)
+    return json_response(job.as_dict(), 202)
 
 
 @router.get("/v1/rebuild", summary="The last rebuild of this process and how far it got")
 def get_rebuild(request: Request, principal: Annotated[Principal, Depends(needs("admin"))]) -> Response:
     job = ctx(request).rebuilds.job
-    return _json(job.as_dict() if job is not None else {"running": False, "projections": [], "reports": []})
+    return json_response(job.as_dict() if job is not None else {"running": False, "projections": [], "reports": []})
 
 
 class KeyIn(BaseModel):
@@ -69,17 +65,17 @@ class KeyIn(BaseModel):
 
 @router.get("/v1/keys", summary="Every key (never a token), revoked ones included")
 def list_keys(request: Request, principal: Annotated[Principal, Depends(needs("admin", every_story=True))]) -> Response:
-    return _json({"keys": [k.as_dict() for k in ctx(request).keys.list()]})
+    return json_response({"keys": [k.as_dict() for k in ctx(request).keys.list()]})
 
 
 @router.post("/v1/keys", summary="Create a key; its token is in this answer only")
 def create_key(request: Request, key: KeyIn, principal: Annotated[Principal, Depends(needs("admin", every_story=True))]) -> Response:
     token, info = ctx(request).keys.create(key.scope, key.stories, key.name)
-    return _json({"token": token, **info.as_dict()}, 201)
+    return json_response({"token": token, **info.as_dict()}, 201)
 
 
 @router.delete("/v1/keys/{name}", summary="Revoke a key (idempotent)")
 def revoke_key(request: Request, name: Annotated[str, Path(min_length=1, max_length=MAX_KEY_NAME)],
                principal: Annotated[Principal, Depends(needs("admin", every_story=True))]) -> Response:
     changed = ctx(request).keys.revoke(name)
-    return _json({"name": name, "revoked": True, "changed": changed})
+    return json_response({"name": name, "revoked": True, "changed": changed})

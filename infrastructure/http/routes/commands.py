@@ -11,20 +11,15 @@ from starlette.responses import Response
 from application.parsing import decode_line, parse_command, parse_json
 from application.results import CommandResult
 from domain.api_key import Principal
+from domain.bounds import MAX_POSITION
 from domain.errors import CanonError, InvalidCommand, NotFound
 from infrastructure.http.auth import needs
-from infrastructure.http.context import ServerContext
+from infrastructure.http.routes.common import ctx, json_response
 from infrastructure.http.problems import Problem, problem_response
-from infrastructure.jsonout import dumps
 
 router = APIRouter(tags=["commands"])
 MAX_BATCH = 10_000  # commands in one request
 MAX_BODY = 64 * 1024 * 1024
-MAX_POSITION = 2**31 - 1
-
-
-def ctx(request: Request) -> ServerContext:
-    return request.app.state.ctx
 
 
 def _items(body: bytes) -> list[Any]:
@@ -79,7 +74,7 @@ def answer(results: list[CommandResult], position: int, extra: list[dict[str, An
     body = {"results": [{**(extra[i] if extra else {}), **r.as_dict()} for i, r in enumerate(results)],
             "position": position}
     if all(r.ok for r in results):
-        return Response(dumps(body), media_type="application/json")
+        return json_response(body)
     errors = [r.error for r in results if r.error is not None]
     status = 422 if any(isinstance(e, InvalidCommand) for e in errors) else \
         403 if any(e.code == "forbidden" for e in errors) else 409
@@ -146,5 +141,4 @@ def get_events(request: Request, principal: Annotated[Principal, Depends(needs("
             last = end
     else:
         last = end
-    return Response(dumps({"events": events, "after": after, "next_after": last, "end": end}),
-                    media_type="application/json")
+    return json_response({"events": events, "after": after, "next_after": last, "end": end})

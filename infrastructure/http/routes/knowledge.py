@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from application.knowledge.lint import lint
 from application.parsing import parse_command
 from application.retrieval.feedback import MODES as FEEDBACK_MODES
 from domain.api_key import Principal
@@ -19,8 +18,8 @@ from domain.document import title_of
 from domain.errors import CanonError
 from infrastructure.http.auth import needs
 from infrastructure.http.problems import Problem
-from infrastructure.http.routes.commands import answer, apply_for, ctx
-from infrastructure.jsonout import dumps
+from infrastructure.http.routes.commands import answer, apply_for
+from infrastructure.http.routes.common import ctx, json_response
 
 router = APIRouter(tags=["knowledge"])
 Collection = Annotated[str, Path(min_length=1, max_length=MAX_COLLECTION_ID)]
@@ -35,9 +34,6 @@ class DocumentIn(BaseModel):
     title: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
     max_chunk_tokens: int = Field(default=256, ge=32, le=8192)
 
-
-def _json(body: Any) -> Response:
-    return Response(dumps(body), media_type="application/json")
 
 
 def _may_read(principal: Principal, collection: str) -> None:
@@ -81,16 +77,12 @@ async def search(request: Request, collection: Collection, principal: Annotated[
     context = ctx(request)
 
     def run() -> Any:
-        services = context.services
-        services.knowledge.reach(services.ledger.position())
-        with services.knowledge_reader.snapshot() as snap:
-            known = set(snap.collections())
-        if collection not in known:
+        if collection not in context.services.collections():
             raise Problem(404, "unknown_collection", f"no documents in collection {collection!r}", "collection")
         return context.search.search([collection], q, top, feedback=feedback)
 
     result = await run_in_threadpool(context.reading, run)
-    return _json(result.as_dict())
+    return json_response(result.as_dict())
 
 
 @router.post("/v1/compile", summary="Compile stale wiki pages, oldest drift first, within the LLM quota")
@@ -99,19 +91,17 @@ def compile_wiki(request: Request, principal: Annotated[Principal, Depends(needs
                  collection: Annotated[str | None, Query(min_length=1, max_length=MAX_COLLECTION_ID)] = None,
                  provider: Literal["offline", "gemini"] = "offline") -> Response:
     compiler = ctx(request).services.compiler(provider)
-    return _json(compiler.nightly(budget, collection).as_dict())
+    return json_response(compiler.nightly(budget, collection).as_dict())
 
 
 @router.get("/v1/lint", summary="Check the wiki (no LLM calls)")
 def lint_wiki(request: Request, principal: Annotated[Principal, Depends(needs("author"))],
               collection: Annotated[str | None, Query(min_length=1, max_length=MAX_COLLECTION_ID)] = None) -> Response:
-    services = ctx(request).services
-    services.knowledge.reach(services.ledger.position())
-    with services.knowledge_reader.snapshot() as snap:
-        return _json(lint(snap, collection).as_dict())
+    context = ctx(request)
+    return json_response(context.reading(context.services.lint, collection).as_dict())
 
 
 @router.get("/v1/quota", summary="LLM calls spent and left today")
 def quota(request: Request, principal: Annotated[Principal, Depends(needs("admin"))],
           provider: Annotated[str, Query(min_length=1, max_length=40)] = "gemini") -> Response:
-    return _json(ctx(request).services.quota.status(provider))
+    return json_response(ctx(request).services.quota.status(provider))

@@ -11,12 +11,11 @@ from starlette.responses import Response
 
 from application.packets.recipes import Request as PacketRequest
 from domain.api_key import Principal
-from domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_ID, MAX_STORY_ID
+from domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_ID, MAX_POSITION, MAX_STORY_ID
 from domain.story import ROLES
 from infrastructure.http.auth import needs, visible
 from infrastructure.http.problems import Problem
-from infrastructure.http.routes.commands import MAX_POSITION, ctx
-from infrastructure.jsonout import dumps
+from infrastructure.http.routes.common import ctx, json_response
 
 router = APIRouter(tags=["packets"])
 Role = Literal[ROLES]  # type: ignore[valid-type]
@@ -49,7 +48,8 @@ async def get_packet(request: Request, story: Annotated[str, Path(min_length=1, 
 
 
 def _record(request: Request, principal: Principal, packet_id: str):  # type: ignore[no-untyped-def]
-    record = ctx(request).services.ledger.packet_record(packet_id)
+    """The issued record, or 404 (also for a story this key may not see, or an id too long to be one)."""
+    record = ctx(request).services.ledger.packet_record(packet_id) if len(packet_id) <= MAX_ID else None
     if record is None or not principal.sees(record.story_id):
         raise Problem(404, "unknown_packet", f"no packet {packet_id!r} was issued", "packet_id")
     return record
@@ -57,20 +57,16 @@ def _record(request: Request, principal: Principal, packet_id: str):  # type: ig
 
 @router.get("/v1/packets/{packet_id}", summary="What was issued: the packet's record in the log")
 def get_packet_record(request: Request, packet_id: str, principal: Annotated[Principal, Depends(needs("worker"))]) -> Response:
-    if len(packet_id) > MAX_ID:
-        raise Problem(404, "unknown_packet", "no such packet was issued", "packet_id")
     r = _record(request, principal, packet_id)
     body = {"packet_id": r.packet_id, "story_id": r.story_id, "role": r.role, "chapter": r.chapter, "scene": r.scene,
             "budget": r.budget, "position": r.position, "hash": r.hash, "tokenizer": r.tokenizer,
             "compiler": r.compiler, "items": r.items, "dropped": r.dropped, "recall": r.recall}
-    return Response(dumps(body), media_type="application/json")
+    return json_response(body)
 
 
 @router.get("/v1/packets/{packet_id}/audit", summary="Replay history to the packet's position and compare (as canon audit)")
 def audit_packet(request: Request, packet_id: str, principal: Annotated[Principal, Depends(needs("worker"))]) -> Response:
-    if len(packet_id) > MAX_ID:
-        raise Problem(404, "unknown_packet", "no such packet was issued", "packet_id")
     _record(request, principal, packet_id)
     context = ctx(request)
     report = context.reading(context.services.auditor.audit, packet_id)
-    return Response(dumps(report.as_dict()), media_type="application/json")
+    return json_response(report.as_dict())

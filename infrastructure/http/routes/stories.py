@@ -8,19 +8,16 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
 
 from domain.api_key import Principal
-from domain.bounds import MAX_CHAPTER, MAX_ID, MAX_NODE_KIND as MAX_KIND, MAX_STORY_ID
+from domain.bounds import MAX_CHAPTER, MAX_ID, MAX_POSITION, MAX_STORY_ID
+from domain.bounds import MAX_NODE_KIND as MAX_KIND
 from infrastructure.http.auth import needs, unknown_story, visible
 from infrastructure.http.problems import Problem
-from infrastructure.http.routes.commands import MAX_POSITION, ctx
-from infrastructure.jsonout import dumps
+from infrastructure.http.routes.common import ctx, json_response
 
 router = APIRouter(tags=["stories"])
 Story = Annotated[str, Path(min_length=1, max_length=MAX_STORY_ID)]
 After = Annotated[int | None, Query(ge=0, le=MAX_POSITION, description="read your writes: reflect this position")]
 
-
-def _json(body: Any) -> Response:
-    return Response(dumps(body), media_type="application/json")
 
 
 def _views(request: Request, after: int | None = None) -> Any:
@@ -40,7 +37,7 @@ def _story_views(request: Request, principal: Principal, story: str, after: int 
 @router.get("/v1/stories", summary="The stories this key may see, with their counts")
 def list_stories(request: Request, principal: Annotated[Principal, Depends(needs("worker"))],
                  after: After = None) -> Response:
-    return _json({"stories": _views(request, after).stories(principal.stories)})
+    return json_response({"stories": _views(request, after).stories(principal.stories)})
 
 
 @router.get("/v1/stories/{story}", summary="One story: title, budgets, chapters, volumes, counts, position")
@@ -50,7 +47,7 @@ def get_story(request: Request, story: Story, principal: Annotated[Principal, De
     found = _views(request, after).story(story)
     if found is None:
         raise unknown_story(story)
-    return _json(found)
+    return json_response(found)
 
 
 @router.get("/v1/stories/{story}/canon", summary="Confirmed entries in force as of a chapter")
@@ -59,7 +56,7 @@ def list_canon(request: Request, story: Story, principal: Annotated[Principal, D
                kind: Annotated[str | None, Query(min_length=1, max_length=MAX_KIND)] = None,
                after: After = None) -> Response:
     views = _story_views(request, principal, story, after)
-    return _json({"story_id": story, "as_of": as_of, "kind": kind, "entries": views.canon_as_of(story, as_of, kind)})
+    return json_response({"story_id": story, "as_of": as_of, "kind": kind, "entries": views.canon_as_of(story, as_of, kind)})
 
 
 @router.get("/v1/stories/{story}/canon/{kind}/{key}", summary="One entry with every version")
@@ -70,7 +67,7 @@ def get_entry(request: Request, story: Story, kind: Annotated[str, Path(min_leng
     entry = _views(request, after).entry(story, kind, key)
     if entry is None:
         raise Problem(404, "unknown_canon_entry", f"no confirmed {kind} {key!r} in story {story!r}", "key")
-    return _json(entry)
+    return json_response(entry)
 
 
 @router.get("/v1/stories/{story}/chapters/{number}", summary="A chapter: goals, scene cards, summary, text status")
@@ -80,7 +77,7 @@ def get_chapter(request: Request, story: Story, number: Annotated[int, Path(ge=1
     chapter = _views(request, after).chapter(story, number)
     if chapter is None:
         raise Problem(404, "unknown_chapter", f"chapter {number} of story {story!r} is not planned", "chapter")
-    return _json(chapter)
+    return json_response(chapter)
 
 
 @router.get("/v1/stories/{story}/proposals", summary="Canon proposals (authoring view; never on the packet path)")
@@ -88,7 +85,7 @@ def list_proposals(request: Request, story: Story, principal: Annotated[Principa
                    status: Literal["proposed", "confirmed", "rejected"] | None = None,
                    after: After = None) -> Response:
     views = _story_views(request, principal, story, after)
-    return _json({"story_id": story, "proposals": views.proposals(story, status)})
+    return json_response({"story_id": story, "proposals": views.proposals(story, status)})
 
 
 @router.get("/v1/stories/{story}/drafts", summary="Chapter drafts (authoring view; never on the packet path)")
@@ -97,4 +94,4 @@ def list_drafts(request: Request, story: Story, principal: Annotated[Principal, 
                 status: Literal["submitted", "accepted", "rejected"] | None = None,
                 after: After = None) -> Response:
     views = _story_views(request, principal, story, after)
-    return _json({"story_id": story, "drafts": views.drafts(story, chapter, status)})
+    return json_response({"story_id": story, "drafts": views.drafts(story, chapter, status)})
