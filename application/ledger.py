@@ -348,10 +348,14 @@ class CanonLedger(Application):
         """The last position in the global log (0 when empty)."""
         return self.recorder.max_notification_id() or 0
 
+    def records(self, start: int, limit: int, stop: int | None = None, topics: Sequence[str] = ()) -> list[Any]:
+        """Stored records (``.id``, ``.topic``, undecoded state) from ``start`` on: counting
+        or routing entries without paying for their decoding (``decode`` gives the event)."""
+        return list(self.recorder.select_notifications(start, limit, stop=stop, topics=list(topics)))
+
     def read(self, start: int, limit: int, stop: int | None = None, topics: Sequence[str] = ()) -> list[tuple[int, Any]]:
         """Decoded (position, event) pairs: the projections' view of the log."""
-        page = self.recorder.select_notifications(start, limit, stop=stop, topics=list(topics))
-        return [(n.id, self.mapper.to_domain_event(n)) for n in page]
+        return [(n.id, self.mapper.to_domain_event(n)) for n in self.records(start, limit, stop, topics)]
 
     def history(self, *, story_id: str | None = None, start: int = 1, stop: int | None = None) -> Iterator[LoggedEvent]:
         """The global log in order, decoded; optionally only one story's events."""

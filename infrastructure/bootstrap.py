@@ -26,6 +26,8 @@ from projections.knowledge import KnowledgeProjection
 from projections.knowledge_tables import VERSION as KNOWLEDGE_VERSION
 from projections.knowledge_tables import knowledge_tables
 from projections.knowledge_view import SqlKnowledgeReader
+from projections.model_status import (SCAN, ModelStatus, collections_in, model_status, pending_records,
+                                      texts_waiting)
 from projections.read_models import ProjectionSpec, ReadModels
 from projections.retrieval import KeywordProjection, VectorProjection, catch_up_vectors
 from projections.retrieval_tables import VECTORS_VERSION, retrieval_tables, vector_tables
@@ -119,6 +121,10 @@ class Services:
     embedder_note: str
     retrieval_reader: SqlRetrievalReader
     stepback_cache: Any
+    # A worker keeps knowledge, the keyword index and the vectors current (``canon worker``, or
+    # the one ``canon serve`` runs): requests read what is indexed and say how far behind it is,
+    # and never catch those models up themselves. False (the CLI): each read catches them up.
+    fed: bool = False
     _views: StoryViews | None = None
 
     @property
@@ -152,12 +158,41 @@ class Services:
                                 quota=self.quota, provider="gemini",  # the metered embedder's provider
                                 embedder_note=self.embedder_note)
 
+        catch_up, vectors = self._index_catch_up()
+        return SearchService(self.ledger.position, catch_up, vectors, self.retrieval_reader, pipeline,
+                             lag=self.index_lag if self.fed else None)
+
+    def _index_catch_up(self) -> tuple[Any, Any]:
+        """(knowledge and keyword catch-up, vector catch-up) for a read: none when fed."""
+        if self.fed:
+            return (lambda goal: None), None
+
         def catch_up(goal: int) -> None:
             self.knowledge.reach(goal)
             self.retrieval.reach(goal)
 
-        return SearchService(self.ledger.position, catch_up, lambda goal: catch_up_vectors(self.vectors, goal),
-                             self.retrieval_reader, pipeline)
+        return catch_up, (lambda goal: catch_up_vectors(self.vectors, goal))
+
+    def status(self) -> dict[str, ModelStatus]:
+        """Each read model's position and how far it trails the log (``projections.model_status``)."""
+        end = self.ledger.position()
+        return {name: model_status(name, models, self.ledger, end, texts=name in ("retrieval", "vectors"))
+                for name, models in self.read_models.items()}
+
+    def index_lag(self, collections: Any) -> dict[str, str]:
+        """Stage notes for a search of ``collections`` while the worker has not indexed
+        everything: what the keyword index and the vectors do not hold yet."""
+        end = self.ledger.position()
+        notes: dict[str, str] = {}
+        for stage, models, what in (("keyword", self.retrieval, "not yet indexed"),
+                                    ("vector", self.vectors, "not yet embedded")):
+            _, records = pending_records(models, self.ledger, end)
+            waiting = texts_waiting(models, self.ledger, records, collections) if records else 0
+            if waiting:
+                more = "+" if len(records) >= SCAN else ""
+                notes[stage] = (f"{waiting}{more} text(s) {what}; keyword only for them" if stage == "vector" else
+                                f"{waiting}{more} text(s) {what}: not searchable until the worker indexes them")
+        return notes
 
     def compiler(self, provider: str = "offline", **options: Any) -> Any:
         """The wiki compiler with the named provider (``offline`` or ``gemini``)."""
@@ -198,16 +233,24 @@ class Services:
         return self.packets.packet(request, after=after, record=record)
 
     def collections(self) -> set[str]:
-        """The knowledge collections that hold documents, reflecting everything applied."""
-        self.knowledge.reach(self.ledger.position())
+        """The knowledge collections that hold documents, reflecting everything applied (when
+        fed: what the worker has projected)."""
+        if not self.fed:
+            self.knowledge.reach(self.ledger.position())
         with self.knowledge_reader.snapshot() as snap:
-            return set(snap.collections())
+            known = set(snap.collections())
+        if self.fed:  # and those the worker has yet to index: a search there says so in its stages
+            _, records = pending_records(self.retrieval, self.ledger, self.ledger.position())
+            known |= collections_in(self.retrieval, self.ledger, records)
+        return known
 
     def lint(self, collection: str | None = None) -> Any:
-        """The wiki's lint report (no LLM calls), reflecting everything applied."""
+        """The wiki's lint report (no LLM calls), reflecting everything applied (when fed: what
+        the worker has projected)."""
         from application.knowledge.lint import lint
 
-        self.knowledge.reach(self.ledger.position())
+        if not self.fed:
+            self.knowledge.reach(self.ledger.position())
         with self.knowledge_reader.snapshot() as snap:
             return lint(snap, collection)
 
@@ -223,8 +266,9 @@ class Services:
 
 
 def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_policy: QuotaPolicy | None = None,
-              embedder: str | Any | None = None) -> Services:
-    """``embedder``: a name for ``choose_embedder`` or an embedder object (default: $CANON_EMBEDDER, else auto)."""
+              embedder: str | Any | None = None, fed: bool = False) -> Services:
+    """``embedder``: a name for ``choose_embedder`` or an embedder object (default: $CANON_EMBEDDER, else auto).
+    ``fed``: a worker keeps the knowledge, keyword and vector models current (``Services.fed``)."""
     from infrastructure.stepback_cache import SqlStepBackCache
 
     config = store_config(resolve_url(url))
@@ -265,14 +309,13 @@ def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_polic
 
     retrieval_reader = SqlRetrievalReader(read, retrieval_builds, embedder.name)
 
-    def catch_up_knowledge(goal: int) -> None:
-        knowledge.reach(goal)
-        retrieval.reach(goal)
-
+    services = Services(config, ledger, canon, authoring_models, packets, auditor, knowledge, knowledge_reader, quota,
+                        retrieval, vectors, embedder, embedder_note, retrieval_reader, stepback_cache, fed)
     # Packets take L1 from the offline pipeline (no step-back): the same read models give the same bytes.
-    packets.retriever = StoryRetriever(ledger.position, catch_up_knowledge, lambda goal: catch_up_vectors(vectors, goal),
+    catch_up_index, catch_up_vectors_now = services._index_catch_up()
+    packets.retriever = StoryRetriever(ledger.position, catch_up_index,
+                                       catch_up_vectors_now or (lambda goal: None),
                                        retrieval_reader, HybridSearch(embedder, None, quota=quota, provider="gemini",
                                                                       embedder_note=embedder_note),
-                                       knowledge_reader)
-    return Services(config, ledger, canon, authoring_models, packets, auditor, knowledge, knowledge_reader, quota,
-                    retrieval, vectors, embedder, embedder_note, retrieval_reader, stepback_cache)
+                                       knowledge_reader, lag=services.index_lag if fed else None)
+    return services

@@ -259,9 +259,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from infrastructure.bootstrap import bootstrap
+    from infrastructure.progress import bar, bar_to, quiet
 
     services = bootstrap(args.db, page_size=args.page_size)
     try:
@@ -269,14 +268,10 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         reports = []
         for name in names:
             models = services.read_models[name]
-            quiet = args.format == "json" or not sys.stderr.isatty()
-            with tqdm(total=max(services.ledger.position(), 1), desc=f"rebuild {name}", unit="pos",
-                      disable=quiet, file=sys.stderr) as bar:
-                def progress(reached: int, goal: int) -> None:
-                    bar.total = max(goal, 1)
-                    bar.update(reached - bar.n)
-
-                reports.append(models.rebuild(progress, pause=args.pause / 1000, recount=args.recount))
+            with bar(f"rebuild {name}", "pos", disable=quiet(args.format),
+                     total=max(services.ledger.position(), 1)) as shown:
+                reports.append(models.rebuild(lambda reached, goal: bar_to(shown, reached, goal),
+                                              pause=args.pause / 1000, recount=args.recount))
     finally:
         services.close()
     for report in reports:
@@ -324,17 +319,18 @@ def _documents(paths: list[str]) -> list[tuple[str, Path]]:
 def cmd_ingest(args: argparse.Namespace) -> int:
     import uuid
 
-    from tqdm import tqdm
-
     from infrastructure.bootstrap import bootstrap
+    from infrastructure.progress import bar, bar_to, quiet
 
     documents = _documents(args.paths)
     services = bootstrap(args.db)
     counts: dict[str, int] = {}
     failed = []
     try:
-        quiet = args.format == "json" or not sys.stderr.isatty()
-        for doc_id, path in tqdm(documents, desc=f"ingest {args.collection}", unit="doc", disable=quiet, file=sys.stderr):
+        silent = quiet(args.format)
+        shown = bar(f"ingest {args.collection}", "doc", disable=silent, total=len(documents))
+        for doc_id, path in documents:
+            shown.update(1)
             try:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
@@ -351,9 +347,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 failed.append(body)
             if args.format == "json":
                 _emit(body)
+        shown.close()
         # Index and embed now, so the first search does not pay for the backlog.
-        with tqdm(desc="index", unit="text", disable=quiet, file=sys.stderr) as bar:
-            services.catch_up_retrieval(progress=bar.update)
+        with bar("embed", "text", disable=silent) as shown:
+            services.catch_up_retrieval(progress=lambda done, total: bar_to(shown, done, total))
     finally:
         services.close()
     if args.format != "json":
@@ -407,10 +404,9 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from application.knowledge.ports import ProviderError
     from infrastructure.bootstrap import bootstrap
+    from infrastructure.progress import bar, bar_to, quiet
 
     services = bootstrap(args.db)
     try:
@@ -418,13 +414,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
             compiler = services.compiler(args.provider)
         except ProviderError as e:
             raise Failure(USAGE, str(e)) from None
-        quiet = args.format == "json" or not sys.stderr.isatty()
-        with tqdm(desc="compile", unit="page", disable=quiet, file=sys.stderr) as bar:
-            def progress(done: int, total: int) -> None:
-                bar.total = total
-                bar.update(done - bar.n)
-
-            report = compiler.nightly(args.budget, args.collection, progress)
+        with bar("compile", "page", disable=quiet(args.format)) as shown:
+            report = compiler.nightly(args.budget, args.collection, lambda done, total: bar_to(shown, done, total))
     finally:
         services.close()
     if args.format == "json":
@@ -616,9 +607,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = verbs.add_parser("demo", parents=[common], help="apply the bundled sample serial to an embedded store and show it")
     p.set_defaults(run=cmd_demo)
 
+    from infrastructure import cli_worker
     from infrastructure.cli_service import add_verbs
 
     add_verbs(verbs, common, bounded)
+    cli_worker.add_verbs(verbs, common)
     return parser
 
 

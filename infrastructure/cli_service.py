@@ -44,7 +44,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not has_keys:
             raise Failure(USAGE, "no API key exists: create one (canon key create --scope admin) or, on loopback "
                                  "only, serve with --open", "no_keys")
-    app = create_app(args.db, open_access=args.open)
+    app = create_app(args.db, open_access=args.open, worker=args.worker)
     print(f"canon serve: http://{args.host}:{args.port} (docs at /docs)", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
                 timeout_graceful_shutdown=10,
@@ -200,6 +200,9 @@ def add_verbs(verbs: Any, common: argparse.ArgumentParser, bounded: Callable[[in
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     p.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                    help="log each request line (never its headers, so never a token)")
+    p.add_argument("--worker", action=argparse.BooleanOptionalAction, default=True,
+                   help="run a projection worker in the server (default); --no-worker leaves the knowledge, "
+                        "keyword and vector models to separate `canon worker` processes")
     p.set_defaults(run=cmd_serve)
 
     p = verbs.add_parser("key", parents=[common], help="create, list or revoke API keys")

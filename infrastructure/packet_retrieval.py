@@ -78,8 +78,10 @@ class StoryRetriever:
 
     def __init__(self, position: Callable[[], int], catch_up: Callable[[int], None],
                  catch_up_vectors: Callable[[int], None], reader: Any, pipeline: Any, knowledge_reader: Any,
-                 top_k: int = TOP_K, feedback: str = OFF) -> None:
+                 top_k: int = TOP_K, feedback: str = OFF,
+                 lag: Callable[[Sequence[str]], Mapping[str, str]] | None = None) -> None:
         self.position = position
+        self.lag = lag  # a worker feeds the indexes: stage notes for what they do not hold yet
         self.catch_up = catch_up  # knowledge and keyword index: a failure is an error stage
         self.catch_up_vectors = catch_up_vectors  # a failure leaves keyword search standing
         self.reader = reader
@@ -101,9 +103,10 @@ class StoryRetriever:
                 self.catch_up_vectors(goal)
             except Exception as e:  # noqa: BLE001
                 problem = f"{type(e).__name__}: {str(e)[:160]}"
+            lag = self.lag([collection]) if self.lag is not None else None
             with self.reader.snapshot() as snap:
                 result = self.pipeline.search(EarlierChapters(snap, chapter), [collection], query, self.top_k,
-                                              vector_problem=problem, feedback=self.feedback)
+                                              vector_problem=problem, feedback=self.feedback, lag=lag)
             hits = [h for h in result.hits if h.kind in ("chunk", "page")]
             pages = [h for h in hits if h.kind == "page"]
             wiki = Stage("wiki", "skipped", "no wiki page of the story ranked")

@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from urllib.parse import quote, unquote, urlsplit
 
@@ -148,21 +149,27 @@ def schema_lock(config: StoreConfig) -> Iterator[None]:
     if not config.is_postgres:
         yield
         return
+    with pg_connect(config) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK_KEY,))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK_KEY,))
+
+
+def pg_connect(config: StoreConfig) -> Any:
+    """A connection of its own to the PostgreSQL store (autocommit), outside every pool: for
+    session-long work such as an advisory lock or LISTEN. A refused connection is the
+    library's OperationalError, a store fault."""
     import psycopg
     from eventsourcing.persistence import OperationalError
 
     env = config.env
     try:
-        conn = psycopg.connect(
+        return psycopg.connect(
             host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"], dbname=env["POSTGRES_DBNAME"],
             user=env["POSTGRES_USER"], password=env["POSTGRES_PASSWORD"] or None,
             connect_timeout=int(env["POSTGRES_CONNECT_TIMEOUT"]), autocommit=True,
         )
     except psycopg.OperationalError as e:
         raise OperationalError(e) from None
-    with conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK_KEY,))
-        try:
-            yield
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK_KEY,))

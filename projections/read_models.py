@@ -180,17 +180,18 @@ class ReadModels:
         self._serving = row[0]
         return Build(row[0], row[1]), row[2] or 0
 
-    def catch_up(self, target: int | None = None) -> int:
-        """Bring the serving build up to ``target`` (default: the log's end)."""
+    def catch_up(self, target: int | None = None, progress: Progress | None = None) -> int:
+        """Bring the serving build up to ``target`` (default: the log's end);
+        ``progress(reached, goal)`` after each page."""
         with self._lock:
-            return self._catch_up(target)
+            return self._catch_up(target, progress)
 
-    def _catch_up(self, target: int | None) -> int:
+    def _catch_up(self, target: int | None, progress: Progress | None = None) -> int:
         for _ in range(3):
             with self.read_engine.begin() as conn:
                 build, position = self.serving(conn)
             try:
-                return self.runner(build).catch_up(target, start=position)
+                return self.runner(build).catch_up(target, progress, start=position)
             except BuildGone:
                 continue  # switched and dropped between the two transactions: the new one serves
         raise RuntimeError(f"{self.spec.name}: the serving build kept being replaced; retry")

@@ -178,16 +178,17 @@ class VectorProjection:
         wanted: dict[str, str] = {}
         for _, e in events:
             for change in changes(e, self.tokens):
-                if isinstance(change, Put) and not self._given(change):
+                if isinstance(change, Put) and not self.given(change):
                     h = content_hash(change.text)
                     if h not in self._ready:
                         wanted[h] = change.text
         return wanted
 
-    def _given(self, change: Put) -> bool:
+    def given(self, change: Put) -> bool:
         return change.embedding is not None and change.embedding[0] == self.model
 
     def embed(self, wanted: dict[str, str], progress: Any = None) -> None:
+        """Embed ``wanted`` (hash -> text) in batches; ``progress(done, total)`` after each."""
         items = list(wanted.items())
         for start in range(0, len(items), self.batch):
             part = items[start:start + self.batch]
@@ -197,23 +198,23 @@ class VectorProjection:
             for (h, _), v in zip(part, vectors):
                 self._ready[h] = to_blob(v)
             if progress is not None:
-                progress(len(part))
+                progress(start + len(part), len(items))
 
     def prefetch(self, log: Any, start: int, goal: int, page_size: int = 1000, progress: Any = None) -> int:
-        """Embed the texts of positions ``start``..``goal`` now, outside any transaction.
-        Returns how many texts were embedded."""
-        done = 0
+        """Embed the texts of positions ``start``..``goal`` now, outside any transaction: all
+        of them are found first, so ``progress(done, total)`` knows the total. Returns how
+        many texts were embedded."""
+        wanted: dict[str, str] = {}
         while start <= goal:
             page = log.read(start, page_size, goal, self.topics)
             if not page:
                 break
-            wanted = self._wanted(page)
-            self.embed(wanted, progress)
-            done += len(wanted)
+            wanted.update(self._wanted(page))
             if len(page) < page_size:
                 break
             start = page[-1][0] + 1
-        return done
+        self.embed(wanted, progress)
+        return len(wanted)
 
     # -- ops --------------------------------------------------------------------------------------
     def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
@@ -235,7 +236,7 @@ class VectorProjection:
         if isinstance(change, Drop):
             return [Delete(vectors, {"collection_id": change.collection_id, "doc_id": change.doc_id}), touched]
         h = content_hash(change.text)
-        if self._given(change):
+        if self.given(change):
             blob = to_blob(change.embedding[1])  # type: ignore[index]
         else:
             blob = self._ready[h]  # ops() embedded whatever prefetch had not

@@ -23,8 +23,8 @@ step-back cannot run.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from application.knowledge.ports import ProviderError, ProviderExhausted, ProviderThrottled
@@ -114,9 +114,11 @@ class HybridSearch:
 
     def search(self, snapshot: RetrievalSnapshot, collection_ids: Sequence[str], query: str,
                top_k: int = DEFAULT_TOP_K, *, vector_problem: str | None = None,
-               feedback: str | None = None) -> SearchResult:
+               feedback: str | None = None, lag: Mapping[str, str] | None = None) -> SearchResult:
         """``vector_problem``: why the vector index may not be current (its catch-up failed).
-        ``feedback``: ``alone`` / ``always`` / ``hybrid`` / ``off``, this search only (None: the pipeline's)."""
+        ``feedback``: ``alone`` / ``always`` / ``hybrid`` / ``off``, this search only (None: the pipeline's).
+        ``lag``: stage name -> how far behind the log that stage's index is (a worker feeds it);
+        appended to the stage's detail, so a reader sees what the answer could not include."""
         collections = list(dict.fromkeys(collection_ids))
         top_k = max(1, int(top_k))
         pool = wide(top_k)
@@ -149,6 +151,8 @@ class HybridSearch:
         stages.append(stage)
         hits, stage = _select(ranked, docs, overview, top_k)
         stages.append(stage)
+        if lag:
+            stages = [replace(s, detail=f"{s.detail}; {lag[s.step]}") if s.step in lag else s for s in stages]
         return SearchResult(query, collections, hits, stages)
 
     def _fuse_and_rerank(self, snapshot: RetrievalSnapshot, query: str, lists: dict[str, list[Hit]], pool: int,
@@ -385,6 +389,8 @@ class SearchService:
     reader: Any  # has snapshot() -> context manager of a RetrievalSnapshot
     pipeline: HybridSearch
     warnings: list[str] = field(default_factory=list)
+    # When a worker feeds the indexes (nothing to catch up here): collections -> stage notes.
+    lag: Callable[[Sequence[str]], Mapping[str, str]] | None = None
 
     def search(self, collection_ids: Sequence[str], query: str, top_k: int = DEFAULT_TOP_K,
                feedback: str | None = None) -> SearchResult:
@@ -397,6 +403,8 @@ class SearchService:
                 self.catch_up_vectors(target)
             except Exception as e:  # noqa: BLE001 - keyword search still answers
                 problem = f"{type(e).__name__}: {str(e)[:160]}"
+        lag = self.lag(collection_ids) if self.lag is not None else None
         with self.reader.snapshot() as snap:
-            result = self.pipeline.search(snap, collection_ids, query, top_k, vector_problem=problem, feedback=feedback)
+            result = self.pipeline.search(snap, collection_ids, query, top_k, vector_problem=problem, feedback=feedback,
+                                          lag=lag)
         return SearchResult(result.query, result.collections, result.hits, result.stages, target)

@@ -24,10 +24,13 @@ from infrastructure.http.routes import admin, commands, knowledge, packets, stor
 VERSION = "1"
 
 
-def create_app(url: str | None = None, *, open_access: bool = False, embedder: Any = None) -> FastAPI:
+def create_app(url: str | None = None, *, open_access: bool = False, embedder: Any = None,
+               worker: bool = True) -> FastAPI:
+    """``worker``: run a projection worker in the server's process (see ``ServerContext``)."""
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        context = await run_in_threadpool(lambda: ServerContext(url, open_access=open_access, embedder=embedder))
+        context = await run_in_threadpool(lambda: ServerContext(url, open_access=open_access, embedder=embedder,
+                                                                worker=worker))
         app.state.ctx = context
         app.state.metrics = context.metrics
         try:

@@ -53,6 +53,20 @@ class CanonClient:
     def audit(self, packet_id: str) -> dict[str, Any]:
         return self._check(self.http.get(f"/v1/packets/{packet_id}/audit")).json()
 
+    def wait_indexed(self, position: int, timeout: float = 120.0, interval: float = 0.05) -> dict[str, Any]:
+        """Poll ``/readyz`` until every read model has projected the log up to ``position``
+        (the worker indexes and embeds off the request path); its last answer."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            ready = self.get("/readyz")
+            if ready["position"] >= position and all(m["behind"] == 0 for m in ready["read_models"].values()):
+                return ready
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"read models still behind after {timeout} s: {ready['read_models']}")
+            time.sleep(interval)
+
     def get(self, path: str, **params: Any) -> Any:
         return self._check(self.http.get(path, params={k: v for k, v in params.items() if v is not None})).json()
 

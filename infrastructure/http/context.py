@@ -15,6 +15,8 @@ from typing import Any
 from application.keys import Keys
 from infrastructure.bootstrap import Services, bootstrap
 from infrastructure.http.metrics import Metrics
+from infrastructure.log_wakeup import LogWakeup
+from infrastructure.worker import ProjectionWorker
 
 
 @dataclass
@@ -78,14 +80,19 @@ READERS = 4
 
 
 class ServerContext:
-    def __init__(self, url: str | None, *, open_access: bool = False, embedder: Any = None) -> None:
-        self.services = bootstrap(url, embedder=embedder)
+    def __init__(self, url: str | None, *, open_access: bool = False, embedder: Any = None, worker: bool = True) -> None:
+        """``worker``: run a projection worker in this process (``canon serve``'s default); without
+        one, separate ``canon worker`` processes keep the slow models current. Either way requests
+        never catch up the knowledge, keyword and vector models themselves."""
+        self.services = bootstrap(url, embedder=embedder, fed=True)
         self.keys = Keys(self.services.ledger)
         self.open_access = open_access
         self.search = self.services.search_service("offline")
         self.rebuilds = Rebuilds(self.services)
         self.metrics = Metrics(self.lags, self._quota_left)
         self._readers = threading.BoundedSemaphore(READERS)
+        self.wakeup = LogWakeup(self.services.ledger, self.services.config)  # event streams and the worker wait on it
+        self.worker = ProjectionWorker(self.services, wakeup=self.wakeup).start() if worker else None
 
     def reading(self, read: Any, *args: Any, **kwargs: Any) -> Any:
         """``read(*args, **kwargs)`` once one of the ``READERS`` places is free (call it in a
@@ -94,13 +101,15 @@ class ServerContext:
             return read(*args, **kwargs)
 
     def lags(self) -> dict[str, int]:
-        """Events each read model's serving build is behind the log's end."""
-        end = self.services.ledger.position()
-        return {name: max(0, end - models.position()) for name, models in self.services.read_models.items()}
+        """Entries of its topics each read model's serving build has yet to project."""
+        return {name: status.pending for name, status in self.services.status().items()}
 
     def _quota_left(self) -> dict[str, int]:
         status = self.services.quota.status("gemini")
         return {"generate": status["generate"]["left"], "embed": status["embed"]["left"]}
 
     def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+        self.wakeup.close()
         self.services.close()

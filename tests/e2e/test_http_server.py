@@ -95,6 +95,7 @@ def test_the_demo_over_http_gives_the_cli_packet(served: tuple[Server, str, str]
     with CanonClient(server.base, token) as client:
         applied = client.apply(demo_commands())
         assert {r["status"] for r in applied["results"]} == {"applied"}
+        client.wait_indexed(applied["position"])  # L1 reads what the server's worker has indexed
         http_bytes = client.packet_bytes(STORY, "writer", 5, after=applied["position"])
         cli = canon("--db", url, "packet", "--story", STORY, "--role", "writer", "--chapter", "5", "--format", "json")
         assert cli.returncode == 0, cli.stderr

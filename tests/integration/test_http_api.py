@@ -37,6 +37,15 @@ class Api:
     def position(self) -> int:
         return self.ctx.services.ledger.position()
 
+    def settle(self, timeout: float = 60) -> None:
+        """Wait for the server's projection worker to reflect everything applied."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while not self.ctx.worker.caught_up():
+            assert time.monotonic() < deadline, "the projection worker did not catch up"
+            time.sleep(0.02)
+
 
 @pytest.fixture
 def api(store_url: str) -> Iterator[Api]:
@@ -50,6 +59,7 @@ def api(store_url: str) -> Iterator[Api]:
         assert r.status_code == 200, r.text
         doc = {"document_id": "lamps.md", "text": "# Lamps\n\nThe guild lights lamps at dusk."}
         assert a.call("POST", "/v1/collections/guild/documents", admin, json=doc).status_code == 200
+        a.settle()
         yield a
 
 

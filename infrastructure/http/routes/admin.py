@@ -27,11 +27,14 @@ def healthz() -> Response:
 @router.get("/readyz", summary="Readiness: the store answers; how far each read model is behind the log")
 def readyz(request: Request, principal: Annotated[Principal, Depends(needs("worker"))]) -> Response:
     context = ctx(request)
-    end = context.services.ledger.position()
-    lags = context.lags()
+    services = context.services
+    end = services.ledger.position()
+    worker = context.worker
     return json_response({"status": "ready", "position": end, "read_models": {
-        name: {"position": end - behind, "behind": behind} for name, behind in lags.items()},
-        "embedder": context.services.embedder.name, "quarantined": len(context.services.quarantined())})
+        name: status.as_dict() for name, status in services.status().items()},
+        "worker": None if worker is None else {"alive": worker.alive, "faults": worker.faults,
+                                               "last_error": worker.last_error},
+        "embedder": services.embedder.name, "quarantined": len(services.quarantined())})
 
 
 @router.get("/metrics", summary="Prometheus metrics (text exposition format)")
