@@ -19,7 +19,7 @@ from domain.commands import COMMAND_ADAPTER
 from infrastructure.http import problems
 from infrastructure.http.context import ServerContext
 from infrastructure.http.metrics import RequestMiddleware
-from infrastructure.http.routes import admin, commands, knowledge, packets, stories
+from infrastructure.http.routes import admin, commands, knowledge, packets, stories, stream
 
 VERSION = "1"
 
@@ -43,7 +43,7 @@ def create_app(url: str | None = None, *, open_access: bool = False, embedder: A
                               "only from it. Send `Authorization: Bearer <token>` (`canon key create`).")
     app.state.store_url = url
     problems.install(app)
-    for module in (commands, stories, packets, knowledge, admin):
+    for module in (commands, stream, stories, packets, knowledge, admin):
         app.include_router(module.router)
     app.add_middleware(RequestMiddleware)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -95,12 +95,15 @@ SCOPES = ("worker", "author", "admin")
 
 def test_every_route_is_in_the_matrix(api: Api) -> None:
     """A new route must join ROUTES (and so the auth matrix) before it can land."""
-    served = {(m, r.path) for r in api.client.app.routes for m in getattr(r, "methods", ()) or ()
-              if m != "HEAD" and r.path not in ("/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc")}
+    # From the schema: FastAPI 0.165 keeps included routers' routes out of ``app.routes``.
+    served = {(method.upper(), path) for path, operations in api.client.app.openapi()["paths"].items()
+              for method in operations}
+    assert len(served) > 20
     covered = {(m, p.split("?")[0].replace(STORY, "{story}").replace("/character/ilse", "/{kind}/{key}")
                 .replace("/chapters/5", "/chapters/{number}").replace("/guild/", "/{collection}/")) for m, p, *_ in ROUTES}
     covered |= {("GET", "/healthz"), ("POST", "/v1/rebuild"), ("DELETE", "/v1/keys/{name}"),
-                ("GET", "/v1/packets/{packet_id}"), ("GET", "/v1/packets/{packet_id}/audit")}
+                ("GET", "/v1/packets/{packet_id}"), ("GET", "/v1/packets/{packet_id}/audit"),
+                ("GET", "/v1/events/stream")}  # endless: its scopes are tested in tests/e2e/test_event_stream.py
     assert served - covered == set()
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
@@ -16,6 +16,9 @@ from domain.errors import CanonError, InvalidCommand, NotFound
 from infrastructure.http.auth import needs
 from infrastructure.http.routes.common import ctx, json_response
 from infrastructure.http.problems import Problem, problem_response
+
+if TYPE_CHECKING:
+    from application.ledger import LoggedEvent
 
 router = APIRouter(tags=["commands"])
 MAX_BATCH = 10_000  # commands in one request
@@ -111,6 +114,19 @@ async def post_commands(request: Request, principal: Annotated[Principal, Depend
 SCAN_LIMIT = 10_000  # log entries one page may pass over looking for visible ones
 
 
+def log_item(logged: LoggedEvent, principal: Principal) -> dict[str, Any] | None:
+    """One log entry as ``GET /v1/events`` and ``GET /v1/events/stream`` give it, or None
+    when this key may not see it: keys are the admin's business, and a key limited to
+    stories sees only their entries."""
+    if logged.type.startswith("ApiKey") and not principal.has("admin"):
+        return None
+    if not principal.sees(logged.story_id):
+        return None
+    return {"position": logged.position, "type": logged.type, "story_id": logged.story_id,
+            "originator_id": str(logged.originator_id), "version": logged.version,
+            "timestamp": logged.timestamp.isoformat(), "data": logged.data}
+
+
 @router.get("/v1/events", summary="A page of the global log, with positions",
             description="Entries after `after`, oldest first. `next_after` is where the next page starts: a page "
                         "may hold fewer than `limit` entries (a story's page skips other stories' entries) and is "
@@ -130,13 +146,8 @@ def get_events(request: Request, principal: Annotated[Principal, Depends(needs("
             if len(events) >= limit or scanned >= SCAN_LIMIT:
                 break
             last = logged.position
-            if logged.type.startswith("ApiKey") and not principal.has("admin"):
-                continue  # keys are the admin's business
-            if not principal.sees(logged.story_id):
-                continue
-            events.append({"position": logged.position, "type": logged.type, "story_id": logged.story_id,
-                           "originator_id": str(logged.originator_id), "version": logged.version,
-                           "timestamp": logged.timestamp.isoformat(), "data": logged.data})
+            if (item := log_item(logged, principal)) is not None:
+                events.append(item)
         else:
             last = end
     else:
