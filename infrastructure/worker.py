@@ -67,6 +67,7 @@ class ProjectionWorker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._busy: dict[str, ModelProgress] = {}
+        self._reached: dict[str, int] = {}  # the log position each sliced model was last brought to
         self.faults = 0  # store faults met so far (the loop retried each)
         self.last_error: str | None = None
 
@@ -94,9 +95,12 @@ class ProjectionWorker:
             self.progress.moved(name, reached, end)
 
         if name == "vectors":
-            start = models.position()
-            goal = min(end, start + self.vector_slice) if start < end else end
+            # From what this worker reached last: a slice with none of the model's events leaves
+            # the tracking row where it was (``runner.QUIET_GAP``), but the slice is done.
+            start = max(models.position(), self._reached.get(name, 0))
+            goal = min(end, start + self.vector_slice)
             reached = catch_up_vectors(models, goal, lambda done, total: self.progress.embedding(name, done, total))
+            self._reached[name] = reached
             moved(reached, end)
         else:
             reached = models.catch_up(end, moved)
