@@ -1,0 +1,206 @@
+"""``canon worker`` as real processes: killed with SIGKILL at random points while it catches
+up a generated story, then restarted, its read models equal a fresh rebuild's (nothing lost,
+nothing applied twice); two workers at once on PostgreSQL, one killed, share the work the same
+way; ``canon status`` tells the truth about the backlog."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from application.parsing import parse_command
+from infrastructure.bootstrap import bootstrap
+from projections.checksum import table_checksum
+from projections.runner import quarantined, tracking
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ("canon", "authoring", "knowledge", "retrieval", "vectors")
+
+
+def _generator() -> Any:
+    spec = importlib.util.spec_from_file_location("gen_story", ROOT / "benchmarks" / "gen_story.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+def story_commands(story: str, chapters: int, entries: int, seed: int = 7) -> list[dict[str, Any]]:
+    gen = _generator()
+    out = []
+    for c in gen.generate(seed=seed, chapters=chapters, entries=entries):
+        c = {**c, "command_id": f"{story}/{c['command_id']}"}
+        if "story_id" in c:
+            c["story_id"] = story
+        out.append(c)
+    return out
+
+
+def load(url: str, commands: list[dict[str, Any]], batch: int = 250) -> int:
+    services = bootstrap(url, fed=True, embedder="hashing")
+    try:
+        parsed = [parse_command(c) for c in commands]
+        for i in range(0, len(parsed), batch):
+            results = services.ledger.apply(parsed[i:i + batch], atomic=True)
+            assert all(r.status == "applied" for r in results), [r.as_dict() for r in results if not r.ok][:3]
+        return services.ledger.position()
+    finally:
+        services.close()
+
+
+def worker(url: str, *extra: str, log: Path | None = None) -> subprocess.Popen:
+    env = {**os.environ, "CANON_EMBEDDER": "hashing"}
+    env.pop("CANON_DATABASE_URL", None)
+    out = log.open("ab") if log is not None else subprocess.DEVNULL
+    return subprocess.Popen([sys.executable, "-m", "infrastructure.cli", "--db", url, "--format", "json", "worker",
+                             *extra], stdout=out, stderr=subprocess.STDOUT, env=env)
+
+
+def positions(services: Any) -> dict[str, int]:
+    """Every tracking row (builds and any claims), by name."""
+    with services.canon.read_engine.begin() as conn:
+        return dict(conn.execute(tracking.select()).all())
+
+
+def checksums(services: Any) -> dict[str, str]:
+    out = {}
+    for name in MODELS:
+        models = services.read_models[name]
+        with models.read_engine.begin() as conn:
+            out[name] = table_checksum(conn, models.tables(models.active(conn)))
+    return out
+
+
+def rebuilt_checksums(services: Any) -> dict[str, str]:
+    for name in MODELS:
+        services.read_models[name].rebuild()
+    return checksums(services)
+
+
+def assert_current(services: Any) -> None:
+    statuses = services.status()
+    assert all(s.pending == 0 for s in statuses.values()), {n: s.as_dict() for n, s in statuses.items()}
+
+
+@pytest.mark.slow
+def test_a_worker_killed_at_random_points_resumes_to_what_a_rebuild_gives(store_url: str, tmp_path: Path) -> None:
+    rng = random.Random(20)
+    commands = story_commands("killed", chapters=240, entries=2400)
+    first, rest = commands[: len(commands) * 3 // 10], commands[len(commands) * 3 // 10:]
+    end = load(store_url, first)
+    step = len(rest) // 20 + 1
+    log = tmp_path / "worker.log"
+    services = bootstrap(store_url, fed=True, embedder="hashing")
+    kills_while_behind = 0
+    seen: dict[str, int] = {}
+    try:
+        for round_ in range(20):
+            if rest and round_ > 0:  # the log grows under the worker too
+                part, rest = rest[:step], rest[step:]
+                end = load(store_url, part)
+            proc = worker(store_url, "--page-size", "50", log=log)
+            time.sleep(rng.uniform(0.8, 2.5))  # start-up is about a second of imports
+            before_kill = services.status()
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            kills_while_behind += any(s.pending for s in before_kill.values())
+            now = positions(services)
+            for name, position in now.items():  # a tracking row never moves back
+                assert position >= seen.get(name, 0), (name, position, seen[name])
+            seen = now
+        if rest:
+            end = load(store_url, rest)
+        assert end > 20_000, end
+        assert kills_while_behind >= 10, f"only {kills_while_behind} of 20 kills hit a worker with work left"
+        finished = worker(store_url, "--once", log=log)
+        assert finished.wait(600) == 0, log.read_text()[-2000:]
+        assert_current(services)
+        with services.canon.read_engine.begin() as conn:
+            assert quarantined(conn) == []
+        assert checksums(services) == rebuilt_checksums(services)
+    finally:
+        services.close()
+    assert "Traceback" not in log.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_two_workers_share_three_stories_and_one_survives_the_others_death(pg_url: str, tmp_path: Path) -> None:
+    for story in ("north", "south", "east"):
+        load(pg_url, story_commands(story, chapters=60, entries=600, seed=hash(story) % 1000))
+    services = bootstrap(pg_url, fed=True, embedder="hashing")
+    log = tmp_path / "workers.log"
+    samples: list[dict[str, int]] = []
+    stop = threading.Event()
+
+    def sample() -> None:  # tracking rows, watched from outside while the workers run
+        watcher = bootstrap(pg_url, fed=True, embedder="hashing")
+        try:
+            while not stop.is_set():
+                samples.append(positions(watcher))
+                time.sleep(0.05)
+        finally:
+            watcher.close()
+
+    watching = threading.Thread(target=sample)
+    watching.start()
+    try:
+        a = worker(pg_url, "--page-size", "50", log=log)
+        b = worker(pg_url, "--page-size", "50", log=log)
+        time.sleep(3.0)
+        os.kill(a.pid, signal.SIGKILL)
+        a.wait()
+        deadline = time.monotonic() + 600
+        while any(s.pending for s in services.status().values()):
+            assert b.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, "the surviving worker did not finish"
+            time.sleep(0.2)
+        b.send_signal(signal.SIGTERM)
+        assert b.wait(60) == 0
+    finally:
+        stop.set()
+        watching.join()
+    try:
+        assert len(samples) > 10
+        for earlier, later in zip(samples, samples[1:]):
+            for name, position in earlier.items():
+                if name in later:
+                    assert later[name] >= position, (name, position, later[name])
+        with services.canon.read_engine.begin() as conn:
+            assert quarantined(conn) == []
+        assert checksums(services) == rebuilt_checksums(services)
+    finally:
+        services.close()
+    assert "Traceback" not in log.read_text()
+
+
+def test_status_counts_the_backlog_and_a_worker_clears_it(store_url: str, tmp_path: Path) -> None:
+    load(store_url, story_commands("small", chapters=6, entries=60))
+    services = bootstrap(store_url, fed=True, embedder="hashing")
+    try:
+        before = services.status()
+        assert before["canon"].pending > 0 and before["vectors"].texts > 0 and before["vectors"].seconds >= 0
+        env = {**os.environ, "CANON_EMBEDDER": "hashing"}
+        shown = subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db", store_url, "--format", "json",
+                                "status"], capture_output=True, text=True, env=env, timeout=120)
+        assert shown.returncode == 0, shown.stderr
+        body = json.loads(shown.stdout)
+        assert body["read_models"]["vectors"]["backlog_texts"] == before["vectors"].texts
+        assert body["read_models"]["canon"]["behind"] == before["canon"].pending
+        done = worker(store_url, "--once")
+        assert done.wait(300) == 0
+        assert_current(services)
+        assert services.status()["vectors"].texts == 0
+    finally:
+        services.close()
