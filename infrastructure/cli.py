@@ -611,7 +611,7 @@ def build_parser() -> argparse.ArgumentParser:
     from infrastructure.cli_service import add_verbs
 
     add_verbs(verbs, common, bounded)
-    cli_worker.add_verbs(verbs, common)
+    cli_worker.add_verbs(verbs, common, bounded)
     return parser
 
 

@@ -7,11 +7,13 @@ import argparse
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from infrastructure.jsonout import dumps
 from infrastructure.progress import bar, bar_to, quiet
 from infrastructure.worker import Progress, ProjectionWorker
+from projections.runner import PAGE_SIZE
 
 MODELS = ("canon", "authoring", "knowledge", "retrieval", "vectors")
 
@@ -65,7 +67,7 @@ class JsonProgress(Progress):
 def cmd_worker(args: argparse.Namespace) -> int:
     from infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(args.db, fed=True)
+    services = bootstrap(args.db, fed=True, page_size=args.page_size)
     progress: Progress = JsonProgress() if args.format == "json" else TerminalProgress() if not quiet(args.format) \
         else Progress()
     worker = ProjectionWorker(services, args.projection or None, progress=progress)
@@ -106,12 +108,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
+def add_verbs(verbs: Any, common: argparse.ArgumentParser, bounded: Callable[[int, int], Any]) -> None:
     p = verbs.add_parser("worker", parents=[common],
                          help="follow the log and keep read models current (the vector index embeds here)")
     p.add_argument("--projection", action="append", choices=MODELS, metavar="NAME",
                    help=f"only this read model (repeat for several; default: all of {', '.join(MODELS)})")
     p.add_argument("--once", action="store_true", help="catch up to the log's end, then exit")
+    p.add_argument("--page-size", type=bounded(1, 100_000), default=PAGE_SIZE, metavar="N",
+                   help=f"events per read-model transaction (default {PAGE_SIZE})")
     p.set_defaults(run=cmd_worker)
 
     p = verbs.add_parser("status", parents=[common],
