@@ -13,7 +13,7 @@ from application.results import CommandResult
 from domain.api_key import Principal
 from domain.bounds import MAX_POSITION
 from domain.errors import CanonError, InvalidCommand, NotFound
-from infrastructure.http.auth import needs
+from infrastructure.http.auth import needs, visible
 from infrastructure.http.routes.common import ctx, json_response
 from infrastructure.http.problems import Problem, problem_response
 
@@ -135,21 +135,20 @@ def get_events(request: Request, principal: Annotated[Principal, Depends(needs("
                story: Annotated[str | None, Query(max_length=64)] = None,
                after: Annotated[int, Query(ge=0, le=MAX_POSITION)] = 0,
                limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Response:
+    if story is not None:
+        visible(principal, story)  # another story's log is as unknown as one never started (404)
     services = ctx(request).services
     ledger = services.ledger
     services.packets.within_log(after)  # a position beyond the log is refused, never read past
     end = ledger.position()
     events: list[dict[str, Any]] = []
     last = after
-    if story is None or principal.sees(story):
-        for scanned, logged in enumerate(ledger.history(story_id=story, start=after + 1, stop=end)):
-            if len(events) >= limit or scanned >= SCAN_LIMIT:
-                break
-            last = logged.position
-            if (item := log_item(logged, principal)) is not None:
-                events.append(item)
-        else:
-            last = end
+    for scanned, logged in enumerate(ledger.history(story_id=story, start=after + 1, stop=end)):
+        if len(events) >= limit or scanned >= SCAN_LIMIT:
+            break
+        last = logged.position
+        if (item := log_item(logged, principal)) is not None:
+            events.append(item)
     else:
         last = end
     return json_response({"events": events, "after": after, "next_after": last, "end": end})
