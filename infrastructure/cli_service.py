@@ -45,10 +45,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise Failure(USAGE, "no API key exists: create one (canon key create --scope admin) or, on loopback "
                                  "only, serve with --open", "no_keys")
     app = create_app(args.db, open_access=args.open, worker=args.worker)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # Open event streams end now (their clients reconnect elsewhere with Last-Event-ID):
+            # otherwise the graceful shutdown waits its whole timeout for them.
+            context = getattr(app.state, "ctx", None)
+            if context is not None:
+                context.wakeup.close()
+            super().handle_exit(sig, frame)
+
     print(f"canon serve: http://{args.host}:{args.port} (docs at /docs)", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
-                timeout_graceful_shutdown=10,
-                h11_max_incomplete_event_size=256 * 1024)  # a long search query's URL fits (16 KiB by default)
+    Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
+                          timeout_graceful_shutdown=10,
+                          h11_max_incomplete_event_size=256 * 1024)).run()  # a long query's URL fits (16 KiB by default)
     return 0
 
 

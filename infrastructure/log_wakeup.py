@@ -85,6 +85,10 @@ class LogWakeup:
                 if self._ticks == ticks:
                     self._changed.wait(min(left, self.interval))
 
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
     def close(self) -> None:
         self._closed.set()
         self._tick()

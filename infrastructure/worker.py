@@ -131,7 +131,9 @@ class ProjectionWorker:
                 continue
             if until is not None and until():
                 return
-            if self.caught_up():
+            if self.wakeup.closed:  # the server is stopping: no more wake-ups, wait for stop()
+                self._stop.wait(IDLE_WAIT)
+            elif self.caught_up():
                 self.wakeup.wait_beyond(end, IDLE_WAIT)
 
     def start(self) -> ProjectionWorker:

@@ -308,3 +308,14 @@ def test_a_bad_position_is_refused_before_anything_is_streamed(live: Live) -> No
     with Stream(live.http, live.token, live.end) as stream:  # at the end: nothing until an append
         position = live.post(_plan("bad-input-plan", 500))
         assert stream.next().id == live.end + 1 <= position
+
+
+def test_stopping_the_server_ends_open_streams_at_once(live: Live) -> None:
+    stream = Stream(live.http, live.token, live.end)
+    try:
+        assert stream.response.status_code == 200
+        began = time.monotonic()
+        live.server.stop()  # SIGTERM
+        assert time.monotonic() - began < 5  # the graceful shutdown would wait 10 s for an open stream
+    finally:
+        stream.close()
