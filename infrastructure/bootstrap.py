@@ -186,6 +186,8 @@ class Services:
         notes: dict[str, str] = {}
         for stage, models, what in (("keyword", self.retrieval, "not yet indexed"),
                                     ("vector", self.vectors, "not yet embedded")):
+            if models.knows(end):  # the worker in this process has projected it all: no read
+                continue
             _, records = pending_records(models, self.ledger, end)
             waiting = texts_waiting(models, self.ledger, records, collections) if records else 0
             if waiting:
