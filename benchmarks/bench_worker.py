@@ -91,6 +91,23 @@ DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 MODELS = ("canon", "authoring", "knowledge", "retrieval", "vectors")
 TARGETS = {"canon_lag_p99_ms": 250.0, "scale_out_ratio": 1.6}
 SCRIPT = os.path.abspath(__file__)
+CHILDREN: list[subprocess.Popen[Any]] = []  # every process started here: ended on the way out, whatever happens
+
+
+def _end_children() -> None:
+    """SIGTERM to each child still running (a ``--once`` worker whose database is dropped would
+    retry for ever), then SIGKILL after 10 s."""
+    for proc in CHILDREN:
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for proc in CHILDREN:
+        with contextlib.suppress(Exception):
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                proc.kill()
 
 
 def _env() -> dict[str, str]:
@@ -216,6 +233,7 @@ class Worker:
         self.started = time.monotonic()
         self.proc = subprocess.Popen([CANON, "--db", url, "--format", "json", "worker", *extra],
                                      stdout=subprocess.PIPE, stderr=self._log, env=_env(), text=True)
+        CHILDREN.append(self.proc)
         self.rusage: Any = None
         self.exited: float | None = None
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -268,7 +286,6 @@ class Worker:
                                "wall_seconds": round((self.exited or time.monotonic()) - self.started, 3)}
         if self.rusage is not None:
             out["cpu_seconds"] = round(self.rusage.ru_utime + self.rusage.ru_stime, 3)
-            out["peak_rss_mb"] = round(self.rusage.ru_maxrss / 1024, 1)
         with contextlib.suppress(OSError):
             with open(self.log_path, encoding="utf-8", errors="replace") as f:
                 text = f.read()
@@ -287,6 +304,7 @@ class Observer:
         cfg = {**cfg, "stop": self.stop_file, "out": self.out_file}
         self.proc = subprocess.Popen([sys.executable, SCRIPT, mode, json.dumps(cfg)], stdout=subprocess.PIPE,
                                      env=_env(), text=True)
+        CHILDREN.append(self.proc)
         assert self.proc.stdout is not None
         ready = self.proc.stdout.readline()
         if not ready.startswith("ready"):
@@ -629,8 +647,8 @@ def catch_up_run(dbs: PgDatabases, template: str, mode: str, index: int, args: a
         t0 = time.monotonic()
         extra = ("--projection", projection) if projection else ()
         names = [projection] if projection else list(MODELS)
-        workers = [Worker(url, os.path.join(workdir, f"run{index}_{mode}{'_packets' if packets else ''}{'_status' if backlog else ''}_w{k}.log"),
-                          "--once", *extra) for k in range(workers_n)]
+        tag = f"run{index}_{mode}{'_packets' if packets else ''}{'_status' if backlog else ''}"
+        workers = [Worker(url, os.path.join(workdir, f"{tag}_w{k}.log"), "--once", *extra) for k in range(workers_n)]
         if timer is not None:
             timer.start()
         while not all(w.poll_exit() for w in workers):
@@ -651,7 +669,8 @@ def catch_up_run(dbs: PgDatabases, template: str, mode: str, index: int, args: a
             idle = timer.idle(args.idle_packets)
         if status is not None:
             sampled = status.finish()
-        if index == args.repeats * 2 - 1 and projection is None:  # the last timed run: what a worker costs before it projects anything
+        if index == args.repeats * 2 - 1 and projection is None:
+            # the last timed run: what a worker costs before it projects anything
             startup = []
             for _ in range(2):
                 w = Worker(url, os.path.join(workdir, "startup.log"), "--once")
@@ -786,22 +805,31 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                                            check=True).stdout.split("\n")[:10]
     workdir = tempfile.mkdtemp(prefix="bench_worker_logs_")
     report: dict[str, Any] = {"machine": info, "args": vars(args), "targets": TARGETS, "steady": [], "logs": workdir}
-    if args.store in ("postgres", "both"):
+    if args.store in ("postgres", "both") and not args.no_steady:
         dbs = PgDatabases(args.pg_url)
         try:
             name = dbs.create(suffix="_steady")
             report["steady"].append(steady("postgres", dbs.url(name), args, workdir))
         finally:
             dbs.close()
-    if args.store in ("sqlite", "both"):
+        _save(report, args)
+    if args.store in ("sqlite", "both") and not args.no_steady:
         with sqlite_store() as url:
             report["steady"].append(steady("sqlite", url, args, workdir))
+        _save(report, args)
     if args.store in ("postgres", "both") and not args.no_scale_out:
         report["scale_out"] = scale_out(args, workdir)
     info["loadavg_end"] = _loadavg()
     info["wall_seconds"] = round(time.perf_counter() - started, 1)
     report["verdicts"] = verdicts(report)
     return report
+
+
+def _save(report: dict[str, Any], args: argparse.Namespace) -> None:
+    """The report so far, to ``--save-json`` (a run cut short keeps its finished parts)."""
+    if args.save_json:
+        with open(args.save_json, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2, default=str)
 
 
 def verdicts(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -830,8 +858,10 @@ def _series(values: list[Any]) -> str:
 
 def markdown(report: dict[str, Any], argv: list[str]) -> str:
     m = report["machine"]
+    dirty = [x.strip() for x in m.get("git_dirty") or [] if x.strip()]
     out = [f"- Command: `python benchmarks/bench_worker.py{' ' + ' '.join(argv) if argv else ''}`",
-           f"- Date: {m['date']} (git {m['git_commit']}{', working tree modified: ' + ', '.join(x.strip() for x in m['git_dirty'] if x) if m.get('git_dirty') and any(m['git_dirty']) else ''}); "
+           f"- Date: {m['date']} (git {m['git_commit']}"
+           f"{', working tree modified: ' + ', '.join(dirty) if dirty else ''}); "
            f"wall time {m['wall_seconds']} s; load average {m['loadavg_start']} at start, {m['loadavg_end']} at end",
            f"- Machine: {m['nproc']} CPUs ({m['cpu']}), {m['platform']}, Python {m['python']}, psycopg {m['psycopg']}, "
            f"SQLite {m['sqlite']}" + (f", PostgreSQL {m['postgres']['server_version']}" if m.get("postgres") else "")]
@@ -850,7 +880,8 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
                        f"| {_q(s['apply_ms'], 'p50', 'p99')} | {_q(c, 'p50', 'p95', 'p99', 'max')} ({c['n']}) "
                        f"| {c['over_250ms']} | {_q(v, 'p50', 'p95', 'p99', 'max')} ({v['n']}) "
                        f"| {max(texts) if texts else '-'} / {statistics.fmean(texts) if texts else float('nan'):.2f} "
-                       f"| {_q(s['poll']['gap_ms'], 'p50', 'p99')} | {s['worker'].get('cpu_seconds', float('nan')):.1f} / "
+                       f"| {_q(s['poll']['gap_ms'], 'p50', 'p99')} "
+                       f"| {s['worker'].get('cpu_seconds', float('nan')):.1f} / "
                        f"{s['worker']['wall_seconds']:.1f} | {s['cpu_busy_share']:.0%} |")
         out += ["", "Canon lag p50 by command type (ms): "
                 + "; ".join(f"{s['store']}: " + ", ".join(f"{t} {ms}" for t, ms in s["canon"]["by_type_p50_ms"].items())
@@ -867,7 +898,8 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
         out += ["", f"Scale-out: {len(so['stories'])} stories, {so['events']:,} events, every read model from empty; "
                 "runs alternated, a fresh copy of the loaded database each (`CREATE DATABASE ... TEMPLATE`); seconds "
                 "from the launch to every worker gone and 0 pending (start-up included):", "",
-                "| Run | Workers | seconds | events/s | worker CPU s | machine CPU busy | per worker: seconds per model "
+                "| Run | Workers | seconds | events/s | worker CPU s | machine CPU busy "
+                "| per worker: seconds per model "
                 "(canon / authoring / knowledge / retrieval / vectors) |", "|--:|--:|--:|--:|--:|--:|---|"]
         for r in [*so["runs"], *so["packet_runs"], *so["backlog_runs"]]:
             per = []
@@ -886,7 +918,8 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
             start = sm["startup_seconds"] or 0.0
             out += ["", "Diagnostic, one read model at a time (`canon worker --once --projection NAME`, one run each; "
                     f"seconds include the ~{start:.1f} s start-up; worker CPU summed over the workers):", "",
-                    "| Model | one worker s (CPU s) | two workers s (CPU s) | two / one events/s |", "|---|--:|--:|--:|"]
+                    "| Model | one worker s (CPU s) | two workers s (CPU s) | two / one events/s |",
+                    "|---|--:|--:|--:|"]
             by = {(r["projection"], r["mode"]): r for r in so["per_model"]}
             for mdl in MODELS:
                 a, b = by.get((mdl, "one")), by.get((mdl, "two"))
@@ -904,7 +937,8 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
                     f"| {pd['all']['p50'] / pi['all']['p50']:.2f}x |",
                     f"| during, a stage said an index is behind | {_q(pd['with_lag_note'], 'p50', 'p95', 'max')} "
                     f"({pd['with_lag_note']['n']}) | "
-                    + (f"{pd['with_lag_note']['p50'] / pi['all']['p50']:.2f}x |" if pd["with_lag_note"]["n"] else "- |"),
+                    + (f"{pd['with_lag_note']['p50'] / pi['all']['p50']:.2f}x |" if pd["with_lag_note"]["n"]
+                       else "- |"),
                     f"| during, no stage said so | {_q(pd['without_lag_note'], 'p50', 'p95', 'max')} "
                     f"({pd['without_lag_note']['n']}) | "
                     + (f"{pd['without_lag_note']['p50'] / pi['all']['p50']:.2f}x |" if pd["without_lag_note"]["n"]
@@ -912,7 +946,8 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
         for r in so["backlog_runs"]:
             if r.get("backlog"):
                 out += ["", f"Run {r['run'] + 1} (one worker, no packets), status() every "
-                        f"{report['args']['status_every']:g} s (t: seconds after the launch; vector texts waiting; pending entries of canon / knowledge / vectors, "
+                        f"{report['args']['status_every']:g} s (t: seconds after the launch; vector texts waiting; "
+                        "pending entries of canon / knowledge / vectors, "
                         "'+' when capped at 2,000; the status() call's ms):", "",
                         "| t | vector texts | pending c / k / v | status() ms |", "|--:|--:|--:|--:|"]
                 for b in r["backlog"]:
@@ -949,14 +984,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--packet-chapter", type=int, help="writer packet chapter (default 100; 20 with --quick)")
     parser.add_argument("--idle-packets", type=int, default=40, help="packets timed once caught up")
     parser.add_argument("--status-every", type=float, default=2.0,
-                        help="status() interval in one extra one-worker catch-up that samples the backlog (0: no such run)")
+                        help="status() interval in one extra one-worker catch-up that samples the backlog "
+                             "(0: no such run)")
     parser.add_argument("--packet-runs", type=int, default=1,
                         help="one-worker catch-ups with the packet thread, after the timed runs")
     parser.add_argument("--no-scale-out", action="store_true", help="steady state only")
+    parser.add_argument("--no-steady", action="store_true", help="scale-out and packets only")
     parser.add_argument("--per-model", action="store_true",
                         help="diagnostic: each read model alone (--projection), one worker and two, one run each")
     parser.add_argument("--pg-url", default=os.environ.get("TEST_DATABASE_URL") or DEFAULT_SERVER,
-                        help="admin URL of a server whose user may create databases (default TEST_DATABASE_URL or local)")
+                        help="admin URL of a server whose user may create databases "
+                             "(default TEST_DATABASE_URL or local)")
     parser.add_argument("--markdown", action="store_true", help="also print the markdown table rows (before the JSON)")
     parser.add_argument("--save-json", metavar="PATH", help="also write the JSON report to PATH")
     args = parser.parse_args(argv)
@@ -967,10 +1005,12 @@ def main(argv: list[str] | None = None) -> int:
     args.packet_chapter = args.packet_chapter or (20 if q else 100)
     if args.repeats < 1 or args.rate <= 0 or args.seconds <= 0 or args.stories < 1:
         parser.error("repeats >= 1; rate, seconds and stories > 0")
-    report = benchmark(args)
-    if args.save_json:
-        with open(args.save_json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2, default=str)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: scratch databases dropped, children ended
+    try:
+        report = benchmark(args)
+    finally:
+        _end_children()
+    _save(report, args)
     if args.markdown:
         print(markdown(report, argv))
         print()

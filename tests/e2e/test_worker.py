@@ -129,7 +129,12 @@ def test_a_worker_killed_at_random_points_resumes_to_what_a_rebuild_gives(store_
         # Most kills land mid-work (9-14 of 20 here); a few land on a worker that has just caught up.
         assert kills_while_behind >= 6, f"only {kills_while_behind} of 20 kills hit a worker with work left"
         finished = worker(store_url, "--once", log=log)
-        assert finished.wait(600) == 0, log.read_text()[-2000:]
+        try:
+            assert finished.wait(600) == 0, log.read_text()[-2000:]
+        finally:  # a worker that never finishes must not outlive the test
+            if finished.poll() is None:
+                finished.kill()
+                finished.wait()
         assert_current(services)
         assert_as_rebuilt(services)
     finally:
