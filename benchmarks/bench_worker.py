@@ -209,18 +209,6 @@ def load_commands(url: str, commands: list[Any], batch: int = 100, label: str = 
         ledger.close()
 
 
-def story_commands(story: str, chapters: int, entries: int, seed: int) -> list[dict[str, Any]]:
-    """``gen_story`` commands with their story and command ids rewritten, so several stories share
-    one store (as ``tests/e2e/test_worker.py`` does)."""
-    out = []
-    for c in gen_story.generate(seed=seed, chapters=chapters, entries=entries):
-        c = {**c, "command_id": f"{story}/{c['command_id']}"}
-        if "story_id" in c:
-            c["story_id"] = story
-        out.append(c)
-    return out
-
-
 # -- processes ------------------------------------------------------------------------------------
 class Worker:
     """``canon --db URL --format json worker [--once]``: its JSON lines (with the monotonic time
@@ -740,8 +728,8 @@ def scale_out(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
         loaded: list[dict[str, Any]] = []
         for k in range(1, args.stories + 1):
             story = f"story-{k}"
-            dicts = story_commands(story, args.chapters, args.chapters * gen_story.ENTRIES // gen_story.CHAPTERS,
-                                   seed=args.seed + k)
+            dicts = gen_story.for_story(story, chapters=args.chapters, seed=args.seed + k,
+                                        entries=args.chapters * gen_story.ENTRIES // gen_story.CHAPTERS)
             stats = load_commands(url, [parse_command(d) for d in dicts], batch=100, label=f"load {story}")
             loaded.append({"story": story, **stats})
             log(f"scale-out: {story} loaded ({stats['commands']:,} commands) in {stats['seconds']:.1f} s; "

@@ -393,6 +393,19 @@ def generate(*, seed: int = DEFAULT_SEED, chapters: int = CHAPTERS, entries: int
     return _Story(seed, chapters, entries).build()
 
 
+def for_story(story: str, *, seed: int = DEFAULT_SEED, chapters: int = CHAPTERS,
+              entries: int = ENTRIES) -> list[dict[str, Any]]:
+    """``generate``'s commands as story ``story``: its story id, and command ids prefixed with
+    it, so several generated stories share one store."""
+    out = []
+    for c in generate(seed=seed, chapters=chapters, entries=entries):
+        c = {**c, "command_id": f"{story}/{c['command_id']}"}
+        if "story_id" in c:
+            c["story_id"] = story
+        out.append(c)
+    return out
+
+
 def totals(commands: list[dict[str, Any]]) -> dict[str, Any]:
     """What the commands make, derived from the commands alone (events include receipts)."""
     by_type = Counter(c["type"] for c in commands)

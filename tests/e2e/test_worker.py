@@ -5,7 +5,6 @@ way; ``canon status`` tells the truth about the backlog."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import random
@@ -23,28 +22,13 @@ from application.parsing import parse_command
 from infrastructure.bootstrap import bootstrap
 from projections.checksum import table_checksum
 from projections.runner import quarantined, tracking
+from tests.generated_story import gen_story
 
-ROOT = Path(__file__).resolve().parents[2]
 MODELS = ("canon", "authoring", "knowledge", "retrieval", "vectors")
 
 
-def _generator() -> Any:
-    spec = importlib.util.spec_from_file_location("gen_story", ROOT / "benchmarks" / "gen_story.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
-
-
 def story_commands(story: str, chapters: int, entries: int, seed: int = 7) -> list[dict[str, Any]]:
-    gen = _generator()
-    out = []
-    for c in gen.generate(seed=seed, chapters=chapters, entries=entries):
-        c = {**c, "command_id": f"{story}/{c['command_id']}"}
-        if "story_id" in c:
-            c["story_id"] = story
-        out.append(c)
-    return out
+    return gen_story.for_story(story, seed=seed, chapters=chapters, entries=entries)
 
 
 def load(url: str, commands: list[dict[str, Any]], batch: int = 250) -> int:

@@ -3,33 +3,20 @@ still does after a rebuild."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from application.packets.recipes import Request
 from application.parsing import parse_command
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _generator():
-    spec = importlib.util.spec_from_file_location("gen_story", ROOT / "benchmarks" / "gen_story.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+from tests.generated_story import gen_story
 
 
 @pytest.mark.slow
 def test_every_packet_of_a_50_chapter_story_audits_ok(services) -> None:
-    gen = _generator()
-    commands = [parse_command(c) for c in gen.generate(chapters=50, entries=500)]
+    commands = [parse_command(c) for c in gen_story.generate(chapters=50, entries=500)]
     for i in range(0, len(commands), 250):
         results = services.ledger.apply(commands[i: i + 250], atomic=True)
         assert all(r.status == "applied" for r in results), [r.as_dict() for r in results if r.status != "applied"][:3]
-    story = gen.STORY
+    story = gen_story.STORY
     issued = []
     for chapter in (1, 2, 10, 25, 49, 50):
         for role in ("planner", "writer", "qa", "chat", "summarizer"):
