@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -26,7 +26,7 @@ from projections.knowledge import KnowledgeProjection
 from projections.knowledge_tables import VERSION as KNOWLEDGE_VERSION
 from projections.knowledge_tables import knowledge_tables
 from projections.knowledge_view import SqlKnowledgeReader
-from projections.model_status import (SCAN, ModelStatus, collections_in, model_status, pending_records,
+from projections.model_status import (SCAN, ModelStatus, TextCounts, collections_in, model_status, pending_records,
                                       texts_waiting)
 from projections.read_models import ProjectionSpec, ReadModels
 from projections.retrieval import KeywordProjection, VectorProjection, catch_up_vectors
@@ -125,6 +125,8 @@ class Services:
     # the one ``canon serve`` runs): requests read what is indexed and say how far behind it is,
     # and never catch those models up themselves. False (the CLI): each read catches them up.
     fed: bool = False
+    # Texts each pending entry brings the retrieval models: counted once per process.
+    text_counts: TextCounts = field(default_factory=TextCounts)
     _views: StoryViews | None = None
 
     @property
@@ -158,25 +160,27 @@ class Services:
                                 quota=self.quota, provider="gemini",  # the metered embedder's provider
                                 embedder_note=self.embedder_note)
 
-        catch_up, vectors = self._index_catch_up()
-        return SearchService(self.ledger.position, catch_up, vectors, self.retrieval_reader, pipeline,
-                             lag=self.index_lag if self.fed else None)
+        catch_up, vectors, lag = self._index_reads()
+        return SearchService(self.ledger.position, catch_up, vectors, self.retrieval_reader, pipeline, lag=lag)
 
-    def _index_catch_up(self) -> tuple[Any, Any]:
-        """(knowledge and keyword catch-up, vector catch-up) for a read: none when fed."""
+    def _index_reads(self) -> tuple[Any, Any, Any]:
+        """How a read over the indexes (a search, a packet's L1) keeps current: (knowledge and
+        keyword catch-up, vector catch-up, lag notes). Unfed, it catches them up and has no lag;
+        fed, it catches nothing up and says what the worker has not indexed yet."""
         if self.fed:
-            return (lambda goal: None), None
+            return (lambda goal: None), (lambda goal: None), self.index_lag
 
         def catch_up(goal: int) -> None:
             self.knowledge.reach(goal)
             self.retrieval.reach(goal)
 
-        return catch_up, (lambda goal: catch_up_vectors(self.vectors, goal))
+        return catch_up, (lambda goal: catch_up_vectors(self.vectors, goal)), None
 
     def status(self) -> dict[str, ModelStatus]:
         """Each read model's position and how far it trails the log (``projections.model_status``)."""
         end = self.ledger.position()
-        return {name: model_status(name, models, self.ledger, end, texts=name in ("retrieval", "vectors"))
+        return {name: model_status(name, models, self.ledger, end,
+                                   texts=self.text_counts if name in ("retrieval", "vectors") else None)
                 for name, models in self.read_models.items()}
 
     def index_lag(self, collections: Any) -> dict[str, str]:
@@ -189,7 +193,7 @@ class Services:
             if models.knows(end):  # the worker in this process has projected it all: no read
                 continue
             _, records = pending_records(models, self.ledger, end)
-            waiting = texts_waiting(models, self.ledger, records, collections) if records else 0
+            waiting = texts_waiting(models, self.ledger, records, self.text_counts, collections) if records else 0
             if waiting:
                 more = "+" if len(records) >= SCAN else ""
                 notes[stage] = (f"{waiting}{more} text(s) {what}; keyword only for them" if stage == "vector" else
@@ -243,7 +247,7 @@ class Services:
             known = set(snap.collections())
         if self.fed:  # and those the worker has yet to index: a search there says so in its stages
             _, records = pending_records(self.retrieval, self.ledger, self.ledger.position())
-            known |= collections_in(self.retrieval, self.ledger, records)
+            known |= collections_in(self.retrieval, self.ledger, records, self.text_counts)
         return known
 
     def lint(self, collection: str | None = None) -> Any:
@@ -314,10 +318,9 @@ def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_polic
     services = Services(config, ledger, canon, authoring_models, packets, auditor, knowledge, knowledge_reader, quota,
                         retrieval, vectors, embedder, embedder_note, retrieval_reader, stepback_cache, fed)
     # Packets take L1 from the offline pipeline (no step-back): the same read models give the same bytes.
-    catch_up_index, catch_up_vectors_now = services._index_catch_up()
-    packets.retriever = StoryRetriever(ledger.position, catch_up_index,
-                                       catch_up_vectors_now or (lambda goal: None),
-                                       retrieval_reader, HybridSearch(embedder, None, quota=quota, provider="gemini",
-                                                                      embedder_note=embedder_note),
-                                       knowledge_reader, lag=services.index_lag if fed else None)
+    catch_up_index, catch_up_vectors_now, lag = services._index_reads()
+    packets.retriever = StoryRetriever(ledger.position, catch_up_index, catch_up_vectors_now, retrieval_reader,
+                                       HybridSearch(embedder, None, quota=quota, provider="gemini",
+                                                    embedder_note=embedder_note),
+                                       knowledge_reader, lag=lag)
     return services

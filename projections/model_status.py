@@ -8,7 +8,9 @@ many, ``capped``), so a status read stays cheap whatever the backlog.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,32 +49,59 @@ def pending_records(models: Any, log: Any, end: int, limit: int = SCAN) -> tuple
     return position, log.records(position + 1, limit, end, _projection(models).topics)
 
 
-def texts_waiting(models: Any, log: Any, records: Sequence[Any], collections: Sequence[str] | None = None) -> int:
+class TextCounts:
+    """Texts each log entry brings one retrieval model (to index or to embed), by collection.
+    A pure function of the entry, and an entry's position never changes: so each is decoded
+    and chunked once per process, not again by every status read and every request while a
+    worker catches up (re-chunking the pending chapters was most of such a packet's time:
+    docs/benchmarks.md, issue 18). A page that arrives with the embedding it was compiled with
+    needs no embedding. Keeps the last ``LIMIT`` entries."""
+
+    LIMIT = 20_000
+
+    def __init__(self) -> None:
+        self._known: OrderedDict[tuple[str, int], dict[str, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def of(self, projection: Any, log: Any, record: Any) -> dict[str, int]:
+        key = (projection.name, record.id)
+        with self._lock:
+            known = self._known.get(key)
+        if known is not None:
+            return known
+        given = getattr(projection, "given", None)
+        counts: dict[str, int] = {}
+        for change in changes(log.decode(record), projection.tokens):
+            if isinstance(change, Put) and not (given is not None and given(change)):
+                counts[change.collection_id] = counts.get(change.collection_id, 0) + 1
+        with self._lock:
+            self._known[key] = counts
+            if len(self._known) > self.LIMIT:
+                self._known.popitem(last=False)
+        return counts
+
+
+def texts_waiting(models: Any, log: Any, records: Sequence[Any], counts: TextCounts,
+                  collections: Sequence[str] | None = None) -> int:
     """Texts the retrieval model ``models`` has yet to index (keyword) or embed (vectors) in
-    ``records``, of ``collections`` (None: all). A page that arrives with the embedding it was
-    compiled with needs no embedding."""
+    ``records``, of ``collections`` (None: all)."""
     projection = _projection(models)
     wanted = set(collections) if collections is not None else None
-    given = getattr(projection, "given", None)
-    count = 0
-    for record in records:
-        for change in changes(log.decode(record), projection.tokens):
-            if isinstance(change, Put) and (wanted is None or change.collection_id in wanted):
-                count += 0 if given is not None and given(change) else 1
-    return count
+    return sum(n for record in records for collection, n in counts.of(projection, log, record).items()
+               if wanted is None or collection in wanted)
 
 
-def collections_in(models: Any, log: Any, records: Sequence[Any]) -> set[str]:
+def collections_in(models: Any, log: Any, records: Sequence[Any], counts: TextCounts) -> set[str]:
     """The collections ``records`` index texts into (for the retrieval model ``models``)."""
-    tokens = _projection(models).tokens
-    return {change.collection_id for record in records for change in changes(log.decode(record), tokens)
-            if isinstance(change, Put)}
+    projection = _projection(models)
+    return {collection for record in records for collection in counts.of(projection, log, record)}
 
 
-def model_status(name: str, models: Any, log: Any, end: int, *, texts: bool = False) -> ModelStatus:
+def model_status(name: str, models: Any, log: Any, end: int, *, texts: TextCounts | None = None) -> ModelStatus:
+    """``texts``: count the texts waiting too (for a retrieval model), with these counts."""
     position, records = pending_records(models, log, end)
     seconds = 0.0
     if records:
         seconds = max(0.0, time.time() - log.decode(records[0]).timestamp.timestamp())
     return ModelStatus(name, position, len(records), len(records) >= SCAN, seconds,
-                       texts_waiting(models, log, records) if texts else None)
+                       texts_waiting(models, log, records, texts) if texts is not None else None)
