@@ -22,7 +22,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, Repository
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import ConnectionUnavailableError, IntegrityError
 
 from application.handlers import handle
 from application.results import CommandResult
@@ -67,6 +67,37 @@ def _project(aggregate: Any, events: Iterable[Any]) -> Any:
     for event in events:
         aggregate = event.mutate(aggregate)
     return aggregate
+
+
+class WriterTurn:
+    """On SQLite, this process's threads take turns before they ask the library for its one
+    writer connection. Its pool holds a fairness semaphore while a thread waits for the writer,
+    so without turns three threads deadlocked (seen in tests/integration/test_threads.py):
+    A held the writer and waited for the file's write lock; B held that lock (a read-model
+    catch-up) and waited for a reader connection, behind C, who held the semaphore waiting
+    for A's writer. With turns no thread waits for the writer inside the pool, so B gets its
+    reader, commits, and A goes on. A turn is waited for as long as another process's lock
+    (``SQLITE_LOCK_TIMEOUT``), then the store counts as unavailable. PostgreSQL needs none:
+    its pool has no such semaphore and writers queue on the table lock in the server."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self._lock = Lock() if timeout is not None else None
+        self.timeout = timeout
+
+    @classmethod
+    def for_env(cls, env: Any) -> WriterTurn:
+        if env.get("PERSISTENCE_MODULE") != "eventsourcing.sqlite":
+            return cls(None)
+        raw = env.get("SQLITE_LOCK_TIMEOUT") or "5"
+        return cls(float(raw) if raw.isdigit() else 5.0)
+
+    def __enter__(self) -> None:
+        if self._lock is not None and not self._lock.acquire(timeout=self.timeout):
+            raise ConnectionUnavailableError(f"waited {self.timeout:.0f} s for this process's turn to write")
+
+    def __exit__(self, *_: Any) -> None:
+        if self._lock is not None:
+            self._lock.release()
 
 
 class ShortFirstRepository(Repository):
@@ -136,6 +167,7 @@ class CanonLedger(Application):
     def __init__(self, env: Any = None, tokens: TokenCounter | None = None) -> None:
         super().__init__(env)
         self.tokens = tokens  # knowledge commands chunk text by tokens
+        self._writer_turn = WriterTurn.for_env(self.env)
         self._watchers: list[Callable[[list[tuple[int, str, Any]]], None]] = []
 
     def watch(self, listener: Callable[[list[tuple[int, str, Any]]], None]) -> None:
@@ -163,6 +195,10 @@ class CanonLedger(Application):
 
         return Environment(name, {"IS_SNAPSHOTTING_ENABLED": "y", **type(self).env, **(env or {})})
 
+    def _record(self, processing_event: Any) -> Any:
+        with self._writer_turn:
+            return super()._record(processing_event)
+
     def construct_repository(self) -> Repository:
         return ShortFirstRepository(event_store=self.events, snapshot_store=self.snapshots)
 
@@ -170,7 +206,8 @@ class CanonLedger(Application):
         # After the events' commit: a snapshot that cannot be written costs a longer replay
         # later, never the command that was just saved.
         try:
-            super()._take_snapshots(processing_event)
+            with self._writer_turn:
+                super()._take_snapshots(processing_event)
         except Exception:  # noqa: BLE001 - a cache write; the command is already saved
             log.warning("snapshot not taken; aggregates load from their events", exc_info=True)
 

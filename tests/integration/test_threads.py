@@ -18,6 +18,12 @@ def test_threads_read_their_own_writes(rs) -> None:
     barrier = threading.Barrier(8)
 
     def worker(n: int) -> None:
+        try:
+            work(n)
+        except Exception as e:  # noqa: BLE001 - a thread's error fails the test, not just a warning
+            failures.append(f"thread {n}: {type(e).__name__}: {e}")
+
+    def work(n: int) -> None:
         barrier.wait()
         for i in range(6):
             marker = f"Marker-{n}-{i}"
