@@ -8,7 +8,7 @@ edited by hand shows up as a live packet that no longer matches its replay.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -184,12 +184,20 @@ class Auditor:
         return "mismatch: the live read model differs from the log at " + "; ".join(changed)
 
     def _lineage(self, record: PacketRecord, packet: Packet, events: dict[int, Any]) -> dict[tuple[int, ...], list[Lineage]]:
-        """Name the command behind every source. A command's receipt is saved with its events,
-        after them, so the receipt naming the event at p is among the first receipts after p
-        (the next one, in practice): read forward from each source in small, growing windows
-        instead of every receipt in the log. A v1 receipt (no event list) closes its save: an
-        event with no receipt naming it belongs to the first v1 receipt of the story after it."""
-        story = record.story_id
+        """Every item's sources with the command behind each."""
+        by_position = self.lineage(record.story_id, {p for i in packet.items for p in i.sources}, events)
+        return {item.sources: [by_position[p] for p in item.sources] for item in packet.items}
+
+    def lineage(self, story: str, positions: Iterable[int], events: dict[int, Any] | None = None) -> dict[int, Lineage]:
+        """The event at each position (its type; "unknown" if there is none) and the command
+        behind it. ``events``: events already decoded, by position (the rest are read).
+
+        A command's receipt is saved with its events, after them, so the receipt naming the
+        event at p is among the first receipts after p (the next one, in practice): read forward
+        from each source in small, growing windows instead of every receipt in the log. A v1
+        receipt (no event list) closes its save: an event with no receipt naming it belongs to
+        the first v1 receipt of the story after it."""
+        events = events or {}
         topic = [get_topic(CommandReceipt.Recorded)]
         end = self.ledger.position()
         by_ref: dict[str, tuple[str, str]] = {}
@@ -211,7 +219,7 @@ class Auditor:
 
         found: dict[int, tuple[str | None, str | None]] = {}
         other: dict[int, Any] = {}  # sources outside the replayed canon events (L1 items'), read here
-        for p in sorted({p for i in packet.items for p in i.sources}):
+        for p in sorted(set(positions)):
             e = events.get(p)
             if e is None:
                 e = other[p] = self.event_at(p)
@@ -229,14 +237,10 @@ class Auditor:
                     break
                 frontier = read(frontier + 1, window)
                 window = min(window * 4, 4096)
-        out: dict[tuple[int, ...], list[Lineage]] = {}
-        for item in packet.items:
-            rows = []
-            for p in item.sources:
-                e = events[p] if p in events else other.get(p)
-                kind = type(e).__qualname__ if e is not None else "unknown"
-                rows.append(Lineage(p, kind, *found[p]))
-            out[item.sources] = rows
+        out: dict[int, Lineage] = {}
+        for p, command in found.items():
+            e = events[p] if p in events else other.get(p)
+            out[p] = Lineage(p, type(e).__qualname__ if e is not None else "unknown", *command)
         return out
 
 

@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from domain.commands import COMMAND_ADAPTER
+from infrastructure import web
 from infrastructure.http import problems
 from infrastructure.http.context import ServerContext
 from infrastructure.http.metrics import RequestMiddleware
@@ -42,9 +43,10 @@ def create_app(url: str | None = None, *, open_access: bool = False, embedder: A
                   description="Confirmed canon as an append-only event log; token-budgeted context packets built "
                               "only from it. Send `Authorization: Bearer <token>` (`canon key create`).")
     app.state.store_url = url
-    problems.install(app)
+    problems.install(app, pages=(web.is_page, web.error_page))
     for module in (commands, stream, stories, packets, knowledge, admin):
         app.include_router(module.router)
+    web.install(app)
     app.add_middleware(RequestMiddleware)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -60,36 +61,47 @@ def problem_response(status: int, code: str, detail: str, field: str | None = No
     return Response(dumps(body), status_code=status, media_type=MEDIA_TYPE, headers=headers)
 
 
-def install(app: FastAPI) -> None:
+PageError = Callable[[Request, int, str, str, "str | None"], Response]
+
+
+def install(app: FastAPI, pages: tuple[Callable[[str], bool], PageError] | None = None) -> None:
+    """``pages``: (is this path a page?, how a page shows an error): the viewer's errors are
+    HTML with the same status and code; the API's stay problem+json."""
+    def answer(request: Request, status: int, code: str, detail: str, field: str | None = None,
+               headers: dict[str, str] | None = None, **extra: Any) -> Response:
+        if pages is not None and pages[0](request.url.path):
+            return pages[1](request, status, code, detail, field)
+        return problem_response(status, code, detail, field, headers, **extra)
+
     @app.exception_handler(Problem)
-    async def _problem(_: Request, e: Problem) -> Response:
+    async def _problem(request: Request, e: Problem) -> Response:
         headers = {"WWW-Authenticate": "Bearer"} if e.status == 401 else None
-        return problem_response(e.status, e.code, e.detail, e.field, headers, **e.extra)
+        return answer(request, e.status, e.code, e.detail, e.field, headers, **e.extra)
 
     @app.exception_handler(CanonError)
-    async def _canon(_: Request, e: CanonError) -> Response:
-        return problem_response(status_of(e), e.code, e.message, e.field)
+    async def _canon(request: Request, e: CanonError) -> Response:
+        return answer(request, status_of(e), e.code, e.message, e.field)
 
     @app.exception_handler(ProviderError)
-    async def _provider(_: Request, e: ProviderError) -> Response:
+    async def _provider(request: Request, e: ProviderError) -> Response:
         # The provider asked for is not configured here (no key): the request names what this
         # server cannot do. Provider messages are scrubbed of keys.
-        return problem_response(422, "provider_unavailable", str(e), "provider")
+        return answer(request, 422, "provider_unavailable", str(e), "provider")
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, e: RequestValidationError) -> Response:
+    async def _invalid(request: Request, e: RequestValidationError) -> Response:
         errors = e.errors()
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
         loc = [str(p) for p in first.get("loc", ()) if p not in ("query", "path", "body", "header")]
         field = ".".join(loc) or None
         detail = "; ".join(f"{'.'.join(str(p) for p in err.get('loc', ())[1:]) or 'request'}: {err.get('msg')}"
                            for err in errors[:5])
-        return problem_response(422, "invalid_field" if field else "invalid_request", detail, field)
+        return answer(request, 422, "invalid_field" if field else "invalid_request", detail, field)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, e: StarletteHTTPException) -> Response:
+    async def _http(request: Request, e: StarletteHTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
-        return problem_response(e.status_code, code, str(e.detail), headers=getattr(e, "headers", None))
+        return answer(request, e.status_code, code, str(e.detail), headers=getattr(e, "headers", None))
 
 
 def unexpected(scope: dict[str, Any], e: Exception) -> Response:
