@@ -227,8 +227,9 @@ def compare_page(request: Request, story: str, principal: Principal = Depends(vi
     before = _packet(request, form, story, form["from_"], record=False)
     after = _packet(request, form, story, form["to"], record=False)
     events, more = _events(request, story, form["from_"], form["to"] if form["to"] is not None else end)
-    return render(request, "compare.html", **values, before=before, after=after, changes=diff_packets(before, after),
-                  events=events, events_more=more)
+    values |= {"before": before, "after": after, "changes": diff_packets(before, after), "events": events,
+               "events_more": more}
+    return render(request, "compare.html", **values)
 
 
 @router.get("/stories/{story}/canon")
