@@ -211,6 +211,15 @@ def test_the_review_queue_confirms_once_and_rejects_and_the_compare_view_shows_i
     assert page.locator("#changes tr[data-key='oskar'][data-change='changed']").count() == 0
     assert page.locator(f"#events tr[data-position='{confirmed[0]['position']}']").count() == 1
     assert "REVIEW-REJECTED-MARKER" not in page.content()
+
+    page.goto(server.base + f"/stories/{STORY}/review")  # a draft of chapter 5, rejected with a reason
+    page.fill("section.draft[data-draft='d5-wip'] form.reject input[name=reason]", "Too thin for canon.")
+    page.click("section.draft[data-draft='d5-wip'] form.reject button")
+    page.wait_for_load_state("load")
+    assert page.get_attribute("#result", "data-status") == "applied"
+    assert page.locator("section.draft[data-draft='d5-wip']").count() == 0
+    rejected_drafts = api.get(f"/v1/stories/{STORY}/drafts", status="rejected")["drafts"]
+    assert [d["reason"] for d in rejected_drafts if d["draft_id"] == "d5-wip"] == ["Too thin for canon."]
     api.close()
     context.close()
 
