@@ -35,7 +35,7 @@ from domain.story import ROLES
 from infrastructure.http.auth import unknown_story, visible
 from infrastructure.http.problems import _TITLES, Problem
 from infrastructure.http.routes.commands import apply_for
-from infrastructure.http.routes.common import ctx
+from infrastructure.http.routes.common import bounded_body, ctx
 from infrastructure.web import session
 from infrastructure.web.session import check_csrf, page_csrf, viewer
 
@@ -113,13 +113,16 @@ def _story(request: Request, principal: Principal, story: str) -> dict[str, Any]
     return found
 
 
-def _packet_form(request: Request, found: dict[str, Any]) -> dict[str, Any]:
-    chapters = [c["chapter"] for c in found["chapters"]]
+def _packet_form(request: Request, principal: Principal, story: str) -> tuple[dict[str, Any], int]:
+    """The packet request a page's query asks for (default: the writer at the last planned
+    chapter), once the story is visible, and the log's end."""
+    chapters = [c["chapter"] for c in _story(request, principal, story)["chapters"]]
     role = _text(request, "role", 20, "writer")
     if role not in ROLES:
         raise Problem(422, "invalid_field", f"role: one of {', '.join(ROLES)}, got {role!r}", "role")
-    return {"role": role, "chapter": _number(request, "chapter", 1, MAX_CHAPTER, chapters[-1] if chapters else 1),
+    form = {"role": role, "chapter": _number(request, "chapter", 1, MAX_CHAPTER, chapters[-1] if chapters else 1),
             "scene": _text(request, "scene", MAX_ID), "budget": _number(request, "budget", 0, MAX_BUDGET)}
+    return form, ctx(request).services.ledger.position()
 
 
 def _packet(request: Request, form: dict[str, Any], story: str, at: int | None, *, record: bool) -> dict[str, Any]:
@@ -199,9 +202,7 @@ def overview(request: Request, principal: Principal = Depends(viewer)) -> Respon
 
 @router.get("/stories/{story}/packet")
 def packet_page(request: Request, story: str, principal: Principal = Depends(viewer)) -> Response:
-    found = _story(request, principal, story)
-    form = _packet_form(request, found)
-    end = ctx(request).services.ledger.position()
+    form, end = _packet_form(request, principal, story)
     form["at"] = _number(request, "at", 0, MAX_POSITION)
     form["status"] = _text(request, "status", 20)
     if form["status"] is not None and form["status"] not in STATUSES:
@@ -215,9 +216,7 @@ def packet_page(request: Request, story: str, principal: Principal = Depends(vie
 
 @router.get("/stories/{story}/compare")
 def compare_page(request: Request, story: str, principal: Principal = Depends(viewer)) -> Response:
-    found = _story(request, principal, story)
-    form = _packet_form(request, found)
-    end = ctx(request).services.ledger.position()
+    form, end = _packet_form(request, principal, story)
     form["from_"] = _number(request, "from", 0, MAX_POSITION)
     form["to"] = _number(request, "to", 0, MAX_POSITION)
     values: dict[str, Any] = {"principal": principal, "story": story, "page": "compare", "form": form, "end": end,
@@ -317,12 +316,7 @@ def review_page(request: Request, story: str, principal: Principal = Depends(vie
 
 
 async def _form(request: Request) -> dict[str, str]:
-    size = request.headers.get("content-length")
-    if size is not None and size.isdigit() and int(size) > MAX_FORM:
-        raise Problem(413, "body_too_large", f"a form is at most {MAX_FORM:,} bytes")
-    body = await request.body()
-    if len(body) > MAX_FORM:
-        raise Problem(413, "body_too_large", f"a form is at most {MAX_FORM:,} bytes")
+    body = await bounded_body(request, MAX_FORM)
     try:
         fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=20)
     except (UnicodeDecodeError, ValueError) as e:

@@ -14,8 +14,8 @@ from domain.api_key import Principal
 from domain.bounds import MAX_POSITION
 from domain.errors import CanonError, InvalidCommand, NotFound
 from infrastructure.http.auth import needs, visible
-from infrastructure.http.routes.common import ctx, json_response
-from infrastructure.http.problems import Problem, problem_response
+from infrastructure.http.routes.common import bounded_body, ctx, json_response
+from infrastructure.http.problems import problem_response
 
 if TYPE_CHECKING:
     from application.ledger import LoggedEvent
@@ -96,13 +96,7 @@ def answer(results: list[CommandResult], position: int, extra: list[dict[str, An
                          "says, per command, what was. `atomic=true`: all or nothing, in one transaction.")
 async def post_commands(request: Request, principal: Annotated[Principal, Depends(needs("author"))],
                         atomic: bool = False) -> Response:
-    size = request.headers.get("content-length")
-    if size is not None and size.isdigit() and int(size) > MAX_BODY:
-        raise Problem(413, "body_too_large", f"a request body is at most {MAX_BODY:,} bytes")
-    body = await request.body()
-    if len(body) > MAX_BODY:
-        raise Problem(413, "body_too_large", f"a request body is at most {MAX_BODY:,} bytes")
-    items = _items(body)
+    items = _items(await bounded_body(request, MAX_BODY))
     ledger = ctx(request).services.ledger
 
     def apply() -> tuple[list[CommandResult], int]:  # one thread hop for both
