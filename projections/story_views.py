@@ -58,6 +58,17 @@ class StoryViews:
                  ORDER BY s.story_id""")
         return [r for r in rows if not only or r["story_id"] in only]
 
+    def story_head(self, story_id: str) -> dict[str, Any] | None:
+        """The story's id, title, position and last planned chapter (None: no chapter yet), or
+        None if it was never started: one indexed read, for pages that need no counts."""
+        with self.engine.begin() as conn:
+            t = self._names(conn)
+            found = _rows(conn, f"""
+                SELECT s.story_id, s.title, s.position,
+                       (SELECT max(c.chapter) FROM {t['chapters']} c WHERE c.story_id = s.story_id) AS last_chapter
+                  FROM {t['stories']} s WHERE s.story_id = :s""", s=story_id)
+        return found[0] if found else None
+
     def story(self, story_id: str) -> dict[str, Any] | None:
         with self.engine.begin() as conn:
             t = self._names(conn)

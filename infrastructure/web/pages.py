@@ -64,6 +64,7 @@ def render(request: Request, name: str, http_status: int = 200, **values: Any) -
     values.setdefault("can_review", principal is not None and principal.has("author"))
     values.setdefault("csrf", page_csrf(request))
     values.setdefault("story", None)
+    values["story_q"] = quote(values["story"], safe="") if values["story"] else ""  # once, not per link
     body = templates.get_template(name).render(**values)
     return HTMLResponse(body, status_code=http_status, headers=HEADERS)
 
@@ -101,13 +102,15 @@ def _number(request: Request, name: str, low: int, high: int, default: int | Non
     return int(value)
 
 
-def _story(request: Request, principal: Principal, story: str) -> dict[str, Any]:
-    """The story (its chapters and budgets), once it exists and this key may see it; else 404."""
+def _story(request: Request, principal: Principal, story: str, *, counts: bool = False) -> dict[str, Any]:
+    """The story once it exists and this key may see it, else 404: its head (``story_head``:
+    id, title, position, last chapter), or with ``counts`` the whole ``story`` view."""
     if len(story) > MAX_STORY_ID:
         raise unknown_story(story[:MAX_STORY_ID])
     visible(principal, story)
     context = ctx(request)
-    found = context.reading(lambda: context.services.views().story(story))
+    found = context.reading(lambda: (context.services.views().story if counts else
+                                     context.services.views().story_head)(story))
     if found is None:
         raise unknown_story(story)
     return found
@@ -116,11 +119,11 @@ def _story(request: Request, principal: Principal, story: str) -> dict[str, Any]
 def _packet_form(request: Request, principal: Principal, story: str) -> tuple[dict[str, Any], int]:
     """The packet request a page's query asks for (default: the writer at the last planned
     chapter), once the story is visible, and the log's end."""
-    chapters = [c["chapter"] for c in _story(request, principal, story)["chapters"]]
+    last = _story(request, principal, story)["last_chapter"]
     role = _text(request, "role", 20, "writer")
     if role not in ROLES:
         raise Problem(422, "invalid_field", f"role: one of {', '.join(ROLES)}, got {role!r}", "role")
-    form = {"role": role, "chapter": _number(request, "chapter", 1, MAX_CHAPTER, chapters[-1] if chapters else 1),
+    form = {"role": role, "chapter": _number(request, "chapter", 1, MAX_CHAPTER, last or 1),
             "scene": _text(request, "scene", MAX_ID), "budget": _number(request, "budget", 0, MAX_BUDGET)}
     return form, ctx(request).services.ledger.position()
 
@@ -233,7 +236,7 @@ def compare_page(request: Request, story: str, principal: Principal = Depends(vi
 
 @router.get("/stories/{story}/canon")
 def canon_page(request: Request, story: str, principal: Principal = Depends(viewer)) -> Response:
-    found = _story(request, principal, story)
+    found = _story(request, principal, story, counts=True)
     chapters = [c["chapter"] for c in found["chapters"]]
     as_of = _number(request, "as_of", 1, MAX_CHAPTER, chapters[-1] if chapters else 1)
     kind = _text(request, "kind", MAX_KIND)
