@@ -29,7 +29,7 @@ def _story_views(request: Request, principal: Principal, story: str, after: int 
     """The views, once ``story`` is known to exist and be visible to this key (else 404)."""
     visible(principal, story)
     views = _views(request, after)
-    if views.story(story) is None:
+    if views.story_head(story) is None:
         raise unknown_story(story)
     return views
 
