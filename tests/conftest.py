@@ -54,10 +54,16 @@ def postgres_server() -> str:
     if not _SERVER:
         _SERVER.append(_server_url())
     if _SERVER[0] is None:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail("PostgreSQL is required in CI but no server answered (TEST_DATABASE_URL or 127.0.0.1:5432)")
-        pytest.skip("no PostgreSQL server reachable (set TEST_DATABASE_URL)")
+        missing_service("PostgreSQL: no server answered (set TEST_DATABASE_URL, or run one on 127.0.0.1:5432)")
     return _SERVER[0]  # type: ignore[return-value]
+
+
+def missing_service(what: str) -> None:
+    """A service a test needs is absent: the test fails in CI (``CI`` set to 1, true or yes),
+    and is skipped, saying what is missing, on a developer's machine."""
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"required in CI: {what}")
+    pytest.skip(what)
 
 
 def create_database() -> tuple[str, str]:

@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from infrastructure.http.client import CanonClient
+from tests.conftest import missing_service
 from tests.e2e.test_cli import canon
 from tests.e2e.test_http_server import STORY, Server, admin_key
 
@@ -34,9 +35,7 @@ VIEWPORT = {"width": 1280, "height": 800}
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("Debian's chromium is not installed (apt-get install -y chromium; .ci/run does it)")
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
+        missing_service("Debian's chromium is not installed (apt-get install -y chromium; .ci/run does it)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
