@@ -34,7 +34,7 @@ from domain.errors import CanonError
 from domain.story import ROLES
 from infrastructure.http.auth import unknown_story, visible
 from infrastructure.http.problems import _TITLES, Problem
-from infrastructure.http.routes.commands import apply_for
+from infrastructure.http.routes.commands import SCAN_LIMIT, apply_for
 from infrastructure.http.routes.common import bounded_body, ctx
 from infrastructure.web import session
 from infrastructure.web.session import check_csrf, page_csrf, viewer
@@ -150,9 +150,12 @@ def _events(request: Request, story: str, after: int, until: int) -> tuple[list[
     events: list[dict[str, Any]] = []
     if until <= after:
         return events, False
-    for logged in ledger.history(story_id=story, start=after + 1, stop=until):
-        if len(events) >= EVENTS_SHOWN:
+    # As GET /v1/events: a story's entries among at most SCAN_LIMIT of the log, never the whole range.
+    for scanned, logged in enumerate(ledger.history(start=after + 1, stop=until)):
+        if len(events) >= EVENTS_SHOWN or scanned >= SCAN_LIMIT:
             return events, True
+        if logged.story_id != story:
+            continue
         events.append({"position": logged.position, "type": logged.type, "summary": _summary(logged.data)})
     return events, False
 
@@ -198,9 +201,7 @@ def overview(request: Request, principal: Principal = Depends(viewer)) -> Respon
         return services.views().stories(principal.stories), services.status(), services.ledger.position()
 
     stories, status, end = context.reading(read)
-    models = [(name, {"position": m.position, "pending": m.pending, "capped": m.capped, "seconds": m.seconds,
-                      "texts": m.texts}) for name, m in status.items()]
-    return render(request, "overview.html", principal=principal, stories=stories, models=models, end=end)
+    return render(request, "overview.html", principal=principal, stories=stories, models=list(status.items()), end=end)
 
 
 @router.get("/stories/{story}/packet")
@@ -230,7 +231,7 @@ def compare_page(request: Request, story: str, principal: Principal = Depends(vi
     after = _packet(request, form, story, form["to"], record=False)
     events, more = _events(request, story, form["from_"], form["to"] if form["to"] is not None else end)
     values |= {"before": before, "after": after, "changes": diff_packets(before, after), "events": events,
-               "events_more": more}
+               "events_more": more, "shown": EVENTS_SHOWN, "scanned": SCAN_LIMIT}
     return render(request, "compare.html", **values)
 
 

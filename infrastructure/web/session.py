@@ -18,6 +18,7 @@ from urllib.parse import quote
 from fastapi import Request
 
 from domain.api_key import Principal
+from infrastructure.http.auth import OPEN
 from infrastructure.http.problems import Problem
 
 COOKIE = "canon_key"
@@ -62,7 +63,6 @@ def viewer(request: Request) -> Principal:
     token = cookie_token(request)
     if token is None:
         if ctx.open_access:
-            from infrastructure.http.auth import OPEN
             return OPEN
         raise LoginRequired(login_url(request))
     principal = ctx.keys.check(token)
