@@ -607,11 +607,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = verbs.add_parser("demo", parents=[common], help="apply the bundled sample serial to an embedded store and show it")
     p.set_defaults(run=cmd_demo)
 
-    from infrastructure import cli_worker
+    from infrastructure import cli_mcp, cli_worker
     from infrastructure.cli_service import add_verbs
 
     add_verbs(verbs, common, bounded)
     cli_worker.add_verbs(verbs, common, bounded)
+    cli_mcp.add_verbs(verbs, common)
     return parser
 
 

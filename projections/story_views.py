@@ -96,9 +96,13 @@ class StoryViews:
                     row[flag] = bool(row[flag])
         return story
 
-    def canon_as_of(self, story_id: str, chapter: int, kind: str | None = None) -> list[dict[str, Any]]:
+    def canon_as_of(self, story_id: str, chapter: int, kind: str | None = None, *,
+                    active: bool = False) -> list[dict[str, Any]]:
         """Confirmed entries in force as of ``chapter``, by kind and key (retired ones left out;
-        hidden ones shown with their ``hidden_until``, as a packet lists them blocked)."""
+        hidden ones shown with their ``hidden_until``, as a packet lists them blocked).
+        ``active``: only those whose ``state`` is not ``resolved`` (case-insensitive), the rule
+        packets use for open threads (``canon_tables.is_active``)."""
+        active_only = " AND COALESCE(LOWER(state), '') <> 'resolved'" if active else ""
         with self.engine.begin() as conn:
             t = self._names(conn)
             rows = _rows(conn, f"""
@@ -107,7 +111,7 @@ class StoryViews:
                                                        ORDER BY valid_from DESC, step DESC) AS rank_in_force
                           FROM {t['canon']} e
                          WHERE story_id = :s AND valid_from <= :k AND (CAST(:kind AS VARCHAR(40)) IS NULL OR kind = :kind)) ranked
-                 WHERE rank_in_force = 1 AND NOT retired
+                 WHERE rank_in_force = 1 AND NOT retired{active_only}
                  ORDER BY kind, key""", s=story_id, k=chapter, kind=kind)
         return [_entry_row(r) for r in rows]
 

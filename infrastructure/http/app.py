@@ -3,7 +3,8 @@
 ``create_app`` does no I/O: the store, read models, tokenizer and embedder are opened in the
 lifespan (``ServerContext``), once, and closed at shutdown. Every route authenticates with a
 bearer key (``infrastructure.http.auth``) except ``/healthz``; every error is
-problem+json (``infrastructure.http.problems``).
+problem+json (``infrastructure.http.problems``). ``/mcp`` is the MCP server over streamable
+HTTP, behind the same keys (``infrastructure.mcp``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
+from starlette.routing import Route
 
 from domain.commands import COMMAND_ADAPTER
 from infrastructure import web
@@ -21,6 +23,8 @@ from infrastructure.http import problems
 from infrastructure.http.context import ServerContext
 from infrastructure.http.metrics import RequestMiddleware
 from infrastructure.http.routes import admin, commands, knowledge, packets, stories, stream
+from infrastructure.mcp.http import PATH as MCP_PATH
+from infrastructure.mcp.http import McpDoor
 
 VERSION = "1"
 
@@ -35,7 +39,8 @@ def create_app(url: str | None = None, *, open_access: bool = False, embedder: A
         app.state.ctx = context
         app.state.metrics = context.metrics
         try:
-            yield
+            async with mcp_door.running(context):
+                yield
         finally:
             await run_in_threadpool(context.close)
 
@@ -47,6 +52,8 @@ def create_app(url: str | None = None, *, open_access: bool = False, embedder: A
     for module in (commands, stream, stories, packets, knowledge, admin):
         app.include_router(module.router)
     web.install(app)
+    mcp_door = McpDoor()
+    app.router.routes.append(Route(MCP_PATH, endpoint=mcp_door, methods=["GET", "POST", "DELETE"]))
     app.add_middleware(RequestMiddleware)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

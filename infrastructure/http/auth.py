@@ -35,14 +35,20 @@ def needs(scope: str, *, every_story: bool = False) -> Callable[..., Principal]:
     changes the whole store: rebuilds, compiles, keys)."""
 
     def check(principal: Principal = Depends(caller)) -> Principal:
-        if not principal.has(scope):
-            raise Problem(403, "forbidden", f"this needs a key of scope {scope} or above; this key is {principal.scope}")
-        if every_story and not principal.unrestricted:
-            raise Problem(403, "forbidden", "this changes every story: a key limited to stories may not")
-        return principal
+        return require(principal, scope, every_story=every_story)
 
     check.__name__ = f"needs_{scope}"
     return check
+
+
+def require(principal: Principal, scope: str, *, every_story: bool = False) -> Principal:
+    """``principal``, if it is of ``scope`` or above (and, with ``every_story``, not limited to
+    stories); else 403."""
+    if not principal.has(scope):
+        raise Problem(403, "forbidden", f"this needs a key of scope {scope} or above; this key is {principal.scope}")
+    if every_story and not principal.unrestricted:
+        raise Problem(403, "forbidden", "this changes every story: a key limited to stories may not")
+    return principal
 
 
 def unknown_story(story_id: str) -> Problem:

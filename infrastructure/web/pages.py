@@ -36,6 +36,7 @@ from infrastructure.http.auth import unknown_story, visible
 from infrastructure.http.problems import _TITLES, Problem
 from infrastructure.http.routes.commands import SCAN_LIMIT, apply_for
 from infrastructure.http.routes.common import bounded_body, ctx
+from infrastructure.http.routes.packets import issued_record
 from infrastructure.web import session
 from infrastructure.web.session import check_csrf, page_csrf, viewer
 
@@ -279,9 +280,7 @@ def event_page(request: Request, story: str, position: str, principal: Principal
 @router.get("/packets/{packet_id}/audit")
 def audit_page(request: Request, packet_id: str, principal: Principal = Depends(viewer)) -> Response:
     context = ctx(request)
-    record = context.services.ledger.packet_record(packet_id) if len(packet_id) <= MAX_ID else None
-    if record is None or not principal.sees(record.story_id):
-        raise Problem(404, "unknown_packet", f"no packet {packet_id[:MAX_ID]!r} was issued", "packet_id")
+    record = issued_record(context.services.ledger, principal, packet_id)
     report = context.reading(context.services.auditor.audit, packet_id).as_dict()
     return render(request, "audit.html", principal=principal, story=record.story_id, page="packet", report=report)
 

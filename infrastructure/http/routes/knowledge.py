@@ -17,6 +17,7 @@ from domain.bounds import MAX_COLLECTION_ID, MAX_DOCUMENT_ID, MAX_DOCUMENT_TEXT,
 from domain.document import title_of
 from domain.errors import CanonError
 from infrastructure.http.auth import needs
+from infrastructure.http.context import ServerContext
 from infrastructure.http.problems import Problem
 from infrastructure.http.routes.commands import answer, apply_for
 from infrastructure.http.routes.common import ctx, json_response
@@ -71,18 +72,26 @@ async def search(request: Request, collection: Collection, principal: Annotated[
                  q: Annotated[str, Query(min_length=1, max_length=10_000)],
                  top: Annotated[int, Query(ge=1, le=1000)] = 8,
                  feedback: Literal[FEEDBACK_MODES] | None = None) -> Response:  # type: ignore[valid-type]
-    _may_read(principal, collection)
-    if not q.strip():
-        raise Problem(422, "invalid_field", "the query is empty", "q")
     context = ctx(request)
+    result = await run_in_threadpool(search_collection, context, principal, collection, q, top, feedback)
+    return json_response(result.as_dict())
+
+
+def search_collection(context: ServerContext, principal: Principal, collection: str, query: str, top: int,
+                      feedback: str | None = None, field: str = "q") -> Any:
+    """The search's result (``SearchResult``), once the collection is known to hold documents
+    and be visible to this key (else 404) and the query is not blank (else 422). Blocks:
+    call it in a worker thread."""
+    _may_read(principal, collection)
+    if not query.strip():
+        raise Problem(422, "invalid_field", "the query is empty", field)
 
     def run() -> Any:
         if collection not in context.services.collections():
             raise Problem(404, "unknown_collection", f"no documents in collection {collection!r}", "collection")
-        return context.search.search([collection], q, top, feedback=feedback)
+        return context.search.search([collection], query, top, feedback=feedback)
 
-    result = await run_in_threadpool(context.reading, run)
-    return json_response(result.as_dict())
+    return context.reading(run)
 
 
 @router.post("/v1/compile", summary="Compile stale wiki pages, oldest drift first, within the LLM quota")

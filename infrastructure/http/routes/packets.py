@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
@@ -47,17 +47,17 @@ async def get_packet(request: Request, story: Annotated[str, Path(min_length=1, 
     return Response(packet.to_json(), media_type="application/json", headers=headers)
 
 
-def _record(request: Request, principal: Principal, packet_id: str):  # type: ignore[no-untyped-def]
+def issued_record(ledger: Any, principal: Principal, packet_id: str) -> Any:
     """The issued record, or 404 (also for a story this key may not see, or an id too long to be one)."""
-    record = ctx(request).services.ledger.packet_record(packet_id) if len(packet_id) <= MAX_ID else None
+    record = ledger.packet_record(packet_id) if len(packet_id) <= MAX_ID else None
     if record is None or not principal.sees(record.story_id):
-        raise Problem(404, "unknown_packet", f"no packet {packet_id!r} was issued", "packet_id")
+        raise Problem(404, "unknown_packet", f"no packet {packet_id[:MAX_ID]!r} was issued", "packet_id")
     return record
 
 
 @router.get("/v1/packets/{packet_id}", summary="What was issued: the packet's record in the log")
 def get_packet_record(request: Request, packet_id: str, principal: Annotated[Principal, Depends(needs("worker"))]) -> Response:
-    r = _record(request, principal, packet_id)
+    r = issued_record(ctx(request).services.ledger, principal, packet_id)
     body = {"packet_id": r.packet_id, "story_id": r.story_id, "role": r.role, "chapter": r.chapter, "scene": r.scene,
             "budget": r.budget, "position": r.position, "hash": r.hash, "tokenizer": r.tokenizer,
             "compiler": r.compiler, "items": r.items, "dropped": r.dropped, "recall": r.recall}
@@ -66,7 +66,7 @@ def get_packet_record(request: Request, packet_id: str, principal: Annotated[Pri
 
 @router.get("/v1/packets/{packet_id}/audit", summary="Replay history to the packet's position and compare (as canon audit)")
 def audit_packet(request: Request, packet_id: str, principal: Annotated[Principal, Depends(needs("worker"))]) -> Response:
-    _record(request, principal, packet_id)
     context = ctx(request)
+    issued_record(context.services.ledger, principal, packet_id)
     report = context.reading(context.services.auditor.audit, packet_id)
     return json_response(report.as_dict())

@@ -11,6 +11,7 @@ from domain.api_key import Principal
 from domain.bounds import MAX_CHAPTER, MAX_ID, MAX_POSITION, MAX_STORY_ID
 from domain.bounds import MAX_NODE_KIND as MAX_KIND
 from infrastructure.http.auth import needs, unknown_story, visible
+from infrastructure.http.context import ServerContext
 from infrastructure.http.problems import Problem
 from infrastructure.http.routes.common import ctx, json_response
 
@@ -25,13 +26,17 @@ def _views(request: Request, after: int | None = None) -> Any:
     return context.reading(context.services.views, after)
 
 
-def _story_views(request: Request, principal: Principal, story: str, after: int | None) -> Any:
+def story_views(context: ServerContext, principal: Principal, story: str, after: int | None) -> Any:
     """The views, once ``story`` is known to exist and be visible to this key (else 404)."""
     visible(principal, story)
-    views = _views(request, after)
+    views = context.reading(context.services.views, after)
     if views.story_head(story) is None:
         raise unknown_story(story)
     return views
+
+
+def _story_views(request: Request, principal: Principal, story: str, after: int | None) -> Any:
+    return story_views(ctx(request), principal, story, after)
 
 
 @router.get("/v1/stories", summary="The stories this key may see, with their counts")
