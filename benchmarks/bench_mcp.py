@@ -44,6 +44,7 @@ import gen_story  # noqa: E402
 from bench_apply import PostgresStores, SQLiteStores, _loadavg, emit, log, machine_info  # noqa: E402
 from bench_http import CANON, Server  # noqa: E402
 from bench_packets import DEFAULT_SERVER, load_story, run_worker  # noqa: E402
+from bench_viewer import story_commands  # noqa: E402
 
 GOAL = 1.5  # MCP / API, p50, per transport
 SIDES = ("api", "mcp_http", "mcp_stdio")
@@ -106,15 +107,8 @@ async def rounds(server: Server, url: str, token: str, story: str, chapter: int,
 
 
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
-    from application.parsing import parse_command
-
     started = time.perf_counter()
-    dicts = gen_story.generate(seed=args.seed, chapters=args.chapters, entries=args.entries)
-    story = gen_story.totals(dicts)
-    commands = [parse_command(d) for d in dicts]
-    del dicts
-    story["seed"] = args.seed
-    log(f"story: {story['commands']:,} commands, {story['chapters']:,} chapters")
+    story, commands = story_commands(args)
     store = SQLiteStores() if args.store == "sqlite" else PostgresStores(args.pg_url)
     info = machine_info(args.pg_url if args.store == "postgres" else None)
     logdir = tempfile.mkdtemp(prefix="bench_mcp_")

@@ -465,16 +465,22 @@ def story_statements(tc: Any, services: Any, pages: Any, story: str, params: dic
 
 
 # -- the benchmark --------------------------------------------------------------------------------
-def benchmark(args: argparse.Namespace) -> dict[str, Any]:
+def story_commands(args: argparse.Namespace) -> tuple[dict[str, Any], list[Any]]:
+    """The benchmark story's totals and its parsed commands (``--seed``, ``--chapters``, ``--entries``)."""
     from application.parsing import parse_command
 
-    started = time.perf_counter()
     dicts = gen_story.generate(seed=args.seed, chapters=args.chapters, entries=args.entries)
     story = gen_story.totals(dicts)
     commands = [parse_command(d) for d in dicts]
     del dicts
     story["seed"] = args.seed
     log(f"story: {story['commands']:,} commands, {story['events']:,} events expected, {story['chapters']:,} chapters")
+    return story, commands
+
+
+def benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    started = time.perf_counter()
+    story, commands = story_commands(args)
     chapter = args.chapters
     store = SQLiteStores() if args.store == "sqlite" else PostgresStores(args.pg_url)
     info = machine_info(args.pg_url if args.store == "postgres" else None)

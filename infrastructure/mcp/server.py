@@ -78,9 +78,12 @@ def invalid_arguments(error: ValidationError) -> CallToolResult:
     return failure(422, "invalid_field", detail, field)
 
 
-def _answered(run: Callable[[], Any]) -> CallToolResult:
+def _answered(run: Callable[[], Any], *, structured: bool = True) -> CallToolResult:
     """``run()``'s answer as a tool result: JSON text (a ``str`` is sent as is: it is JSON
-    already) and the same object as structured content; or the structured error."""
+    already) and, with ``structured``, the same object as structured content; or the
+    structured error. A packet goes as text only: its bytes are the contract (the API's), and
+    a second copy as structured content would double what every call encodes, sends and
+    validates (docs/benchmarks.md, issue 20)."""
     try:
         value = run()
     except Problem as e:
@@ -90,7 +93,8 @@ def _answered(run: Callable[[], Any]) -> CallToolResult:
     except Exception as e:  # noqa: BLE001 - answered, never raised into the session
         return _unexpected(e)
     text = value if isinstance(value, str) else dumps(value)
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=json.loads(text))
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=json.loads(text) if structured else None)
 
 
 def _unexpected(e: Exception) -> CallToolResult:
@@ -177,9 +181,10 @@ def build_server(tools: Callable[[], AgentTools], local: Principal | None = None
                    ) -> CallToolResult:
         """The context packet for one worker call: confirmed canon only, as of the chapter, in tiers
         P0 (hard constraints) to P4 (supplementary), within a token budget. Every item says why it is
-        there. The JSON is exactly what the HTTP API's packet endpoint returns; the call is recorded,
-        so `audit_packet(packet_id)` can reproduce it later."""
-        return _answered(lambda: tools().get_packet(caller(ctx), story, role, chapter, scene, budget, after))
+        there. The answer's text is the packet JSON, exactly what the HTTP API's packet endpoint
+        returns; the call is recorded, so `audit_packet(packet_id)` can reproduce it later."""
+        return _answered(lambda: tools().get_packet(caller(ctx), story, role, chapter, scene, budget, after),
+                         structured=False)
 
     @server.tool(annotations=READ)
     def search(collection: Annotated[str, Field(min_length=1, max_length=b.MAX_COLLECTION_ID, description=(
