@@ -51,6 +51,18 @@ def worker(url: str, *extra: str, log: Path | None = None) -> subprocess.Popen:
                              *extra], stdout=out, stderr=subprocess.STDOUT, env=env)
 
 
+def working(proc: subprocess.Popen, services: Any, start: dict[str, int], timeout: float = 60.0) -> None:
+    """Wait until the worker has committed a page (a tracking row moved past ``start``): a kill
+    timed from its launch would depend on how fast this machine imports and projects (a fast
+    one catches up a round's ~800 events in 0.1 s, before any fixed delay ends)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any(position > start.get(name, 0) for name, position in positions(services).items()):
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"the worker committed nothing in {timeout:.0f} s (exit {proc.poll()})")
+
+
 def positions(services: Any) -> dict[str, int]:
     """Every tracking row (builds and any claims), by name."""
     with services.canon.read_engine.begin() as conn:
@@ -97,8 +109,9 @@ def test_a_worker_killed_at_random_points_resumes_to_what_a_rebuild_gives(store_
             if rest and round_ > 0:  # the log grows under the worker too
                 part, rest = rest[:step], rest[step:]
                 end = load(store_url, part)
-            proc = worker(store_url, "--page-size", "25", log=log)
-            time.sleep(rng.uniform(0.8, 2.5))  # start-up is about a second of imports
+            proc = worker(store_url, "--page-size", "5", log=log)
+            working(proc, services, seen or positions(services))
+            time.sleep(rng.uniform(0.0, 0.3))  # a random point of the pages that follow
             before_kill = services.status()
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -110,7 +123,7 @@ def test_a_worker_killed_at_random_points_resumes_to_what_a_rebuild_gives(store_
         if rest:
             end = load(store_url, rest)
         assert end > 20_000, end
-        # Most kills land mid-work (9-14 of 20 here); a few land on a worker that has just caught up.
+        # Most kills land mid-work; a few land on a worker that has just caught up.
         assert kills_while_behind >= 6, f"only {kills_while_behind} of 20 kills hit a worker with work left"
         finished = worker(store_url, "--once", log=log)
         try:
