@@ -900,6 +900,24 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
     return "\n".join(out)
 
 
+def story_options(parser: argparse.ArgumentParser) -> None:
+    """The benchmark story's options, shared by the HTTP-side benchmarks (``story_sized`` fills
+    their defaults): chapters, entries, seed, load batch size, PostgreSQL admin URL."""
+    parser.add_argument("--chapters", type=int, help="chapters in the story (default 1000; 200 with --quick); "
+                                                     "the packet is the last chapter's")
+    parser.add_argument("--entries", type=int, help="canon entries (default 10 per chapter)")
+    parser.add_argument("--seed", type=int, default=gen_story.DEFAULT_SEED)
+    parser.add_argument("--batch-size", type=int, default=100, help="commands per atomic batch when loading")
+    parser.add_argument("--pg-url", default=os.environ.get("TEST_DATABASE_URL") or DEFAULT_SERVER,
+                        help="admin URL of a server whose user may create databases (default TEST_DATABASE_URL or local)")
+
+
+def story_sized(args: argparse.Namespace) -> None:
+    """``--chapters`` and ``--entries`` defaults: 1,000 chapters (200 with ``--quick``), 10 entries each."""
+    args.chapters = args.chapters or (200 if args.quick else gen_story.CHAPTERS)
+    args.entries = args.entries or args.chapters * gen_story.ENTRIES // gen_story.CHAPTERS
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["--worker"], ["--catchup"]):
@@ -924,12 +942,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="then the same mixed load with this many packet clients (0: not run; a diagnostic)")
     parser.add_argument("--mixed-senders", type=int, default=8,
                         help="threads sending the paced commands in the mixed load (at most that many in flight)")
-    parser.add_argument("--chapters", type=int, help="chapters in the story (default 1000; 200 with --quick)")
-    parser.add_argument("--entries", type=int, help="canon entries (default 10 per chapter)")
-    parser.add_argument("--seed", type=int, default=gen_story.DEFAULT_SEED)
-    parser.add_argument("--batch-size", type=int, default=100, help="commands per atomic batch when loading")
-    parser.add_argument("--pg-url", default=os.environ.get("TEST_DATABASE_URL") or DEFAULT_SERVER,
-                        help="admin URL of a server whose user may create databases (default TEST_DATABASE_URL or local)")
+    story_options(parser)
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
     parser.add_argument("--save-json", metavar="PATH", help="also write the JSON report to PATH")
     args = parser.parse_args(argv)
@@ -940,8 +953,7 @@ def main(argv: list[str] | None = None) -> int:
     args.cli_runs = args.cli_runs or (2 if q else 5)
     args.c2p_samples = args.c2p_samples or (15 if q else 100)
     args.mixed_seconds = args.mixed_seconds or (10.0 if q else 60.0)
-    args.chapters = args.chapters or (200 if q else gen_story.CHAPTERS)
-    args.entries = args.entries or args.chapters * gen_story.ENTRIES // gen_story.CHAPTERS
+    story_sized(args)
     if args.samples < args.rounds or args.rounds < 1 or args.clients < 1 or args.mixed_clients < 1 or args.mixed_rate <= 0:
         parser.error("samples >= rounds >= 1; clients, mixed clients and mixed rate > 0")
     args.mixed_seconds = min(args.mixed_seconds, 60.0)  # bounded: issue 17 asks for at most a minute

@@ -42,8 +42,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_http  # noqa: E402
 import gen_story  # noqa: E402
 from bench_apply import PostgresStores, SQLiteStores, _loadavg, emit, log, machine_info  # noqa: E402
-from bench_http import CANON, Server  # noqa: E402
-from bench_packets import DEFAULT_SERVER, load_story, run_worker  # noqa: E402
+from bench_http import CANON, Server, story_options, story_sized  # noqa: E402
+from bench_packets import load_story, run_worker  # noqa: E402
 from bench_viewer import story_commands  # noqa: E402
 
 GOAL = 1.5  # MCP / API, p50, per transport
@@ -164,17 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="200-chapter story at chapter 200, 30 samples")
     parser.add_argument("--samples", type=int, help="round trips per side (default 200; 30 with --quick)")
     parser.add_argument("--warmup", type=int, default=5, help="warm-up round trips per side")
-    parser.add_argument("--chapters", type=int, help="chapters (default 1000; 200 with --quick)")
-    parser.add_argument("--entries", type=int, help="canon entries (default 10 per chapter)")
-    parser.add_argument("--seed", type=int, default=gen_story.DEFAULT_SEED)
-    parser.add_argument("--batch-size", type=int, default=100, help="commands per atomic batch when loading")
-    parser.add_argument("--pg-url", default=os.environ.get("TEST_DATABASE_URL") or DEFAULT_SERVER)
+    story_options(parser)
     parser.add_argument("--markdown", action="store_true", help="print a markdown table (default: the JSON report)")
     parser.add_argument("--save-json", metavar="PATH", help="also write the JSON report to PATH")
     args = parser.parse_args(argv)
     args.samples = args.samples or (30 if args.quick else 200)
-    args.chapters = args.chapters or (200 if args.quick else gen_story.CHAPTERS)
-    args.entries = args.entries or args.chapters * gen_story.ENTRIES // gen_story.CHAPTERS
+    story_sized(args)
     args.format = "markdown" if args.markdown else "json"
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     report = benchmark(args)

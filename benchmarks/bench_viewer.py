@@ -74,8 +74,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_http  # noqa: E402
 import gen_story  # noqa: E402
 from bench_apply import PostgresStores, SQLiteStores, _loadavg, emit, log, machine_info  # noqa: E402
-from bench_http import Server, _proc_status, server_log_summary  # noqa: E402
-from bench_packets import DEFAULT_SERVER, load_story, run_worker  # noqa: E402
+from bench_http import Server, _proc_status, server_log_summary, story_options, story_sized  # noqa: E402
+from bench_packets import load_story, run_worker  # noqa: E402
 
 PAGE_ROUTE = "/stories/{story}/packet"
 JSON_ROUTE = "/v1/stories/{story}/packet"
@@ -640,13 +640,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, help="warm-up requests per side (default 5; 3 with --quick)")
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="skip the in-process split of the page's time")
-    parser.add_argument("--chapters", type=int, help="chapters in the story (default 1000; 200 with --quick); "
-                                                     "the packet is the last chapter's")
-    parser.add_argument("--entries", type=int, help="canon entries (default 10 per chapter)")
-    parser.add_argument("--seed", type=int, default=gen_story.DEFAULT_SEED)
-    parser.add_argument("--batch-size", type=int, default=100, help="commands per atomic batch when loading")
-    parser.add_argument("--pg-url", default=os.environ.get("TEST_DATABASE_URL") or DEFAULT_SERVER,
-                        help="admin URL of a server whose user may create databases (default TEST_DATABASE_URL or local)")
+    story_options(parser)
     parser.add_argument("--markdown", action="store_true", help="print markdown tables (default: the JSON report)")
     parser.add_argument("--save-json", metavar="PATH", help="also write the JSON report to PATH")
     args = parser.parse_args(argv)
@@ -654,8 +648,7 @@ def main(argv: list[str] | None = None) -> int:
     args.samples = args.samples or (20 if q else 100)
     args.browser_samples = args.browser_samples or (8 if q else 40)
     args.warmup = args.warmup if args.warmup is not None else (3 if q else 5)
-    args.chapters = args.chapters or (200 if q else gen_story.CHAPTERS)
-    args.entries = args.entries or args.chapters * gen_story.ENTRIES // gen_story.CHAPTERS
+    story_sized(args)
     args.format = "markdown" if args.markdown else "json"
     if args.samples < 2 or args.browser_samples < 2:
         parser.error("at least 2 samples")

@@ -57,25 +57,38 @@ READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_h
 PROPOSE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
-def error_body(status: int, code: str, message: str, field: str | None = None) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "field": field, "status": status}}
+def error_of(e: Exception) -> dict[str, Any]:
+    """The structured error for what a tool or a resource raised: ``{code, message, field,
+    status}``, the API's codes. Arguments that fail a schema (``ValidationError``) are
+    ``invalid_field``, naming fields only, never the values (they may be megabytes of text,
+    or secrets). A store fault is ``store_unavailable``; anything else ``internal_error``,
+    logged here with its trace and a reference."""
+    if isinstance(e, Problem):
+        status, code, message, field = e.status, e.code, e.detail, e.field
+    elif isinstance(e, CanonError):
+        status, code, message, field = status_of(e), e.code, e.message, e.field
+    elif isinstance(e, ValidationError):
+        errors = e.errors(include_input=False, include_url=False)
+        first = errors[0] if errors else {"loc": (), "msg": "invalid arguments"}
+        status, code, field = 422, "invalid_field", ".".join(str(p) for p in first.get("loc", ())) or None
+        message = "; ".join(f"{'.'.join(str(p) for p in err.get('loc', ())) or 'arguments'}: {err.get('msg')}"
+                            for err in errors[:5])
+    elif is_store_fault(e):
+        log.warning("store unavailable: %s", scrubbed(e, None))
+        status, code, message, field = 503, "store_unavailable", f"the store is unavailable: {scrubbed(e, None)}", None
+    else:
+        ref = uuid.uuid4().hex[:12]
+        log.error("internal error %s in an MCP tool or resource", ref, exc_info=e)
+        status, code, field = 500, "internal_error", None
+        message = f"an internal error occurred (reference {ref} in the server log)"
+    return {"code": code, "message": message, "field": field, "status": status}
 
 
-def failure(status: int, code: str, message: str, field: str | None = None) -> CallToolResult:
-    body = error_body(status, code, message, field)
+def failure(error: dict[str, Any]) -> CallToolResult:
+    """A tool's failure: ``isError``, with ``{"error": ...}`` as text and as structured content."""
+    body = {"error": error}
     return CallToolResult(content=[TextContent(type="text", text=dumps(body))], structured_content=body,
                           is_error=True)
-
-
-def invalid_arguments(error: ValidationError) -> CallToolResult:
-    """Which arguments failed and why, naming fields only: never the values (they may be
-    megabytes of text, or secrets)."""
-    errors = error.errors(include_input=False, include_url=False)
-    first = errors[0] if errors else {"loc": (), "msg": "invalid arguments"}
-    field = ".".join(str(p) for p in first.get("loc", ())) or None
-    detail = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())) or 'arguments'}: {e.get('msg')}"
-                       for e in errors[:5])
-    return failure(422, "invalid_field", detail, field)
 
 
 def _answered(run: Callable[[], Any], *, structured: bool = True) -> CallToolResult:
@@ -86,46 +99,23 @@ def _answered(run: Callable[[], Any], *, structured: bool = True) -> CallToolRes
     validates (docs/benchmarks.md, issue 20)."""
     try:
         value = run()
-    except Problem as e:
-        return failure(e.status, e.code, e.detail, e.field)
-    except CanonError as e:
-        return failure(status_of(e), e.code, e.message, e.field)
     except Exception as e:  # noqa: BLE001 - answered, never raised into the session
-        return _unexpected(e)
+        return failure(error_of(e))
     text = value if isinstance(value, str) else dumps(value)
     return CallToolResult(content=[TextContent(type="text", text=text)],
                           structured_content=json.loads(text) if structured else None)
 
 
-def _unexpected(e: Exception) -> CallToolResult:
-    if is_store_fault(e):
-        log.warning("store unavailable: %s", scrubbed(e, None))
-        return failure(503, "store_unavailable", f"the store is unavailable: {scrubbed(e, None)}")
-    ref = uuid.uuid4().hex[:12]
-    log.error("internal error %s in an MCP tool", ref, exc_info=e)
-    return failure(500, "internal_error", f"an internal error occurred (reference {ref} in the server log)")
-
-
-def resource_error(status: int, code: str, message: str, field: str | None = None) -> MCPError:
-    """A resource's failure as a JSON-RPC error: invalid params for what the caller asked
-    wrongly or for what does not exist (as the SDK does), internal for the rest."""
-    return MCPError(code=INVALID_PARAMS if status < 500 else INTERNAL_ERROR, message=f"{code}: {message}",
-                    data=error_body(status, code, message, field)["error"])
-
-
 def _read(run: Callable[[], Any]) -> str:
+    """``run()``'s answer as a resource's JSON text; a failure is a JSON-RPC error whose
+    ``data`` is the structured error: invalid params for what the caller asked wrongly or for
+    what does not exist (as the SDK does), internal for a server fault."""
     try:
         value = run()
-    except Problem as e:
-        raise resource_error(e.status, e.code, e.detail, e.field) from None
-    except CanonError as e:
-        raise resource_error(status_of(e), e.code, e.message, e.field) from None
-    except ValidationError as e:
-        failed = invalid_arguments(e).structured_content["error"]  # type: ignore[index]
-        raise resource_error(422, "invalid_field", failed["message"], failed["field"]) from None
     except Exception as e:  # noqa: BLE001 - a JSON-RPC error, never a crash of the session
-        body = _unexpected(e).structured_content["error"]  # type: ignore[index]
-        raise resource_error(body["status"], body["code"], body["message"]) from None
+        error = error_of(e)
+        raise MCPError(code=INVALID_PARAMS if error["status"] < 500 else INTERNAL_ERROR,
+                       message=f"{error['code']}: {error['message']}", data=error) from None
     return value if isinstance(value, str) else dumps(value)
 
 
@@ -139,9 +129,10 @@ class CanonMCP(MCPServer):
             raise  # the SDK logs it and answers a generic error: nothing of it reaches the caller
         except ToolError as e:
             if isinstance(e.__cause__, ValidationError):
-                return invalid_arguments(e.__cause__)
+                return failure(error_of(e.__cause__))
             if self._tool_manager.get_tool(name) is None:
-                return failure(404, "unknown_tool", f"no tool {name[:100]!r}; list_tools names them", "name")
+                return failure({"code": "unknown_tool", "message": f"no tool {name[:100]!r}; list_tools names them",
+                                "field": "name", "status": 404})
             raise
 
 

@@ -19,7 +19,6 @@ from typing import Any
 from application.packets.recipes import Request as PacketRequest
 from application.parsing import parse_command
 from domain.api_key import Principal
-from domain.errors import CanonError
 from infrastructure.http.auth import require, visible
 from infrastructure.http.context import ServerContext
 from infrastructure.http.problems import Problem
@@ -106,8 +105,6 @@ class AgentTools:
         [result] = apply_for(ledger, [command], principal, atomic=True)
         if result.error is not None:
             raise result.error
-        if not result.ok:  # pragma: no cover - a result without an error is ok by construction
-            raise CanonError("not_applied", f"the proposal was {result.status}")
         return {"status": result.status, "proposal_id": command.proposal_id, "command_id": command.command_id,
                 "position": result.position if result.position is not None else ledger.position(),
                 "pending": True,

@@ -35,10 +35,6 @@ def story_views(context: ServerContext, principal: Principal, story: str, after:
     return views
 
 
-def _story_views(request: Request, principal: Principal, story: str, after: int | None) -> Any:
-    return story_views(ctx(request), principal, story, after)
-
-
 @router.get("/v1/stories", summary="The stories this key may see, with their counts")
 def list_stories(request: Request, principal: Annotated[Principal, Depends(needs("worker"))],
                  after: After = None) -> Response:
@@ -60,7 +56,7 @@ def list_canon(request: Request, story: Story, principal: Annotated[Principal, D
                as_of: Annotated[int, Query(ge=1, le=MAX_CHAPTER)],
                kind: Annotated[str | None, Query(min_length=1, max_length=MAX_KIND)] = None,
                after: After = None) -> Response:
-    views = _story_views(request, principal, story, after)
+    views = story_views(ctx(request), principal, story, after)
     return json_response({"story_id": story, "as_of": as_of, "kind": kind, "entries": views.canon_as_of(story, as_of, kind)})
 
 
@@ -89,7 +85,7 @@ def get_chapter(request: Request, story: Story, number: Annotated[int, Path(ge=1
 def list_proposals(request: Request, story: Story, principal: Annotated[Principal, Depends(needs("author"))],
                    status: Literal["proposed", "confirmed", "rejected"] | None = None,
                    after: After = None) -> Response:
-    views = _story_views(request, principal, story, after)
+    views = story_views(ctx(request), principal, story, after)
     return json_response({"story_id": story, "proposals": views.proposals(story, status)})
 
 
@@ -98,5 +94,5 @@ def list_drafts(request: Request, story: Story, principal: Annotated[Principal, 
                 chapter: Annotated[int | None, Query(ge=1, le=MAX_CHAPTER)] = None,
                 status: Literal["submitted", "accepted", "rejected"] | None = None,
                 after: After = None) -> Response:
-    views = _story_views(request, principal, story, after)
+    views = story_views(ctx(request), principal, story, after)
     return json_response({"story_id": story, "drafts": views.drafts(story, chapter, status)})
