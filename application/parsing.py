@@ -102,12 +102,26 @@ def parse_json(text: str) -> Any:
     try:
         data = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
     except json.JSONDecodeError as e:
-        raise InvalidCommand("malformed_json", f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        raise InvalidCommand("malformed_json", f"not valid JSON: {_where(text, e)}") from None
     except RecursionError:
         raise InvalidCommand("malformed_json", f"nested deeper than {MAX_JSON_DEPTH} levels") from None
     if _depth(data) > MAX_JSON_DEPTH:
         raise InvalidCommand("malformed_json", f"nested deeper than {MAX_JSON_DEPTH} levels")
     return data
+
+
+def _where(text: str, error: json.JSONDecodeError) -> str:
+    """What broke and where, as line and column (1-based) of ``text``. An error past the last
+    character that is not whitespace (a missing closing brace, a truncated line) is placed
+    just after that character, not on the blank or newline that follows it."""
+    content = len(text.rstrip())
+    if content == 0:
+        return "the text is blank (a command is a JSON object)"
+    if error.pos < content:
+        return f"{error.msg} at line {error.lineno} column {error.colno}"
+    line = text.count("\n", 0, content) + 1
+    column = content - (text.rfind("\n", 0, content) + 1) + 1
+    return f"{error.msg} at line {line} column {column}, where the text ends (a closing brace or bracket missing?)"
 
 
 def parse_line(line: str) -> Command:

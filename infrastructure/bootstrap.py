@@ -14,6 +14,7 @@ from application.ledger import CanonLedger
 from application.packets.service import PacketService
 from application.retrieval.metered import MeteredEmbedder
 from application.retrieval.search import HybridSearch
+from domain.errors import NotFound
 from infrastructure.packet_retrieval import StoryRetriever
 from infrastructure.read_store import engines
 from infrastructure.scratch import scratch_canon
@@ -64,10 +65,13 @@ def vectors_spec(tokens: Any, embedder: Any) -> ProjectionSpec:
 
 
 def choose_embedder(choice: str | None = None) -> tuple[Any, str]:
-    """(embedder, note for the embed stage). ``auto`` (the default): the packaged MiniLM when the
-    [semantic] extra is installed, else the hashing embedder, saying so. ``minilm``, ``hashing``,
+    """(embedder or None, note for the embed stage). ``auto`` (the default): the packaged MiniLM
+    (part of every install); if it cannot be found, None: search and L1 are keyword only and
+    their embed stage says why (a word-hashing embedder is never fused unless asked for).
+    ``minilm`` (MiniLM or an error), ``hashing`` (tests, and users who ask for it),
     ``onnx:MODEL.onnx:TOKENIZER.json`` (any sentence model exported to ONNX, loaded from disk), or
-    ``hub:REPO[:ONNX_FILE]`` (downloaded from the Hugging Face hub: online users only)."""
+    ``hub:REPO[:ONNX_FILE]`` (downloaded from the Hugging Face hub: online users only). Nothing
+    here imports onnxruntime: the model loads on its first embed."""
     from infrastructure.providers.minilm import OnnxEmbedder, SemanticUnavailable, minilm
     from infrastructure.providers.offline import HashingEmbedder
 
@@ -76,13 +80,11 @@ def choose_embedder(choice: str | None = None) -> tuple[Any, str]:
         try:
             return minilm(), ""
         except SemanticUnavailable as e:
-            fallback = HashingEmbedder()
-            return fallback, f"stands in for MiniLM: word hashing, not semantic ({e})"
+            return None, f"semantic model unavailable ({e})"
     if choice == "minilm":
         return minilm(), ""
     if choice == "hashing":
-        fallback = HashingEmbedder()
-        return fallback, f"word hashing, not semantic (chosen by {EMBEDDER_ENV})"
+        return HashingEmbedder(), f"word hashing, not semantic (chosen by {EMBEDDER_ENV})"
     if choice == "gemini":  # gemini-embedding-001 ($GEMINI_API_KEY); every call goes through the quota ledger
         from infrastructure.providers.gemini import GeminiEmbedder, GeminiProvider
 
@@ -116,7 +118,7 @@ class Services:
     knowledge_reader: SqlKnowledgeReader
     quota: Quota
     retrieval: ReadModels
-    vectors: ReadModels
+    vectors: ReadModels | None  # None with no embedder: search and L1 are keyword only
     embedder: Any
     embedder_note: str
     retrieval_reader: SqlRetrievalReader
@@ -131,8 +133,32 @@ class Services:
 
     @property
     def read_models(self) -> dict[str, ReadModels]:
-        return {"canon": self.canon, "authoring": self.authoring, "knowledge": self.knowledge,
-                "retrieval": self.retrieval, "vectors": self.vectors}
+        models = {"canon": self.canon, "authoring": self.authoring, "knowledge": self.knowledge,
+                  "retrieval": self.retrieval}
+        return models if self.vectors is None else {**models, "vectors": self.vectors}
+
+    def named_models(self, projection: str) -> list[str]:
+        """The read models ``projection`` names (``all``: every one), or ``no_vector_index``
+        for ``vectors`` when there is no embedder."""
+        if projection == "all":
+            return list(self.read_models)
+        if projection == "vectors" and self.vectors is None:
+            raise NotFound("no_vector_index", f"there is no vector index: {self.embedder_note}", "projection")
+        if projection not in self.read_models:
+            raise NotFound("unknown_read_model", f"no read model {projection!r} (known: {', '.join(self.read_models)})",
+                           "projection")
+        return [projection]
+
+    @property
+    def embedder_name(self) -> str:
+        """The embedding model's name, or what stands in for it when there is none."""
+        return self.embedder.name if self.embedder is not None else "none (keyword search only)"
+
+    def catch_up_vectors(self, target: int, progress: Any = None) -> None:
+        """The vector index up to ``target`` (embedding before its write transaction opens);
+        nothing without an embedder."""
+        if self.vectors is not None:
+            catch_up_vectors(self.vectors, target, progress)
 
     def catch_up_retrieval(self, target: int | None = None, progress: Any = None) -> None:
         """Knowledge, keyword index and vectors up to ``target`` (the vectors embed before their
@@ -140,7 +166,7 @@ class Services:
         goal = self.ledger.position() if target is None else target
         self.knowledge.catch_up(goal)
         self.retrieval.catch_up(goal)
-        catch_up_vectors(self.vectors, goal, progress)
+        self.catch_up_vectors(goal, progress)
 
     def search_service(self, provider: str = "offline", **options: Any) -> Any:
         """Hybrid search; ``gemini`` lets broad queries step back (one generate call, cached)."""
@@ -174,7 +200,7 @@ class Services:
             self.knowledge.reach(goal)
             self.retrieval.reach(goal)
 
-        return catch_up, (lambda goal: catch_up_vectors(self.vectors, goal)), None
+        return catch_up, self.catch_up_vectors, None
 
     def status(self) -> dict[str, ModelStatus]:
         """Each read model's position and how far it trails the log (``projections.model_status``)."""
@@ -190,7 +216,7 @@ class Services:
         notes: dict[str, str] = {}
         for stage, models, what in (("keyword", self.retrieval, "not yet indexed"),
                                     ("vector", self.vectors, "not yet embedded")):
-            if models.knows(end):  # the worker in this process has projected it all: no read
+            if models is None or models.knows(end):  # the worker in this process has projected it all: no read
                 continue
             _, records = pending_records(models, self.ledger, end)
             waiting = texts_waiting(models, self.ledger, records, self.text_counts, collections) if records else 0
@@ -294,10 +320,11 @@ def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_polic
         retrieval = ReadModels(retrieval_spec(tokens, config.is_postgres), ledger, write, read, page_size)
         # A metered embedder (Gemini) reserves every index call in the quota ledger.
         indexer = MeteredEmbedder(embedder, quota, "gemini") if getattr(embedder, "uses_quota", False) else embedder
-        vectors = ReadModels(vectors_spec(tokens, indexer), ledger, write, read, page_size)
+        vectors = None if embedder is None else ReadModels(vectors_spec(tokens, indexer), ledger, write, read, page_size)
         stepback_cache = SqlStepBackCache(write, read)
         for models in (canon, authoring_models, knowledge, retrieval, vectors):
-            models.setup()
+            if models is not None:
+                models.setup()
 
     def active_canon(conn: Connection) -> tuple[Any, int]:
         build, position = canon.serving(conn)
@@ -310,10 +337,11 @@ def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_polic
     knowledge_reader = SqlKnowledgeReader(read, lambda conn: knowledge.tables(knowledge.active(conn)))
 
     def retrieval_builds(conn: Connection) -> Builds:
-        return Builds(retrieval.tables(retrieval.active(conn)), vectors.tables(vectors.active(conn)),
+        return Builds(retrieval.tables(retrieval.active(conn)),
+                      None if vectors is None else vectors.tables(vectors.active(conn)),
                       knowledge.tables(knowledge.active(conn)))
 
-    retrieval_reader = SqlRetrievalReader(read, retrieval_builds, embedder.name)
+    retrieval_reader = SqlRetrievalReader(read, retrieval_builds, None if embedder is None else embedder.name)
 
     services = Services(config, ledger, canon, authoring_models, packets, auditor, knowledge, knowledge_reader, quota,
                         retrieval, vectors, embedder, embedder_note, retrieval_reader, stepback_cache, fed)

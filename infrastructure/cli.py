@@ -11,7 +11,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -22,36 +22,20 @@ from application.results import CommandResult
 from application.retrieval.feedback import MODES as FEEDBACK_MODES
 from domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_LINE_BYTES, MAX_POSITION
 from domain.commands import json_schema
+from domain.story import DEFAULT_BUDGETS
 from domain.document import title_of
 from domain.errors import CanonError, InvalidCommand
-from infrastructure.cli_errors import OK, REJECTED, UNAVAILABLE, USAGE, USAGE_CODES, Failure
+from infrastructure.cli_errors import OK, REJECTED, UNAVAILABLE, UNAVAILABLE_CODES, USAGE, USAGE_CODES, Failure
+from infrastructure.cli_parsing import CanonArgumentParser, UsageError, add_verb, bounded, wants_json
 from infrastructure.jsonout import dumps
 from infrastructure.store_faults import is_store_fault, scrubbed
-from infrastructure.stores import URL_ENV, open_ledger, resolve_url, store_config
+from infrastructure.stores import URL_ENV, open_ledger, require_store, resolve_url, store_config
 
 
 
 def _emit(obj: Any) -> None:
     """One line of strict JSON (never NaN or Infinity) on stdout."""
     sys.stdout.write(dumps(obj) + "\n")
-
-
-def bounded(low: int, high: int) -> Callable[[str], int]:
-    """An argparse type: an integer in low..high, or a usage error naming the range."""
-
-    def parse(text: str) -> int:
-        digits = text.strip().lstrip("+-")
-        if not digits.isdigit() or len(digits) > 20:
-            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number")
-        value = int(text)
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is outside {low:,}..{high:,}")
-        return value
-
-    parse.__name__ = "number"
-    return parse
-
-
 
 
 # -- verbs -------------------------------------------------------------------------------------
@@ -254,7 +238,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
                 print(f"      <- {src.position} {src.type} ({who})")
     if not report.ok:
         raise Failure(REJECTED, f"packet {report.packet_id} does not reproduce: " + (
-            report.live if report.recorded_hash == report.replayed_hash else "the replayed hash differs"))
+            report.live if report.recorded_hash == report.replayed_hash else "the replayed hash differs"),
+            "audit_mismatch")
     return OK
 
 
@@ -264,7 +249,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
     services = bootstrap(args.db, page_size=args.page_size)
     try:
-        names = list(services.read_models) if args.projection == "all" else [args.projection]
+        names = services.named_models(args.projection)
         reports = []
         for name in names:
             models = services.read_models[name]
@@ -334,7 +319,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             try:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
-                failed.append({"document_id": doc_id, "error": {"code": "unreadable_file", "message": str(e), "field": "path"}})
+                failed.append({"document_id": doc_id, "status": "rejected",
+                               "error": {"code": "unreadable_file", "message": str(e), "field": "path"}})
+                if args.format == "json":
+                    _emit(failed[-1])
                 continue
             command = _parse({"type": "ingest_document", "command_id": f"ingest-{uuid.uuid4().hex}",
                               "collection_id": args.collection, "document_id": doc_id, "title": title_of(doc_id, text),
@@ -359,7 +347,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         for f in failed:
             print(f"  {f['document_id']}: {f['error']['code']}: {f['error']['message']}")
     if failed:
-        raise Failure(REJECTED, f"{len(failed)} of {len(documents)} documents not ingested")
+        raise Failure(REJECTED, f"{len(failed)} of {len(documents)} documents not ingested", "not_ingested",
+                      reported=True)
     return OK
 
 
@@ -367,9 +356,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     from infrastructure.bootstrap import bootstrap
 
     if not args.query.strip():
-        raise Failure(USAGE, "the query is empty")
+        raise Failure(USAGE, "the query is empty", "empty_query")
     if args.top < 1:
-        raise Failure(USAGE, f"--top must be at least 1, not {args.top}")
+        raise Failure(USAGE, f"--top must be at least 1, not {args.top}", "invalid_field")
     from application.knowledge.ports import ProviderError
 
     services = bootstrap(args.db)
@@ -377,12 +366,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         try:
             service = services.search_service(args.provider)
         except ProviderError as e:
-            raise Failure(USAGE, str(e)) from None
+            raise Failure(USAGE, str(e), "provider_unavailable") from None
         known = services.collections()
         unknown = [c for c in args.collection if c not in known]
         if unknown:
             raise Failure(USAGE, f"no documents in collection {', '.join(unknown)} "
-                                 f"(known: {', '.join(sorted(known)) or 'none'})")
+                                 f"(known: {', '.join(sorted(known)) or 'none'})", "unknown_collection")
         result = service.search(args.collection, args.query, args.top, feedback=args.feedback)
     finally:
         services.close()
@@ -413,7 +402,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         try:
             compiler = services.compiler(args.provider)
         except ProviderError as e:
-            raise Failure(USAGE, str(e)) from None
+            raise Failure(USAGE, str(e), "provider_unavailable") from None
         with bar("compile", "page", disable=quiet(args.format)) as shown:
             report = compiler.nightly(args.budget, args.collection, lambda done, total: bar_to(shown, done, total))
     finally:
@@ -444,7 +433,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         for issue in report.issues:
             print(f"  {issue.code}: {issue.topic_id}: {issue.detail}")
     if not report.green:
-        raise Failure(REJECTED, f"lint is not green: {len(report.issues)} issue(s)")
+        raise Failure(REJECTED, f"lint is not green: {len(report.issues)} issue(s)", "lint_not_green")
     return OK
 
 
@@ -505,58 +494,84 @@ def _ledger(args: argparse.Namespace) -> CanonLedger:
     return open_ledger(args.db)
 
 
+ROLES = tuple(DEFAULT_BUDGETS)
+BUDGETS_HELP = ", ".join(f"{role} {budget:,}" for role, budget in DEFAULT_BUDGETS.items())
+EPILOG = f"""Default packet budgets in tokens (tiktoken cl100k_base), unless the story's start_story
+sets its own: {BUDGETS_HELP}.
+Exit status: 0 done; 1 a command or check was refused; 2 bad usage or unreadable input;
+3 the store is unavailable (unreachable, locked, read-only, or a SQLite file that does not exist).
+A store: --db URL or ${URL_ENV} (default sqlite:///canon.db); `canon init` creates it."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = CanonArgumentParser(add_help=False)
     common.add_argument(
         "--db",
         default=argparse.SUPPRESS,
-        help=f"database URL (sqlite:///file.db or postgresql://user@host:port/db); default ${URL_ENV} or sqlite:///canon.db",
+        help=f"database URL (sqlite:///file.db or postgresql://user@host:port/db); default ${URL_ENV} or "
+             f"sqlite:///canon.db. A SQLite file must exist (`canon init` creates it)",
     )
-    common.add_argument("--format", choices=("text", "json"), default=argparse.SUPPRESS, help="output format")
+    common.add_argument("--format", choices=("text", "json"), default=argparse.SUPPRESS,
+                        help="text for people (default) or json: one JSON object per line on stdout, errors "
+                             "included")
 
-    parser = argparse.ArgumentParser(prog="canon", description="Canon Ledger: event-sourced canon and context packets.", parents=[common])
+    parser = CanonArgumentParser(prog="canon", description="Canon Ledger: event-sourced canon and token-budgeted "
+                                 "context packets for long-form fiction.", parents=[common], epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    p = verbs.add_parser("init", parents=[common], help="create the event store tables")
+    p = add_verb(verbs, "init", common, "create the store: the event log and every read model's tables")
     p.set_defaults(run=cmd_init)
 
-    p = verbs.add_parser("apply", parents=[common], help="apply JSON-lines commands from FILE or - (stdin)")
-    p.add_argument("file", metavar="FILE|-")
+    p = add_verb(verbs, "apply", common, "apply JSON-lines commands from FILE or - (stdin), one result line each",
+                 "Apply JSON-lines commands (see `canon schema`), one per line, from FILE or - (stdin).\n"
+                 "Each line answers applied (with its log position), unchanged (it would change nothing),\n"
+                 "duplicate (that command_id was applied before), rejected (with error.code, message, field),\n"
+                 "not_applied (an --atomic batch rolled back) or conflict (retry it).")
+    p.add_argument("file", metavar="FILE|-", help="a file of JSON lines, or - for standard input")
     p.add_argument("--atomic", action="store_true", help="all commands or none, in one transaction")
     p.set_defaults(run=cmd_apply)
 
-    p = verbs.add_parser("schema", parents=[common], help="print the command JSON Schema")
+    p = add_verb(verbs, "schema", common, "print the JSON Schema of the command vocabulary (every field described)")
     p.set_defaults(run=cmd_schema)
 
-    p = verbs.add_parser("events", parents=[common], help="list the global event log with positions")
+    p = add_verb(verbs, "events", common, "list the global event log, in order, with positions")
     p.add_argument("--story", help="only this story's events")
     p.add_argument("--from", dest="start", type=bounded(1, MAX_POSITION), default=1, metavar="POSITION",
-                   help="start at this position")
+                   help="start at this log position (default 1)")
     p.add_argument("--limit", type=bounded(0, MAX_POSITION), help="at most this many events")
     p.set_defaults(run=cmd_events)
 
-    p = verbs.add_parser("packet", parents=[common], help="compile a worker's context packet from confirmed canon")
-    p.add_argument("--story", required=True)
-    p.add_argument("--role", required=True, choices=("planner", "writer", "qa", "summarizer", "chat"))
+    p = add_verb(verbs, "packet", common, "compile a worker's token-budgeted context packet from confirmed canon",
+                 "Compile a worker's context packet from confirmed canon only (drafts and unconfirmed\n"
+                 "proposals never reach one), filled by tier P0..P4 within the token budget.\n"
+                 f"Default budgets in tokens: {BUDGETS_HELP}\n"
+                 "(a story's start_story may set its own).\n"
+                 "The qa packet is the canon a draft is checked against; the draft itself is not in it.")
+    p.add_argument("--story", required=True, help="the story id")
+    p.add_argument("--role", required=True, choices=ROLES,
+                   help="the worker the packet is for: " + ", ".join(ROLES) + " (planner, writer and qa also get "
+                        "L1 retrieval from earlier chapters)")
     p.add_argument("--chapter", required=True, type=bounded(1, MAX_CHAPTER), help=f"chapter number, 1..{MAX_CHAPTER:,}")
     p.add_argument("--scene", help="only this scene card's keys (default: every scene of the chapter)")
     p.add_argument("--budget", type=bounded(0, MAX_BUDGET),
-                   help="token budget (default: the story's budget for the role)")
+                   help=f"token budget, 0..{MAX_BUDGET:,} (default: the story's budget for the role)")
     p.add_argument("--after", type=bounded(0, MAX_POSITION), metavar="POSITION",
-                   help="wait until the read models reflect this position (default: everything applied)")
+                   help="reflect at least this log position (one a write returned); it does not wait for later "
+                        "writes, and a position beyond the log is refused (default: everything applied)")
     p.add_argument("--no-record", action="store_true", help="do not record PacketIssued in the log")
     p.add_argument("--at", type=bounded(0, MAX_POSITION), metavar="POSITION",
                    help="the packet as it would have been at this past log position (replayed; not recorded)")
     p.set_defaults(run=cmd_packet)
 
-    p = verbs.add_parser("audit", parents=[common], help="replay history to reproduce an issued packet")
-    p.add_argument("packet_id", metavar="PACKET_ID")
+    p = add_verb(verbs, "audit", common, "replay history to reproduce an issued packet, and show each item's lineage")
+    p.add_argument("packet_id", metavar="PACKET_ID", help="a packet's id (pkt_...), from its packet_id field")
     p.set_defaults(run=cmd_audit)
 
-    p = verbs.add_parser("rebuild", parents=[common],
-                         help="rebuild read models into new tables while the current ones serve, then switch")
+    p = add_verb(verbs, "rebuild", common,
+                 "rebuild read models into new tables while the current ones serve, then switch")
     p.add_argument("--projection", choices=("canon", "authoring", "knowledge", "retrieval", "vectors", "all"),
-                   default="all")
+                   default="all", help="the read model to rebuild (default: all)")
     p.add_argument("--pause", type=bounded(0, 60_000), default=0, metavar="MS",
                    help="sleep between pages, to leave room for live traffic")
     p.add_argument("--page-size", type=bounded(1, 100_000), default=1000, metavar="N",
@@ -566,45 +581,52 @@ def build_parser() -> argparse.ArgumentParser:
                         "even if one was left unfinished")
     p.set_defaults(run=cmd_rebuild)
 
-    p = verbs.add_parser("ingest", parents=[common], help="ingest markdown/text files or folders into a collection")
-    p.add_argument("--collection", required=True)
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p = add_verb(verbs, "ingest", common, "ingest markdown/text files or folders into a knowledge collection")
+    p.add_argument("--collection", required=True, help="the collection to ingest into (created on first use)")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="files (.md, .markdown, .txt, .text) or folders of them")
     p.set_defaults(run=cmd_ingest)
 
-    p = verbs.add_parser("search", parents=[common],
-                         help="hybrid keyword + semantic search of a knowledge collection, with its stages")
+    p = add_verb(verbs, "search", common,
+                 "hybrid keyword + semantic search of a knowledge collection, with its stages")
     p.add_argument("--collection", required=True, action="append", metavar="C",
                    help="a collection to search (repeat for several); a story's chapters are story:<id>")
-    p.add_argument("query", metavar="QUERY")
+    p.add_argument("query", metavar="QUERY", help="the words to search for")
     p.add_argument("--top", type=bounded(1, 1000), default=8, metavar="K", help="chunks to return, 1..1,000 (default 8)")
     p.add_argument("--provider", default=os.environ.get("CANON_LLM_PROVIDER", "offline"), choices=("offline", "gemini"),
-                   help="gemini lets a broad query step back (one generate call, cached)")
+                   help="gemini lets a broad query step back (one generate call, cached); default "
+                        "$CANON_LLM_PROVIDER or offline")
     p.add_argument("--feedback", choices=FEEDBACK_MODES, default=None,
                    help="pseudo-relevance feedback: alone (default: RM3 when keyword search answers alone), "
                         "always (RM3 on the keyword list), hybrid (the fused first pass feeds RM3 and Rocchio, "
                         "then a second pass; ~2x the time), off")
     p.set_defaults(run=cmd_search)
 
-    p = verbs.add_parser("compile", parents=[common], help="compile stale wiki pages, oldest drift first")
+    p = add_verb(verbs, "compile", common, "compile stale wiki pages, oldest drift first, within the LLM quota")
     p.add_argument("--budget", type=bounded(0, 100_000),
                    help="pages at most (default: the compile quota for an LLM provider, else all)")
-    p.add_argument("--collection")
-    p.add_argument("--provider", default=os.environ.get("CANON_LLM_PROVIDER", "offline"), choices=("offline", "gemini"))
+    p.add_argument("--collection", help="only this collection's pages (default: every collection)")
+    p.add_argument("--provider", default=os.environ.get("CANON_LLM_PROVIDER", "offline"), choices=("offline", "gemini"),
+                   help="offline (extractive, no network; the default unless $CANON_LLM_PROVIDER says) or gemini "
+                        "($GEMINI_API_KEY)")
     p.set_defaults(run=cmd_compile)
 
-    p = verbs.add_parser("lint", parents=[common], help="check the wiki (no LLM calls); non-zero unless green")
-    p.add_argument("--collection")
+    p = add_verb(verbs, "lint", common, "check the wiki (no LLM calls); exits 1 unless green")
+    p.add_argument("--collection", help="only this collection (default: every collection)")
     p.set_defaults(run=cmd_lint)
 
-    p = verbs.add_parser("quota", parents=[common], help="LLM calls spent and left today")
-    p.add_argument("--provider", default=os.environ.get("CANON_LLM_PROVIDER", "gemini"))
+    p = add_verb(verbs, "quota", common, "LLM calls spent and left today, and when the day resets")
+    p.add_argument("--provider", default=os.environ.get("CANON_LLM_PROVIDER", "gemini"),
+                   help="the provider whose quota to show (default $CANON_LLM_PROVIDER or gemini)")
     p.set_defaults(run=cmd_quota)
 
-    p = verbs.add_parser("quarantine", parents=[common],
-                         help="events a read model could not apply (skipped, with their error); a rebuild retries them")
+    p = add_verb(verbs, "quarantine", common,
+                 "events a read model could not apply (skipped, with their error); a rebuild retries them")
     p.set_defaults(run=cmd_quarantine)
 
-    p = verbs.add_parser("demo", parents=[common], help="apply the bundled sample serial to an embedded store and show it")
+    p = add_verb(verbs, "demo", common, "apply the bundled sample serial to an embedded store and show it",
+                 "Apply the bundled sample serial to a store (default sqlite:///canon-demo.db, created if\n"
+                 "missing), then show its packets, an audit, a search and a rebuild.")
     p.set_defaults(run=cmd_demo)
 
     from infrastructure import cli_mcp, cli_worker
@@ -616,13 +638,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+CREATES_STORE = ("init", "demo")  # the verbs that may create a SQLite file; every other verb needs one
+NO_STORE = ("schema",)  # the verbs that never open a store
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as e:
+        if wants_json(argv):
+            _emit({"error": {"code": "usage_error", "message": str(e), "field": e.field}})
+        print(f"{e.usage}canon: error: {e}", file=sys.stderr, end="\n")
+        return USAGE
     args.db = getattr(args, "db", None)
     args.format = getattr(args, "format", None) or "text"
     if args.verb == "demo" and args.db is None:
         args.db = "sqlite:///canon-demo.db"
     try:
+        if args.verb not in CREATES_STORE + NO_STORE:
+            require_store(args.db)
         return args.run(args)
     except Failure as e:
         if args.format == "json" and not e.reported:
@@ -633,6 +668,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.format == "json":
             _emit({"error": e.as_dict()})
         print(f"canon: {e.code}: {e.message}", file=sys.stderr)
+        if e.code in UNAVAILABLE_CODES:
+            return UNAVAILABLE
         return USAGE if isinstance(e, InvalidCommand) or e.code in USAGE_CODES else REJECTED
     except Exception as e:  # noqa: BLE001 - only store faults are handled here
         if not is_store_fault(e):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 OK, REJECTED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 USAGE_CODES = ("invalid_database_url", "position_beyond_log")  # refusals of the invocation itself: exit 2
+UNAVAILABLE_CODES = ("store_not_found",)  # no store where the invocation points: exit 3
 
 
 class Failure(Exception):

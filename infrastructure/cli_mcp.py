@@ -16,6 +16,7 @@ import os
 import sys
 from typing import Any
 
+from infrastructure.cli_parsing import add_verb
 from domain.api_key import Principal
 
 KEY_ENV = "CANON_MCP_KEY"
@@ -46,12 +47,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
-    p = verbs.add_parser("mcp", parents=[common],
-                         help="serve the MCP server over stdio (tools: get_packet, search, canon_entry, list_canon, "
-                              "open_threads, propose_canon, audit_packet); over HTTP it is /mcp in canon serve",
-                         description=f"An MCP server on stdin/stdout for LLM agents. Agents read packets, search "
-                                     f"and canon, and may propose canon; only a person confirms it. The caller is a "
-                                     f"local author, or the API key whose token is in ${KEY_ENV}.")
+    p = add_verb(verbs, "mcp", common,
+                 "serve the MCP server over stdio (tools: get_packet, search, canon_entry, list_canon, "
+                 "open_threads, propose_canon, audit_packet); over HTTP it is /mcp in canon serve",
+                 f"An MCP server on stdin/stdout for LLM agents. Agents read packets, search "
+                 f"and canon, and may propose canon; only a person confirms it. The caller is a "
+                 f"local author, or the API key whose token is in ${KEY_ENV}.")
     p.add_argument("--worker", action=argparse.BooleanOptionalAction, default=True,
                    help="run a projection worker in this process (default), so that search and packets never wait "
                         "on the slow models; --no-worker leaves them to `canon worker` processes")

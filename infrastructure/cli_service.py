@@ -13,6 +13,7 @@ from typing import Any
 from domain.api_key import SCOPES
 from domain.bounds import MAX_CHAPTER
 from infrastructure.jsonout import dumps
+from infrastructure.cli_parsing import add_verb
 
 
 def _loopback(host: str) -> bool:
@@ -203,11 +204,12 @@ def cmd_drafts(args: argparse.Namespace) -> int:
 
 
 def add_verbs(verbs: Any, common: argparse.ArgumentParser, bounded: Callable[[int, int], Any]) -> None:
-    p = verbs.add_parser("serve", parents=[common], help="serve the HTTP API (keys required; docs at /docs)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=bounded(0, 65535), default=8750)
+    p = add_verb(verbs, "serve", common, "serve the HTTP API, the viewer and /mcp (keys required; docs at /docs)")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1, loopback only)")
+    p.add_argument("--port", type=bounded(0, 65535), default=8750, help="the port (default 8750; 0: any free port)")
     p.add_argument("--open", action="store_true", help="no keys (every caller is admin): refused except on loopback")
-    p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
+                   help="the server's log level (default info)")
     p.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                    help="log each request line (never its headers, so never a token)")
     p.add_argument("--worker", action=argparse.BooleanOptionalAction, default=True,
@@ -215,41 +217,41 @@ def add_verbs(verbs: Any, common: argparse.ArgumentParser, bounded: Callable[[in
                         "keyword and vector models to separate `canon worker` processes")
     p.set_defaults(run=cmd_serve)
 
-    p = verbs.add_parser("key", parents=[common], help="create, list or revoke API keys")
+    p = add_verb(verbs, "key", common, "create, list or revoke API keys (only a token's SHA-256 is stored)")
     keys = p.add_subparsers(dest="key_verb", required=True, metavar="create|list|revoke")
-    k = keys.add_parser("create", parents=[common], help="a new key; prints its token once")
+    k = add_verb(keys, "create", common, "a new key; prints its token once")
     k.add_argument("--scope", required=True, choices=SCOPES,
                    help="worker: packets, canon views, search, audit; author: also commands, ingest, drafts and "
                         "proposals; admin: also rebuild, compile, keys, quota")
     k.add_argument("--story", action="append", metavar="S", help="limit the key to this story (repeat for several)")
     k.add_argument("--name", help="a unique name (default: scope and a hash prefix)")
-    k = keys.add_parser("list", parents=[common], help="every key, revoked ones included (never a token)")
-    k = keys.add_parser("revoke", parents=[common], help="revoke a key by name")
-    k.add_argument("name", metavar="NAME")
+    k = add_verb(keys, "list", common, "every key, revoked ones included (never a token)")
+    k = add_verb(keys, "revoke", common, "revoke a key by name")
+    k.add_argument("name", metavar="NAME", help="the key's name (see `canon key list`)")
     p.set_defaults(run=cmd_key)
 
-    p = verbs.add_parser("stories", parents=[common], help="every story with its counts")
+    p = add_verb(verbs, "stories", common, "every story with its counts")
     p.set_defaults(run=cmd_stories)
 
-    p = verbs.add_parser("canon", parents=[common], help="confirmed canon in force as of a chapter")
-    p.add_argument("--story", required=True)
+    p = add_verb(verbs, "canon", common, "confirmed canon in force as of a chapter (nothing hidden until later)")
+    p.add_argument("--story", required=True, help="the story id")
     p.add_argument("--as-of", type=bounded(1, MAX_CHAPTER), default=MAX_CHAPTER, metavar="K",
                    help="chapter (default: the latest)")
-    p.add_argument("--kind", help="only this kind")
+    p.add_argument("--kind", help="only this kind (character, location, item, world_rule, thread, ...)")
     p.set_defaults(run=cmd_canon)
 
-    p = verbs.add_parser("chapter", parents=[common], help="one chapter: goals, scene cards, summary, text status")
-    p.add_argument("--story", required=True)
-    p.add_argument("number", type=bounded(1, MAX_CHAPTER), metavar="N")
+    p = add_verb(verbs, "chapter", common, "one chapter: goals, scene cards, summary, text status")
+    p.add_argument("--story", required=True, help="the story id")
+    p.add_argument("number", type=bounded(1, MAX_CHAPTER), metavar="N", help=f"chapter number, 1..{MAX_CHAPTER:,}")
     p.set_defaults(run=cmd_chapter)
 
-    p = verbs.add_parser("proposals", parents=[common], help="canon proposals and their status")
-    p.add_argument("--story", required=True)
-    p.add_argument("--status", choices=("proposed", "confirmed", "rejected"))
+    p = add_verb(verbs, "proposals", common, "canon proposals and their status")
+    p.add_argument("--story", required=True, help="the story id")
+    p.add_argument("--status", choices=("proposed", "confirmed", "rejected"), help="only proposals in this status")
     p.set_defaults(run=cmd_proposals)
 
-    p = verbs.add_parser("drafts", parents=[common], help="chapter drafts and their status")
-    p.add_argument("--story", required=True)
-    p.add_argument("--chapter", type=bounded(1, MAX_CHAPTER))
-    p.add_argument("--status", choices=("submitted", "accepted", "rejected"))
+    p = add_verb(verbs, "drafts", common, "chapter drafts and their status")
+    p.add_argument("--story", required=True, help="the story id")
+    p.add_argument("--chapter", type=bounded(1, MAX_CHAPTER), help="only this chapter's drafts")
+    p.add_argument("--status", choices=("submitted", "accepted", "rejected"), help="only drafts in this status")
     p.set_defaults(run=cmd_drafts)

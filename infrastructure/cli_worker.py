@@ -10,62 +10,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from infrastructure.cli_parsing import add_verb
 from infrastructure.jsonout import dumps
-from infrastructure.progress import bar, bar_to, quiet
-from infrastructure.worker import Progress, ProjectionWorker
+from infrastructure.progress import quiet
 from projections.runner import PAGE_SIZE
 
 MODELS = ("canon", "authoring", "knowledge", "retrieval", "vectors")
 
 
-class TerminalProgress(Progress):
-    """A bar per model while it catches up (log positions, with a total and an ETA), and one
-    for the texts the vector index embeds."""
-
-    def __init__(self) -> None:
-        self.bars: dict[str, Any] = {}
-
-    def _bar(self, key: str, desc: str, unit: str) -> Any:
-        if key not in self.bars:
-            self.bars[key] = bar(desc, unit, disable=False)
-        return self.bars[key]
-
-    def behind(self, model: str, position: int, goal: int) -> None:
-        shown = self._bar(model, model, "pos")
-        shown.n = position
-        bar_to(shown, position, goal)
-
-    def moved(self, model: str, position: int, goal: int) -> None:
-        bar_to(self._bar(model, model, "pos"), position, goal)
-
-    def embedding(self, model: str, done: int, total: int) -> None:
-        shown = self._bar(f"{model}:embed", "embed", "text")
-        if done < shown.n:  # a new slice
-            shown.reset(total)
-        bar_to(shown, done, total)
-
-    def caught_up(self, model: str, position: int, events: int, seconds: float) -> None:
-        for key in [k for k in self.bars if k == model or k.startswith(f"{model}:")]:
-            self.bars.pop(key).close()
-        print(f"{model}: caught up at {position} ({events} positions in {seconds:.1f} s)", file=sys.stderr)
-
-    def fault(self, model: str, error: str) -> None:
-        print(f"{model}: {error} (retrying)", file=sys.stderr)
-
-
-class JsonProgress(Progress):
-    """One JSON line on stdout each time a model catches up or the store fails: no bars."""
-
-    def caught_up(self, model: str, position: int, events: int, seconds: float) -> None:
-        print(dumps({"model": model, "status": "caught_up", "position": position, "positions": events,
-                     "seconds": round(seconds, 3)}), flush=True)
-
-    def fault(self, model: str, error: str) -> None:
-        print(dumps({"model": model, "status": "fault", "error": error}), flush=True)
-
-
 def cmd_worker(args: argparse.Namespace) -> int:
     from infrastructure.bootstrap import bootstrap
+    from infrastructure.worker import Progress, ProjectionWorker
+    from infrastructure.worker_progress import JsonProgress, TerminalProgress
 
     services = bootstrap(args.db, fed=True, page_size=args.page_size)
     progress: Progress = JsonProgress() if args.format == "json" else TerminalProgress() if not quiet(args.format) \
@@ -93,7 +49,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         end = services.ledger.position()
         statuses = services.status()
         body = {"position": end, "read_models": {name: s.as_dict() for name, s in statuses.items()},
-                "embedder": services.embedder.name, "quarantined": len(services.quarantined()),
+                "embedder": services.embedder_name, "quarantined": len(services.quarantined()),
                 "at": time.time()}
     finally:
         services.close()
@@ -109,8 +65,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def add_verbs(verbs: Any, common: argparse.ArgumentParser, bounded: Callable[[int, int], Any]) -> None:
-    p = verbs.add_parser("worker", parents=[common],
-                         help="follow the log and keep read models current (the vector index embeds here)")
+    p = add_verb(verbs, "worker", common,
+                 "follow the log and keep read models current (the vector index embeds here)")
     p.add_argument("--projection", action="append", choices=MODELS, metavar="NAME",
                    help=f"only this read model (repeat for several; default: all of {', '.join(MODELS)})")
     p.add_argument("--once", action="store_true", help="catch up to the log's end, then exit")
@@ -118,6 +74,6 @@ def add_verbs(verbs: Any, common: argparse.ArgumentParser, bounded: Callable[[in
                    help=f"events per read-model transaction (default {PAGE_SIZE})")
     p.set_defaults(run=cmd_worker)
 
-    p = verbs.add_parser("status", parents=[common],
-                         help="each read model's position, how far it trails the log, the embedding backlog")
+    p = add_verb(verbs, "status", common,
+                 "each read model's position, how far it trails the log, the embedding backlog")
     p.set_defaults(run=cmd_status)

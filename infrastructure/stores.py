@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from urllib.parse import quote, unquote, urlsplit
@@ -130,6 +131,23 @@ def store_config(url: str) -> StoreConfig:
         }
         return StoreConfig(url, env, display)
     raise CanonError("invalid_database_url", f"{display}: unsupported backend {backend!r} (use sqlite or postgresql)", "db")
+
+
+def require_store(url: str | None) -> None:
+    """Refuse a SQLite store whose file does not exist (``store_not_found``): opening it would
+    create an empty store, and a mistyped path would then take commands into the wrong file.
+    ``canon init`` (and the demo) create stores; a PostgreSQL URL is checked when connected."""
+    config = store_config(resolve_url(url))
+    if config.is_postgres:
+        return
+    name = config.env["SQLITE_DBNAME"]
+    if name.startswith("file:"):  # an SQLite URI filename (file:PATH?mode=ro&uri=true): its path
+        name = unquote(name[len("file:"):].split("?", 1)[0])
+    path = Path(name)
+    if not path.is_file():
+        where = "there is no such file" if not path.exists() else "it is not a file"
+        raise CanonError("store_not_found", f"no store at {config.display}: {where} (run `canon init --db "
+                         f"{config.display}` to create one, or check the path)", "db")
 
 
 def open_ledger(url: str | None = None) -> CanonLedger:

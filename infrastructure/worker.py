@@ -55,11 +55,9 @@ class ModelProgress:
 class ProjectionWorker:
     def __init__(self, services: Any, names: Sequence[str] | None = None, *, wakeup: LogWakeup | None = None,
                  progress: Progress | None = None, vector_slice: int = VECTOR_SLICE) -> None:
-        unknown = [n for n in names or () if n not in services.read_models]
-        if unknown:
-            raise ValueError(f"unknown read model(s) {', '.join(unknown)} (known: {', '.join(services.read_models)})")
         self.services = services
-        self.names = list(names or services.read_models)
+        # A name it has no model for is refused (a CanonError), before anything runs.
+        self.names = list(dict.fromkeys(n for name in names or ("all",) for n in services.named_models(name)))
         self._own_wakeup = wakeup is None
         self.wakeup = wakeup or LogWakeup(services.ledger, services.config)
         self.progress = progress or Progress()

@@ -95,13 +95,22 @@ def pg_url() -> Iterator[str]:
 def store_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
     """The same test on the embedded SQLite file and on a scratch PostgreSQL database."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'canon.db'}"
+        url = f"sqlite:///{tmp_path / 'canon.db'}"
+        open_ledger(url).close()  # as `canon init` does: every verb but init and demo needs the file
+        yield url
     else:
         url, admin = create_database()
         try:
             yield url
         finally:
             drop_database(url, admin)
+
+
+def initialised(url: str) -> str:
+    """``url``'s store, created as `canon init` does (every verb but init and demo refuses a
+    SQLite file that does not exist)."""
+    open_ledger(url).close()
+    return url
 
 
 @pytest.fixture

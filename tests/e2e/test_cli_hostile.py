@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from infrastructure.demo import SAMPLE
+from tests.conftest import initialised
 
 CANON = [sys.executable, "-m", "infrastructure.cli"]
 
@@ -59,7 +60,7 @@ def test_hostile_lines_get_one_structured_result_each_from_a_file_and_from_stdin
     path.write_bytes(HOSTILE)
     outputs = []
     for n, source in enumerate((str(path), "-")):
-        db = f"sqlite:///{tmp_path / f'h{n}.db'}"
+        db = initialised(f"sqlite:///{tmp_path / f'h{n}.db'}")
         args = ["--db", db, "--format", "json", "apply", source] + (["--atomic"] if atomic else [])
         result = run(*args, stdin=HOSTILE if source == "-" else None)
         _no_traceback(result)
@@ -81,13 +82,13 @@ def test_hostile_lines_get_one_structured_result_each_from_a_file_and_from_stdin
 
 def test_a_batch_repeating_a_refused_command_never_calls_the_copy_duplicate(tmp_path: Path) -> None:
     bad = b'{"type": "plan_chapter", "command_id": "x", "story_id": "nope", "chapter": 1, "volume": 1, "goals": []}'
-    result = run("--db", f"sqlite:///{tmp_path / 'a.db'}", "--format", "json", "apply", "-", "--atomic",
+    result = run("--db", initialised(f"sqlite:///{tmp_path / 'a.db'}"), "--format", "json", "apply", "-", "--atomic",
                  stdin=bad + b"\n" + bad + b"\n")
     statuses = [json.loads(line)["status"] for line in result.stdout.decode().splitlines()]
     assert statuses == ["rejected", "rejected"]
     good = (b'{"type": "start_story", "command_id": "s", "story_id": "s", "title": "T", "style_guardrails": [], '
             b'"output_contract": "md"}')
-    result = run("--db", f"sqlite:///{tmp_path / 'b.db'}", "--format", "json", "apply", "-", "--atomic",
+    result = run("--db", initialised(f"sqlite:///{tmp_path / 'b.db'}"), "--format", "json", "apply", "-", "--atomic",
                  stdin=b"\n".join([good, good, bad]) + b"\n")
     statuses = [json.loads(line)["status"] for line in result.stdout.decode().splitlines()]
     assert statuses == ["not_applied", "not_applied", "rejected"]  # the copy was not written either
@@ -109,7 +110,7 @@ def test_numeric_options_out_of_range_are_usage_errors(tmp_path: Path, args: lis
 
 
 def _demo_store(tmp_path: Path) -> str:
-    db = f"sqlite:///{tmp_path / 'demo.db'}"
+    db = initialised(f"sqlite:///{tmp_path / 'demo.db'}")
     assert run("--db", db, "apply", str(SAMPLE)).returncode == 0
     return db
 
@@ -163,7 +164,7 @@ def test_ingest_names_files_by_path_and_refuses_two_inputs_with_one_id(tmp_path:
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "notes.md").write_text(f"# Notes {folder}\n\nAbout {folder}.\n")
-    db = f"sqlite:///{tmp_path / 'k.db'}"
+    db = initialised(f"sqlite:///{tmp_path / 'k.db'}")
     env = {"CANON_EMBEDDER": "hashing"}
     ok = subprocess.run([*CANON, "--db", db, "--format", "json", "ingest", "--collection", "k", "a/notes.md",
                          "b/notes.md"], cwd=tmp_path, capture_output=True, text=True, timeout=300,

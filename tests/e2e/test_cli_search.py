@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import initialised
 from tests.e2e.test_cli import canon
 
 GUIDE = """# Lamplighting
@@ -69,7 +70,7 @@ def test_search_text_and_usage_errors(guild: str) -> None:
 
 
 def test_the_default_embedder_is_the_packaged_minilm(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'semantic.db'}"
+    url = initialised(f"sqlite:///{tmp_path / 'semantic.db'}")
     (tmp_path / "pets.md").write_text("# Pets\n\n## Cats\n\nThe cat sleeps on the mat all afternoon.\n\n"
                                       "## Engines\n\nThe turbine blade cracked under thermal stress.\n", encoding="utf-8")
     assert canon("--db", url, "ingest", "--collection", "pets", "pets.md", cwd=tmp_path).returncode == 0

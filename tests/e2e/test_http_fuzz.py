@@ -39,6 +39,7 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
 from infrastructure.demo import SAMPLE
+from tests.conftest import initialised
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +100,7 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("http_fuzz")
-    url = f"sqlite:///{tmp / 'fuzz.db'}"
+    url = initialised(f"sqlite:///{tmp / 'fuzz.db'}")
     applied = canon("--db", url, "apply", str(SAMPLE), "--format", "json")
     assert applied.returncode == 0, applied.stderr
     name = f"fuzz-admin-{uuid.uuid4().hex}"

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from application.parsing import parse_command
 from infrastructure.bootstrap import bootstrap
 from infrastructure.cli import _parse
+from tests.conftest import initialised
 
 settings.register_profile("default", max_examples=150, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -179,6 +180,7 @@ def test_no_hostile_line_escapes_as_an_exception_or_poisons_a_read_model(fuzz_st
 @given(lines=st.lists(hostile_line(), min_size=40, max_size=40))
 def test_the_cli_answers_every_hostile_line_with_one_strict_json_result(tmp_path_factory, lines: list[bytes]) -> None:
     db = tmp_path_factory.mktemp("cli") / "fuzz.db"
+    initialised(f"sqlite:///{db}")
     body = b"".join(line + b"\n" for line in lines)
     result = subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db", f"sqlite:///{db}", "--format", "json",
                              "apply", "-"], input=body, capture_output=True, timeout=300)

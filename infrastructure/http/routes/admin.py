@@ -34,7 +34,7 @@ def readyz(request: Request, principal: Annotated[Principal, Depends(needs("work
         name: status.as_dict() for name, status in services.status().items()},
         "worker": None if worker is None else {"alive": worker.alive, "faults": worker.faults,
                                                "last_error": worker.last_error},
-        "embedder": services.embedder.name, "quarantined": len(services.quarantined())})
+        "embedder": services.embedder_name, "quarantined": len(services.quarantined())})
 
 
 @router.get("/metrics", summary="Prometheus metrics (text exposition format)")
@@ -46,7 +46,7 @@ def metrics(request: Request, principal: Annotated[Principal, Depends(needs("adm
 def post_rebuild(request: Request, principal: Annotated[Principal, Depends(needs("admin", every_story=True))],
                  projection: Literal[PROJECTIONS] = "all") -> Response:  # type: ignore[valid-type]
     context = ctx(request)
-    names = list(context.services.read_models) if projection == "all" else [projection]
+    names = context.services.named_models(projection)
     job = context.rebuilds.start(names)
     if job is None:
         raise Problem(409, "rebuild_running", "a rebuild is running in this process; see GET /v1/rebuild")

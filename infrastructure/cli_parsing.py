@@ -1,0 +1,63 @@
+"""The CLI's argument parsing, shared by every module of verbs: the parser class (a usage error
+is raised, so ``main`` can answer it as JSON too), ``add_verb`` (every verb has a one-line
+summary, shown in ``canon --help``, and a description, shown in ``canon VERB --help``) and
+``bounded`` (an integer option with its range)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+
+class UsageError(Exception):
+    """The command line could not be read: exit 2, with argparse's usage line on stderr."""
+
+    def __init__(self, message: str, usage: str) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+    @property
+    def field(self) -> str | None:
+        """The option argparse names ("argument --role: invalid choice ..." -> "role"), if any."""
+        head, colon, _ = str(self).partition(":")
+        if not colon or not head.startswith("argument "):
+            return None
+        return head[len("argument "):].split("/")[-1].strip().lstrip("-").replace("-", "_") or None
+
+
+class CanonArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, except that a usage error raises ``UsageError`` instead of exiting."""
+
+    def error(self, message: str) -> Any:  # argparse's hook: never returns
+        raise UsageError(message, self.format_usage())
+
+
+def add_verb(verbs: Any, name: str, common: argparse.ArgumentParser, summary: str,
+             description: str | None = None) -> argparse.ArgumentParser:
+    """A verb's parser: ``summary`` in the list of verbs, ``description`` (default: the summary)
+    at the top of its own help."""
+    return verbs.add_parser(name, parents=[common], help=summary, description=description or summary[0].upper()
+                            + summary[1:] + ".", formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def bounded(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in low..high, or a usage error naming the range."""
+
+    def parse(text: str) -> int:
+        digits = text.strip().lstrip("+-")
+        if not digits.isdigit() or len(digits) > 20:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number")
+        value = int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside {low:,}..{high:,}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+def wants_json(argv: list[str]) -> bool:
+    """Does this command line ask for ``--format json`` (read before parsing, for a usage error)?"""
+    return any(a == "--format=json" or (a == "--format" and i + 1 < len(argv) and argv[i + 1] == "json")
+               for i, a in enumerate(argv))
