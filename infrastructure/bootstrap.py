@@ -297,13 +297,14 @@ class Services:
         self.ledger.close()
 
 
-def bootstrap(url: str | None = None, *, page_size: int = PAGE_SIZE, quota_policy: QuotaPolicy | None = None,
+def bootstrap(url: str | None = None, *, page_size: int | None = None, quota_policy: QuotaPolicy | None = None,
               embedder: str | Any | None = None, fed: bool = False) -> Services:
     """``embedder``: a name for ``choose_embedder`` or an embedder object (default: $CANON_EMBEDDER, else auto).
     ``fed``: a worker keeps the knowledge, keyword and vector models current (``Services.fed``)."""
     from infrastructure.stepback_cache import SqlStepBackCache
 
     config = store_config(resolve_url(url))
+    page_size = PAGE_SIZE if page_size is None else page_size  # PAGE_SIZE: each model's own size
     tokens = token_counter()
     if embedder is None or isinstance(embedder, str):
         embedder, embedder_note = choose_embedder(embedder)

@@ -574,8 +574,8 @@ def build_parser() -> argparse.ArgumentParser:
                    default="all", help="the read model to rebuild (default: all)")
     p.add_argument("--pause", type=bounded(0, 60_000), default=0, metavar="MS",
                    help="sleep between pages, to leave room for live traffic")
-    p.add_argument("--page-size", type=bounded(1, 100_000), default=1000, metavar="N",
-                   help="events per transaction, 1..100,000")
+    p.add_argument("--page-size", type=bounded(1, 100_000), metavar="N",
+                   help="events per transaction, 1..100,000 (default: each read model's own size)")
     p.add_argument("--recount", action="store_true",
                    help="a repair: count every token afresh (empty the token-count memo) and start a new build "
                         "even if one was left unfinished")

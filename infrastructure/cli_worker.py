@@ -13,7 +13,6 @@ from typing import Any
 from infrastructure.cli_parsing import add_verb
 from infrastructure.jsonout import dumps
 from infrastructure.progress import quiet
-from projections.runner import PAGE_SIZE
 
 MODELS = ("canon", "authoring", "knowledge", "retrieval", "vectors")
 
@@ -23,7 +22,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from infrastructure.worker import Progress, ProjectionWorker
     from infrastructure.worker_progress import JsonProgress, TerminalProgress
 
-    services = bootstrap(args.db, fed=True, page_size=args.page_size)
+    services = bootstrap(args.db, fed=True, page_size=args.page_size)  # None: each model's own
     progress: Progress = JsonProgress() if args.format == "json" else TerminalProgress() if not quiet(args.format) \
         else Progress()
     worker = ProjectionWorker(services, args.projection or None, progress=progress)
@@ -70,8 +69,8 @@ def add_verbs(verbs: Any, common: argparse.ArgumentParser, bounded: Callable[[in
     p.add_argument("--projection", action="append", choices=MODELS, metavar="NAME",
                    help=f"only this read model (repeat for several; default: all of {', '.join(MODELS)})")
     p.add_argument("--once", action="store_true", help="catch up to the log's end, then exit")
-    p.add_argument("--page-size", type=bounded(1, 100_000), default=PAGE_SIZE, metavar="N",
-                   help=f"events per read-model transaction (default {PAGE_SIZE})")
+    p.add_argument("--page-size", type=bounded(1, 100_000), metavar="N",
+                   help="events per read-model transaction, 1..100,000 (default: each read model's own size)")
     p.set_defaults(run=cmd_worker)
 
     p = add_verb(verbs, "status", common,

@@ -8,20 +8,27 @@ healthy store is a bug, and is not a store fault.
 from __future__ import annotations
 
 import sqlite3
+import sys
 
 from eventsourcing.persistence import PersistenceError
-from sqlalchemy.exc import DatabaseError, InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from infrastructure.stores import password_of, resolve_url
 
 
 def is_store_fault(error: BaseException) -> bool:
-    if isinstance(error, (PersistenceError, OperationalError, InterfaceError, PoolTimeout)):
+    # SQLAlchemy's errors count only once it is imported: a verb that never imported it (apply,
+    # events) cannot have raised one, and does not pay ~0.1 s to import it for this check.
+    sa = sys.modules.get("sqlalchemy.exc")
+    faults: tuple[type[BaseException], ...] = (PersistenceError,)
+    bases: tuple[type[BaseException], ...] = (sqlite3.DatabaseError,)
+    if sa is not None:
+        faults += (sa.OperationalError, sa.InterfaceError, sa.TimeoutError)
+        bases += (sa.DatabaseError,)
+    if isinstance(error, faults):
         return True
     # "file is not a database", "database disk image is malformed": the base class exactly
     # (its subclasses, such as an integrity error, are not faults of the store).
-    return type(error) in (DatabaseError, sqlite3.DatabaseError) or type(getattr(error, "orig", None)) is sqlite3.DatabaseError
+    return type(error) in bases or type(getattr(error, "orig", None)) is sqlite3.DatabaseError
 
 
 def first_line(error: BaseException) -> str:

@@ -1,4 +1,5 @@
-"""A verb that needs no embedder never imports onnxruntime (nor loads a model): its process
+"""A verb that needs no embedder never imports onnxruntime (nor loads a model), and a verb
+that reads only the log (apply, events) imports no SQL toolkit or numpy either: its process
 starts in the time of its own work. The writer packet, which embeds its L1 query, shows that
 the check sees an import when there is one."""
 
@@ -14,7 +15,7 @@ import pytest
 from tests.e2e.test_cli import canon
 
 PROBE = ("import sys\nfrom infrastructure.cli import main\nrc = main(sys.argv[1:])\nsys.stdout.flush()\n"
-         "sys.stderr.write('\\nloaded: ' + ' '.join(m for m in ('onnxruntime', 'tokenizers') if m in sys.modules))\n"
+         "sys.stderr.write('\\nloaded: ' + ' '.join(m for m in ('onnxruntime', 'tokenizers', 'sqlalchemy', 'numpy') if m in sys.modules))\n"
          "sys.exit(rc)\n")
 
 
@@ -55,7 +56,10 @@ def test_a_verb_without_retrieval_imports_no_model_runtime(demo: tuple[str, str,
         "quarantine": ["quarantine"],
         "quota": ["quota"],
     }[verb]
-    assert _loaded("--db", url, "--format", "json", *args) == set()
+    loaded = _loaded("--db", url, "--format", "json", *args)
+    assert loaded & {"onnxruntime", "tokenizers"} == set()
+    if verb in ("apply", "events"):  # the log alone: no read model, so no SQL toolkit and no numpy
+        assert loaded == set()
 
 
 def test_the_writer_packet_loads_the_model_it_embeds_with(demo: tuple[str, str, Path]) -> None:
