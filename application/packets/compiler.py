@@ -13,7 +13,7 @@ from typing import Any
 
 from application.packets.packet import Item, Packet, Stage
 from application.packets.ports import CanonSnapshot, Fact, Recall, Retriever, StoryView
-from application.packets.recipes import FIRST_READS, RECIPES, STAGED, USES_RETRIEVAL, Candidate, Read, Request
+from application.packets.recipes import FIRST_READS, RECIPES, STAGED, STAGED_V3, USES_RETRIEVAL, Candidate, Read, Request
 from domain.errors import CanonError, NotFound
 from domain.story import ROLES
 from domain.tokens import TokenCounter
@@ -24,8 +24,10 @@ ELLIPSIS = " …"
 # 1: L0 structured recall only; 2: L0, then L1 retrieval filling what is left of P4; 3: as 2,
 # but P3's reads and P4 (development chains, then L1) are read one by one, each only if what
 # came before left MIN_TRIM_TOKENS or more: less holds no useful item (it is also the least an
-# item is trimmed to). Where everything is read, 3 gives the same bytes as 2.
-COMPILER = 3
+# item is trimmed to). Where everything is read, 3 gives the same bytes as 2. 4: as 3, but a
+# character's earlier state that is hidden until a later chapter is dropped without its text,
+# as every other hidden entry is (3 listed it whole: a spoiler); elsewhere 4 gives 3's bytes.
+COMPILER = 4
 QUERY_KINDS = ("chapter_goals", "scene_card")  # the P0 texts that say what the chapter is about
 # L1 searches with the chapter's goals and scene summaries, cut to this many words: search
 # cost grows with query length (every OR'ed term is a posting list, every token a model step)
@@ -41,7 +43,7 @@ class PacketError(CanonError):
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,
                    *, compiler: int = COMPILER) -> Packet:
-    """``retriever``: L1 (compilers 2 and 3); an audit passes one that replays the recorded hits."""
+    """``retriever``: L1 (compilers 2 and later); an audit passes one that replays the recorded hits."""
     if req.role not in ROLES:
         raise PacketError("unknown_role", f"role {req.role!r} is not one of {', '.join(ROLES)}", "role")
     if req.chapter < 1:
@@ -55,7 +57,7 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retr
         raise PacketError("budget_must_not_be_negative", f"budget must be >= 0, got {budget}", "budget")
 
     if compiler >= 3:
-        staged = STAGED[req.role](snap, req, story, tokens)
+        staged = (STAGED if compiler >= 4 else STAGED_V3)[req.role](snap, req, story, tokens)
         candidates, later, scene_detail = staged.first, staged.later, staged.detail
     else:
         (candidates, scene_detail), later = RECIPES[req.role](snap, req, story, tokens), []

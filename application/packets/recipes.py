@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from application.packets.ports import CanonSnapshot, ChapterView, EntryView, Fact, StoryView
 from application.packets.packet import Tier
@@ -47,11 +48,13 @@ class Request:
     budget: int | None = None
 
 
+def _hidden(e: EntryView, chapter: int) -> str | None:
+    """Why ``e``'s text may not be shown at ``chapter`` (its ``hidden_until`` is later), or None."""
+    return f"hidden until chapter {e.hidden_until}" if e.hidden_until is not None and e.hidden_until > chapter else None
+
+
 def _entry(tier: Tier, e: EntryView, reason: str, chapter: int) -> Candidate:
-    blocked = None
-    if e.hidden_until is not None and e.hidden_until > chapter:
-        blocked = f"hidden until chapter {e.hidden_until}"
-    return Candidate(tier, e.kind, e.key, e.fact, reason + (" (retired)" if e.retired else ""), blocked)
+    return Candidate(tier, e.kind, e.key, e.fact, reason + (" (retired)" if e.retired else ""), _hidden(e, chapter))
 
 
 def _hard_constraints(story: StoryView, chapter: ChapterView | None, scenes: list) -> list[Candidate]:
@@ -151,11 +154,14 @@ def _world_rules(snap: CanonSnapshot, req: Request) -> _KindPages:
 
 def scene_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> tuple[list[Candidate], str]:
     """planner, writer and qa, every stage read at once (compilers 1 and 2)."""
-    return scene_staged(snap, req, story, tokens).whole()
+    return scene_staged(snap, req, story, tokens, hidden_history=False).whole()
 
 
-def scene_staged(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> Staged:
-    """planner, writer and qa: the chapter's scene keys drive the recall."""
+def scene_staged(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter, *,
+                 hidden_history: bool = True) -> Staged:
+    """planner, writer and qa: the chapter's scene keys drive the recall. ``hidden_history``
+    (compiler 4): an earlier state hidden until a later chapter is listed without its text,
+    as every other hidden entry is; compilers 1-3 listed it whole, and replay it so."""
     k = req.chapter
     chapter = snap.chapter(req.story_id, k)
     if chapter is None and req.role != "planner":
@@ -185,7 +191,8 @@ def scene_staged(snap: CanonSnapshot, req: Request, story: StoryView, tokens: To
     def history() -> list[Candidate]:
         steps = snap.superseded_steps(req.story_id, k, "character", tuple(c.key for c in characters), HISTORY_STEPS)
         return [Candidate("P3", "history", f"{c.key}@{old.valid_from}", old.fact,
-                          f"earlier state of {c.key}, superseded from chapter {c.valid_from}")
+                          f"earlier state of {c.key}, superseded from chapter {c.valid_from}",
+                          _hidden(old, k) if hidden_history else None)
                 for c in characters for old in steps.get(c.key, [])]
 
     return Staged(out, [("world rules", _world_rules(snap, req)),
@@ -270,6 +277,8 @@ def _in_one_stage(recipe: Recipe) -> Callable[[CanonSnapshot, Request, StoryView
 STAGED: dict[str, Callable[[CanonSnapshot, Request, StoryView, TokenCounter], Staged]] = {
     "planner": scene_staged, "writer": scene_staged, "qa": scene_staged,
     "summarizer": _in_one_stage(summarizer_recipe), "chat": _in_one_stage(chat_recipe)}
+_scene_staged_v3 = partial(scene_staged, hidden_history=False)
+STAGED_V3 = {**STAGED, "planner": _scene_staged_v3, "writer": _scene_staged_v3, "qa": _scene_staged_v3}
 USES_RETRIEVAL = {"planner", "writer", "qa"}
 
 

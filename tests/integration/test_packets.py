@@ -133,6 +133,31 @@ def test_hidden_chain_nodes_never_leak_before_their_chapter(demo):
     assert any(i.key == "who-took-it/hobb" and i.status == "included" for i in late.items)
 
 
+def test_an_earlier_state_hidden_until_later_never_leaks_as_history(demo):
+    """Compiler 4 drops a superseded character state that is hidden at the chapter without its
+    text; compiler 3 listed it whole, and still replays so (its packets audit as issued)."""
+    from application.packets.compiler import compile_packet
+
+    _apply(demo,
+           {"type": "propose_canon", "command_id": "h1", "proposal_id": "p-wren-1", "kind": "character", "key": "wren",
+            "name": "Wren", "aliases": [], "text": "SECRET-WREN-PAST: the Guild's informer.",
+            "fields": {"hidden_until": 9}, "valid_from": 1},
+           {"type": "confirm_canon", "command_id": "h2", "proposal_id": "p-wren-1"},
+           {"type": "propose_canon", "command_id": "h3", "proposal_id": "p-wren-3", "kind": "character", "key": "wren",
+            "name": "Wren", "aliases": [], "text": "Wren, a courier on the Quay.", "fields": {}, "valid_from": 3},
+           {"type": "confirm_canon", "command_id": "h4", "proposal_id": "p-wren-3"},
+           {"type": "add_scene_card", "command_id": "h5", "chapter": 5, "scene_id": "5w", "summary": "Wren runs.",
+            "characters": ["wren"], "locations": [], "threads": [], "callbacks": [], "items": []})
+    packet = demo.packets.packet(Request(STORY, "writer", 5, budget=100_000))
+    assert "SECRET-WREN-PAST" not in packet.to_json()
+    history = next(i for i in packet.items if i.kind == "history" and i.key == "wren@1")
+    assert history.status == "dropped" and "hidden until chapter 9" in history.reason
+    assert any(i.key == "wren" and i.status == "included" for i in packet.items)
+    with demo.packets.reader.snapshot() as snap:
+        old = compile_packet(snap, Request(STORY, "writer", 5, budget=100_000), demo.packets.tokens, None, compiler=3)
+    assert "SECRET-WREN-PAST" in old.to_json()  # what compiler 3 issued, replayed as it was
+
+
 def test_budget_edge_cases(demo):
     with pytest.raises(PacketError) as zero:
         demo.packets.packet(Request(STORY, "writer", 5, budget=0))
