@@ -1,7 +1,9 @@
 """Thin command handlers: load aggregates, let the domain decide, hand back what changed.
 
 Each handler raises a ``CanonError`` before any aggregate is changed, so a refused command
-leaves the unit of work as it found it.
+leaves the unit of work as it found it. A command whose outcome is the state already (the same
+story started again, the summary a chapter has) decides no events: the ledger answers it
+``unchanged``. A repeat that differs from that state is refused by the rule it breaks.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from domain.canon import KINDS, CanonEntry, CanonProposal, confirm_proposal
 from domain.chapter import TAG_KINDS, Chapter
 from domain.chunking import chunk_document
 from domain.document import Document, document_of_chunk
-from domain.draft import Draft
+from domain.draft import Draft, accept_into
 from domain.errors import NotFound, RuleViolated
-from domain.story import Story
+from domain.story import Story, with_default_budgets
 from domain.tokens import TokenCounter
 from domain.volume import Volume
 
@@ -51,24 +53,44 @@ def _draft(uow: UnitOfWork, story_id: str, draft_id: str) -> Draft:
     return draft
 
 
+def _made_already(existing: Any, different: RuleViolated, **made: Any) -> bool:
+    """Whether what a creating command would make exists already: True when ``existing`` has
+    every attribute in ``made`` (the command changes nothing); ``different`` refuses it when
+    ``existing`` differs; False when there is none."""
+    if existing is None:
+        return False
+    if any(getattr(existing, name) != value for name, value in made.items()):
+        raise different
+    return True
+
+
 def _is_confirmed(uow: UnitOfWork, story_id: str, kinds: tuple[str, ...], key: str) -> bool:
     return any(uow.get(CanonEntry, ids.canon_entry_id(story_id, kind, key)) is not None for kind in kinds)
 
 
 def start_story(cmd: c.StartStory, uow: UnitOfWork) -> None:
-    if uow.get(Story, ids.story_id(cmd.story_id)) is not None:
-        raise RuleViolated("story_id_must_be_unique", f"story {cmd.story_id!r} already exists", "story_id")
+    if _made_already(
+        uow.get(Story, ids.story_id(cmd.story_id)),
+        RuleViolated("story_id_must_be_unique", f"story {cmd.story_id!r} already exists, started otherwise", "story_id"),
+        title=cmd.title, style_guardrails=list(cmd.style_guardrails), output_contract=cmd.output_contract,
+        budgets=with_default_budgets(dict(cmd.budgets)),
+    ):
+        return
     uow.add(Story.start(cmd.story_id, cmd.title, cmd.style_guardrails, cmd.output_contract, dict(cmd.budgets)))
 
 
 def plan_chapter(cmd: c.PlanChapter, uow: UnitOfWork) -> None:
     _story(uow, cmd.story_id)
-    if uow.get(Chapter, ids.chapter_id(cmd.story_id, cmd.chapter)) is not None:
-        raise RuleViolated(
+    if _made_already(
+        uow.get(Chapter, ids.chapter_id(cmd.story_id, cmd.chapter)),
+        RuleViolated(
             "chapter_number_must_be_unique",
-            f"chapter {cmd.chapter} of {cmd.story_id!r} is already planned",
+            f"chapter {cmd.chapter} of {cmd.story_id!r} is already planned, with another volume or goals",
             "chapter",
-        )
+        ),
+        volume=cmd.volume, goals=list(cmd.goals),
+    ):
+        return
     uow.add(Chapter.plan(cmd.story_id, cmd.chapter, cmd.volume, cmd.goals))
 
 
@@ -90,31 +112,25 @@ def add_scene_card(cmd: c.AddSceneCard, uow: UnitOfWork) -> None:
 
 def propose_canon(cmd: c.ProposeCanon, uow: UnitOfWork) -> None:
     _story(uow, cmd.story_id)
-    if uow.get(CanonProposal, ids.proposal_id(cmd.story_id, cmd.proposal_id)) is not None:
-        raise RuleViolated(
-            "proposal_id_must_be_unique", f"proposal {cmd.proposal_id!r} already exists", "proposal_id"
-        )
-    uow.add(
-        CanonProposal.propose(
-            story_id=cmd.story_id,
-            proposal_id=cmd.proposal_id,
-            kind=cmd.kind,
-            key=cmd.key,
-            name=cmd.name,
-            aliases=list(cmd.aliases),
-            text=cmd.text,
-            fields=dict(cmd.fields),
-            tags=list(cmd.tags),
-            valid_from=cmd.valid_from,
-        )
-    )
+    proposal = dict(kind=cmd.kind, key=cmd.key, name=cmd.name, aliases=list(cmd.aliases), text=cmd.text,
+                    fields=dict(cmd.fields), tags=list(cmd.tags), valid_from=cmd.valid_from)
+    if _made_already(
+        uow.get(CanonProposal, ids.proposal_id(cmd.story_id, cmd.proposal_id)),
+        RuleViolated("proposal_id_must_be_unique", f"proposal {cmd.proposal_id!r} already exists, proposing otherwise",
+                     "proposal_id"),
+        **proposal,
+    ):
+        return
+    uow.add(CanonProposal.propose(story_id=cmd.story_id, proposal_id=cmd.proposal_id, **proposal))
 
 
 def confirm_canon(cmd: c.ConfirmCanon, uow: UnitOfWork) -> None:
     _story(uow, cmd.story_id)
     proposal = _proposal(uow, cmd.story_id, cmd.proposal_id)
     entry = uow.get(CanonEntry, ids.canon_entry_id(cmd.story_id, proposal.kind, proposal.key))
-    uow.add(confirm_proposal(proposal, entry))
+    confirmed = confirm_proposal(proposal, entry)
+    if confirmed is not None:
+        uow.add(confirmed)
 
 
 def reject_canon(cmd: c.RejectCanon, uow: UnitOfWork) -> None:
@@ -133,17 +149,20 @@ def retire_canon(cmd: c.RetireCanon, uow: UnitOfWork) -> None:
 def submit_draft(cmd: c.SubmitDraft, uow: UnitOfWork) -> None:
     _story(uow, cmd.story_id)
     _chapter(uow, cmd.story_id, cmd.chapter)
-    if uow.get(Draft, ids.draft_id(cmd.story_id, cmd.draft_id)) is not None:
-        raise RuleViolated("draft_id_must_be_unique", f"draft {cmd.draft_id!r} already exists", "draft_id")
+    if _made_already(
+        uow.get(Draft, ids.draft_id(cmd.story_id, cmd.draft_id)),
+        RuleViolated("draft_id_must_be_unique", f"draft {cmd.draft_id!r} already exists, with another chapter or text",
+                     "draft_id"),
+        chapter=cmd.chapter, text=cmd.text,
+    ):
+        return
     uow.add(Draft(story_id=cmd.story_id, draft_id=cmd.draft_id, chapter=cmd.chapter, text=cmd.text))
 
 
 def accept_draft(cmd: c.AcceptDraft, uow: UnitOfWork) -> None:
     _story(uow, cmd.story_id)
     draft = _draft(uow, cmd.story_id, cmd.draft_id)
-    chapter = _chapter(uow, cmd.story_id, draft.chapter)
-    draft.accept()
-    chapter.accept_text(draft.draft_id, draft.text)
+    accept_into(draft, _chapter(uow, cmd.story_id, draft.chapter))
 
 
 def reject_draft(cmd: c.RejectDraft, uow: UnitOfWork) -> None:

@@ -234,7 +234,9 @@ class CanonLedger(Application):
                 earlier = self._receipt_verdict(index, item, UnitOfWork(self.repository))
                 return earlier or CommandResult(index, "rejected", item.command_id, item.type, error=e)
             if not changed:
-                return CommandResult(index, "unchanged", item.command_id, item.type)
+                # A retry of a command applied before changes nothing now: it is a duplicate.
+                earlier = self._receipt_verdict(index, item, UnitOfWork(self.repository))
+                return earlier or CommandResult(index, "unchanged", item.command_id, item.type)
             try:
                 recordings = self.save(*uow.pending())
             except IntegrityError:
@@ -275,7 +277,11 @@ class CanonLedger(Application):
                     earlier = self._receipt_verdict(index, item, UnitOfWork(self.repository))
                     decided.append(earlier or CommandResult(index, "rejected", item.command_id, item.type, error=e))
                 else:
-                    decided.append(CommandResult(index, "applied" if changed else "unchanged", item.command_id, item.type))
+                    # Changing nothing, it may be a retry of a command applied before: a duplicate.
+                    earlier = None if changed or careful else \
+                        self._receipt_verdict(index, item, UnitOfWork(self.repository))
+                    status = "applied" if changed else "unchanged"
+                    decided.append(earlier or CommandResult(index, status, item.command_id, item.type))
                 in_batch[item.command_id] = (item, decided[-1])
             if any(not r.ok for r in decided):
                 # Rolled back: nothing of the batch is written, copies of its commands included.
@@ -325,7 +331,7 @@ class CanonLedger(Application):
         handle(command, uow, self.tokens)
         produced = [event_ref(e.originator_id, e.originator_version) for e in uow.produced()]
         if not produced:
-            return False  # nothing changed (re-ingesting an unchanged document): nothing to record
+            return False  # it changes nothing (its outcome is the state already): nothing to record
         story = getattr(command, "story_id", None)
         uow.add(
             CommandReceipt(

@@ -109,7 +109,8 @@ class CanonProposal(Aggregate):
         require_control_fields(kwargs["fields"])
         return cls(**kwargs)
 
-    def confirm(self) -> None:
+    def confirm(self) -> bool:
+        """Confirm a pending proposal; False when it is confirmed already (nothing changes)."""
         if self.status == REJECTED:
             raise RuleViolated(
                 "rejected_proposal_cannot_be_confirmed",
@@ -117,20 +118,23 @@ class CanonProposal(Aggregate):
                 "proposal_id",
             )
         if self.status == CONFIRMED:
-            raise RuleViolated(
-                "proposal_already_confirmed", f"proposal {self.proposal_id!r} is already confirmed", "proposal_id"
-            )
+            return False
         self._confirm(story_id=self.story_id, proposal_id=self.proposal_id)
+        return True
 
     @event("Confirmed")
     def _confirm(self, story_id: str, proposal_id: str) -> None:
         self.status = CONFIRMED
 
     def reject(self, reason: str) -> None:
+        if self.status == REJECTED and reason == self.reason:
+            return  # rejected already, for this reason: nothing changes
         if self.status != PROPOSED:
             raise RuleViolated(
                 f"{self.status}_proposal_cannot_be_rejected",
-                f"proposal {self.proposal_id!r} is already {self.status}; only a pending proposal can be rejected",
+                f"proposal {self.proposal_id!r} is already {self.status}"
+                + (f" ({self.reason})" if self.status == REJECTED else "")
+                + "; only a pending proposal can be rejected",
                 "proposal_id",
             )
         self._reject(story_id=self.story_id, proposal_id=self.proposal_id, reason=reason)
@@ -184,6 +188,8 @@ class CanonEntry(Aggregate):
     def retire(self, valid_from: int, reason: str) -> None:
         require_positive(valid_from, "valid_from")
         step = self.as_of(valid_from)
+        if step == _retirement(valid_from, reason):
+            return  # retired from this chapter already, for this reason: nothing changes
         if step is None or step.get("retired"):
             raise RuleViolated(
                 "only_confirmed_canon_can_be_retired",
@@ -194,12 +200,19 @@ class CanonEntry(Aggregate):
 
     @event("Retired")
     def _retire(self, story_id: str, kind: str, key: str, valid_from: int, reason: str) -> None:
-        self.timeline.append({"valid_from": valid_from, "retired": True, "reason": reason})
+        self.timeline.append(_retirement(valid_from, reason))
 
 
-def confirm_proposal(proposal: CanonProposal, entry: CanonEntry | None) -> CanonEntry:
-    """Confirm ``proposal`` into ``entry``: establish it, or revise it from ``valid_from``."""
-    proposal.confirm()
+def _retirement(valid_from: int, reason: str) -> dict[str, Any]:
+    """A retirement step of an entry's timeline."""
+    return {"valid_from": valid_from, "retired": True, "reason": reason}
+
+
+def confirm_proposal(proposal: CanonProposal, entry: CanonEntry | None) -> CanonEntry | None:
+    """Confirm ``proposal`` into ``entry``: establish it, or revise it from ``valid_from``.
+    None when it was confirmed before: its version is in the entry's timeline already."""
+    if not proposal.confirm():
+        return None
     version = proposal.as_version()
     if entry is None:
         return CanonEntry(story_id=proposal.story_id, kind=proposal.kind, key=proposal.key, version=version)

@@ -29,6 +29,11 @@ def require_positive(number: int, field: str) -> None:
         )
 
 
+def _card(summary: str, tags: dict[str, list[str]]) -> dict[str, Any]:
+    """A scene card as the chapter keeps it."""
+    return {"summary": summary, **{k: list(v) for k, v in tags.items()}}
+
+
 class Chapter(Aggregate):
     @staticmethod
     def create_id(story_id: str, number: int, **_: Any):  # type: ignore[override]
@@ -53,10 +58,13 @@ class Chapter(Aggregate):
 
     # -- scene cards -------------------------------------------------------------------
     def add_scene_card(self, scene_id: str, summary: str, tags: dict[str, list[str]]) -> None:
-        if scene_id in self.scene_cards:
+        existing = self.scene_cards.get(scene_id)
+        if existing == _card(summary, tags):
+            return  # this very card is there already: nothing changes
+        if existing is not None:
             raise RuleViolated(
                 "scene_id_must_be_unique_in_chapter",
-                f"chapter {self.number} already has scene card {scene_id!r}",
+                f"chapter {self.number} already has a different scene card {scene_id!r}",
                 "scene_id",
             )
         self._add_scene_card(
@@ -68,7 +76,7 @@ class Chapter(Aggregate):
     def _add_scene_card(
         self, story_id: str, chapter: int, scene_id: str, summary: str, tags: dict[str, list[str]]
     ) -> None:
-        self.scene_cards[scene_id] = {"summary": summary, **{k: list(v) for k, v in tags.items()}}
+        self.scene_cards[scene_id] = _card(summary, tags)
 
     # -- canon text and summary ----------------------------------------------------------
     def accept_text(self, draft_id: str, text: str) -> None:
@@ -80,6 +88,8 @@ class Chapter(Aggregate):
         self.text = text
 
     def record_summary(self, text: str) -> None:
+        if text == self.summary:
+            return  # the summary it has: nothing changes
         self._record_summary(story_id=self.story_id, chapter=self.number, text=text)
 
     @event("SummaryRecorded")

@@ -253,7 +253,8 @@ class RejectCanon(_StoryCommand):
     type: Literal["reject_canon"] = Field(description="The command type: `reject_canon`.")
     proposal_id: Id = Field(description=(
         f"The pending proposal to reject, 1..{b.MAX_ID} {_ID_CHARS} (`unknown_proposal`; only a pending one can "
-        "be rejected: `confirmed_proposal_cannot_be_rejected`, `rejected_proposal_cannot_be_rejected`)."))
+        "be rejected: `confirmed_proposal_cannot_be_rejected`; one rejected already answers `unchanged` for the "
+        "same reason, `rejected_proposal_cannot_be_rejected` for another)."))
     reason: Line = Field(description=(
         f"Why it was rejected, at most {b.MAX_LINE_TEXT:,} characters; kept with the proposal, never in a packet."))
 
@@ -308,7 +309,8 @@ class RejectDraft(_StoryCommand):
     type: Literal["reject_draft"] = Field(description="The command type: `reject_draft`.")
     draft_id: Id = Field(description=(
         f"The submitted draft to reject, 1..{b.MAX_ID} {_ID_CHARS} (`unknown_draft`; only a submitted one: "
-        "`accepted_draft_cannot_be_rejected`, `rejected_draft_cannot_be_rejected`)."))
+        "`accepted_draft_cannot_be_rejected`; one rejected already answers `unchanged` for the same reason, "
+        "`rejected_draft_cannot_be_rejected` for another)."))
     reason: Line = Field(description=(
         f"Why it was rejected, at most {b.MAX_LINE_TEXT:,} characters; kept with the draft, never in a packet."))
 

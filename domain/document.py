@@ -2,8 +2,9 @@
 
 Re-ingesting appends only what changed: ``ChunkEdited`` for a chunk whose text moved,
 ``ChunkAdded`` / ``ChunkRemoved`` for chunks that appeared or went. ``edit_chunk`` changes one
-chunk's body in place. Wiki pages cite chunks by id and hash; these events are how they
-learn they went stale, and a revert (same hash again) is how they learn they are fresh.
+chunk's body in place (and appends nothing when the chunk has that text already). Wiki pages
+cite chunks by id and hash; these events are how they learn they went stale, and a revert
+(same hash again) is how they learn they are fresh.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from eventsourcing.domain import Aggregate, event
 
 from domain import ids
 from domain.chunking import Chunk, Section, content_hash, normalize_body
-from domain.errors import NotFound, RuleViolated
+from domain.errors import NotFound
 
 
 class Document(Aggregate):
@@ -62,7 +63,7 @@ class Document(Aggregate):
         prefix = " > ".join(self.sections[old["section_id"]])
         text = f"{prefix}\n\n{normalize_body(body)}"
         if text == old["text"]:
-            raise RuleViolated("chunk_text_unchanged", f"chunk {chunk_id!r} already has this text", "text")
+            return  # the text it has: nothing changes
         self._edit(collection_id=self.collection_id, chunk_id=chunk_id, text=text, hash=content_hash(text),
                    previous_hash=old["hash"])
 

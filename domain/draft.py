@@ -3,12 +3,15 @@ copies the text onto the Chapter."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventsourcing.domain import Aggregate, event
 
 from domain import ids
 from domain.errors import RuleViolated
+
+if TYPE_CHECKING:
+    from domain.chapter import Chapter
 
 SUBMITTED, ACCEPTED, REJECTED = "submitted", "accepted", "rejected"
 
@@ -36,7 +39,10 @@ class Draft(Aggregate):
             )
         if self.status == ACCEPTED:
             raise RuleViolated(
-                "draft_already_accepted", f"draft {self.draft_id!r} is already accepted", "draft_id"
+                "draft_already_accepted",
+                f"draft {self.draft_id!r} is already accepted, and a later draft's text has replaced it in chapter "
+                f"{self.chapter}; submit its text again as a new draft to make it the chapter's text",
+                "draft_id",
             )
         self._accept(story_id=self.story_id, draft_id=self.draft_id, chapter=self.chapter)
 
@@ -45,10 +51,14 @@ class Draft(Aggregate):
         self.status = ACCEPTED
 
     def reject(self, reason: str) -> None:
+        if self.status == REJECTED and reason == self.reason:
+            return  # rejected already, for this reason: nothing changes
         if self.status != SUBMITTED:
             raise RuleViolated(
                 f"{self.status}_draft_cannot_be_rejected",
-                f"draft {self.draft_id!r} is already {self.status}; only a submitted draft can be rejected",
+                f"draft {self.draft_id!r} is already {self.status}"
+                + (f" ({self.reason})" if self.status == REJECTED else "")
+                + "; only a submitted draft can be rejected",
                 "draft_id",
             )
         self._reject(story_id=self.story_id, draft_id=self.draft_id, chapter=self.chapter, reason=reason)
@@ -57,3 +67,12 @@ class Draft(Aggregate):
     def _reject(self, story_id: str, draft_id: str, chapter: int, reason: str) -> None:
         self.status = REJECTED
         self.reason = reason
+
+
+def accept_into(draft: Draft, chapter: Chapter) -> None:
+    """Accept ``draft``: its text becomes ``chapter``'s canon text (a later acceptance replaces
+    it). Accepting the draft whose text the chapter has changes nothing."""
+    if draft.status == ACCEPTED and chapter.accepted_draft_id == draft.draft_id:
+        return
+    draft.accept()
+    chapter.accept_text(draft.draft_id, draft.text)

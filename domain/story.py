@@ -18,6 +18,11 @@ ROLES = ("planner", "writer", "qa", "summarizer", "chat")
 DEFAULT_BUDGETS = {"planner": 12000, "writer": 12000, "qa": 8000, "summarizer": 16000, "chat": 4000}
 
 
+def with_default_budgets(budgets: dict[str, int]) -> dict[str, int]:
+    """A story's per-role budgets: those given, the defaults for the rest."""
+    return {**DEFAULT_BUDGETS, **budgets}
+
+
 class Story(Aggregate):
     @staticmethod
     def create_id(story_id: str, **_: Any):  # type: ignore[override]
@@ -36,7 +41,7 @@ class Story(Aggregate):
         self.title = title
         self.style_guardrails = list(style_guardrails)
         self.output_contract = output_contract
-        self.budgets = {**DEFAULT_BUDGETS, **budgets}
+        self.budgets = with_default_budgets(budgets)
 
     @classmethod
     def start(

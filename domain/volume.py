@@ -27,6 +27,8 @@ class Volume(Aggregate):
         return cls(story_id=story_id, number=number)
 
     def record_summary(self, text: str) -> None:
+        if text == self.summary:
+            return  # the summary it has: nothing changes
         self._record_summary(story_id=self.story_id, volume=self.number, text=text)
 
     @event("SummaryRecorded")

@@ -52,9 +52,10 @@ def _commands(p: int) -> list[dict]:
         elif step == 2:
             out.append({"type": "confirm_canon", "command_id": f"p{p}-conf-{i - 1}", "story_id": S, "proposal_id": f"p{p}-{i - 1}"})
         elif step == 3:
-            # Everyone plans the same chapter numbers: one wins each, the rest are refused.
+            # Everyone plans the same chapter numbers, each with its own goals: one wins each, the
+            # rest are refused (the same plan again would change nothing: unchanged).
             out.append({"type": "plan_chapter", "command_id": f"p{p}-plan-{i}", "story_id": S,
-                        "chapter": 1000 + i, "volume": 1, "goals": []})
+                        "chapter": 1000 + i, "volume": 1, "goals": [f"p{p}"]})
         else:
             # Everyone sends the same command: applied once, duplicate for the rest.
             out.append({"type": "plan_chapter", "command_id": f"shared-{i}", "story_id": S,

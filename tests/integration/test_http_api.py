@@ -198,6 +198,11 @@ def test_commands_answer_like_canon_apply(api: Api) -> None:
     assert first.json()["position"] == first.json()["results"][0]["position"] == api.position()
     again = api.call("POST", "/v1/commands", admin, json=plan)
     assert again.status_code == 200 and again.json()["results"][0]["status"] == "duplicate"
+    # The same plan under another command id changes nothing: unchanged, nothing written (atomic too).
+    for query in ("", "?atomic=true"):
+        same = api.call("POST", f"/v1/commands{query}", admin, json=[{**plan, "command_id": "h-plan-6u"}])
+        assert same.status_code == 200 and same.json()["results"][0]["status"] == "unchanged", same.text
+        assert same.json()["position"] == api.position() == first.json()["position"]
 
     before = api.position()
     bad = api.call("POST", "/v1/commands", admin, json=[{"type": "plan_chapter"}, {**plan, "command_id": "h-plan-7",
@@ -207,14 +212,15 @@ def test_commands_answer_like_canon_apply(api: Api) -> None:
     # an unreadable command refuses the whole request: nothing applied
     assert body["code"] == "missing_field" and [r["status"] for r in body["results"]] == ["rejected", "not_applied"]
     assert api.position() == before
-    partly = api.call("POST", "/v1/commands", admin, json=[{**plan, "command_id": "h-plan-6c"},  # chapter 6: planned
+    partly = api.call("POST", "/v1/commands", admin, json=[{**plan, "command_id": "h-plan-6c", "goals": ["other"]},
+                                                          # chapter 6 is planned already, with other goals
                                                           {**plan, "command_id": "h-plan-7", "chapter": 7}])
     assert partly.status_code == 409  # a rule refusal: without atomic, the other command is applied
     assert [r["status"] for r in partly.json()["results"]] == ["rejected", "applied"]
 
     rule = api.call("POST", "/v1/commands?atomic=true", admin, json=[
         {**plan, "command_id": "h-plan-8", "chapter": 8},
-        {**plan, "command_id": "h-plan-6b"}])  # chapter 6 is planned already
+        {**plan, "command_id": "h-plan-6b", "volume": 2}])  # chapter 6 is planned already, in volume 1
     assert rule.status_code == 409
     assert [r["status"] for r in rule.json()["results"]] == ["not_applied", "rejected"]
     assert api.position() == before + 2  # h-plan-7 (its command and receipt event) only, nothing of the atomic batch

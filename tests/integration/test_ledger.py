@@ -91,7 +91,8 @@ def test_atomic_batch_is_all_or_nothing(ledger: CanonLedger) -> None:
     batch = [
         _cmd(type="plan_chapter", command_id="a1", story_id="s1", chapter=2, volume=1, goals=[]),
         _cmd(type="plan_chapter", command_id="a2", story_id="s1", chapter=3, volume=1, goals=[]),
-        _cmd(type="plan_chapter", command_id="a3", story_id="s1", chapter=2, volume=1, goals=[]),  # duplicate chapter
+        # chapter 2 again, planned otherwise (the same plan again would be unchanged)
+        _cmd(type="plan_chapter", command_id="a3", story_id="s1", chapter=2, volume=1, goals=["other"]),
     ]
     results = ledger.apply(batch, atomic=True)
     assert [r.status for r in results] == ["not_applied", "not_applied", "rejected"]

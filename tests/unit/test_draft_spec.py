@@ -12,7 +12,8 @@ def test_a_draft_needs_a_planned_chapter():
 
 
 def test_draft_ids_are_unique():
-    given(start(), plan(1), submit(1, "d")).when(submit(1, "d")).then_error("draft_id_must_be_unique", "draft_id")
+    given(start(), plan(1), submit(1, "d")).when(submit(1, "d", "other text")).then_error(
+        "draft_id_must_be_unique", "draft_id")
 
 
 def test_a_rejected_draft_cannot_be_accepted():
@@ -22,7 +23,10 @@ def test_a_rejected_draft_cannot_be_accepted():
 
 
 def test_a_draft_is_accepted_once():
-    given(start(), plan(1), submit(1, "d"), accept("d")).when(accept("d")).then_error("draft_already_accepted")
+    given(start(), plan(1), submit(1, "d"), accept("d")).when(accept("d")).then()  # again: nothing changes
+    # Once a later draft's text replaced it, accepting it again is refused (it would change the text).
+    given(start(), plan(1), submit(1, "d1", "one"), accept("d1"), submit(1, "d2", "two"), accept("d2")).when(
+        accept("d1")).then_error("draft_already_accepted", "draft_id")
 
 
 def test_an_accepted_draft_cannot_be_rejected():

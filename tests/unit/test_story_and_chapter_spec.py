@@ -10,7 +10,7 @@ def test_starting_a_story():
 
 
 def test_a_story_id_is_started_once():
-    given(start()).when(start()).then_error("story_id_must_be_unique", "story_id")
+    given(start()).when(start(title="Another")).then_error("story_id_must_be_unique", "story_id")
 
 
 def test_commands_on_an_unknown_story_are_refused():
@@ -23,7 +23,7 @@ def test_planning_a_chapter():
 
 
 def test_chapter_numbers_are_unique_in_a_story():
-    given(start(), plan(3)).when(plan(3)).then_error("chapter_number_must_be_unique", "chapter")
+    given(start(), plan(3)).when(plan(3, goals=["another goal"])).then_error("chapter_number_must_be_unique", "chapter")
 
 
 def test_chapter_numbers_are_positive_in_the_domain_too():
@@ -60,7 +60,8 @@ def test_a_scene_card_with_confirmed_tags_is_added():
 
 
 def test_scene_ids_are_unique_in_a_chapter():
-    given(start(), plan(1), scene(1, "a")).when(scene(1, "a")).then_error("scene_id_must_be_unique_in_chapter", "scene_id")
+    given(start(), plan(1), scene(1, "a")).when(scene(1, "a", summary="another")).then_error(
+        "scene_id_must_be_unique_in_chapter", "scene_id")
 
 
 def test_scene_cards_need_a_planned_chapter():
