@@ -28,9 +28,11 @@ places it). Runs:
 - rrf: ``fusion.rrf`` (k 60) of keyword and dense; rrf+prf: of keyword+prf and dense;
 - zscore, zscore+prf: ``rerank.zscore_order`` over those rrf candidates (every candidate of both
   lists);
-- default: what ``canon search --top 10`` returns: ``HybridSearch.search`` (lists 100 deep, rrf
-  wide 3x, z-score rerank on the lists' scale, one place per section first; RM3 feedback only
-  when the keyword list answers alone, so not here), top 10 chunks for NDCG/MRR, and top 100
+- default: ``HybridSearch.search`` with its default fusion, rerank and selection (since issue
+  21: z-score over every candidate of both 100-deep lists, a missing hit at the lowest z - 0.5
+  sd, one place per section first) and ``feedback="alone"`` (no feedback beside a vector list:
+  what a packet's L1 runs). What ``canon search --top 10`` returns since issue 21 is the
+  default+hybrid-prf row (its default feedback is ``hybrid``). Top 10 chunks for NDCG/MRR, and top 100
   (wide 300) for Recall@100; default+prf: the same with ``feedback="always"`` (RM3 on the
   keyword list before fusion); default+hybrid-prf: the same with ``feedback="hybrid"`` (the
   fused first pass's top 10 chunks feed RM3 on the keyword side and its top 5 Rocchio on the
@@ -202,6 +204,13 @@ def scratch(kind: str) -> tuple[str, Any]:
     return admin.rsplit("/", 1)[0] + f"/{name}", drop
 
 
+def ingest_commands(docs: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """One ``ingest_document`` per abstract (collection ``cranfield``, document id ``.I``)."""
+    return [{"type": "ingest_document", "command_id": f"cran-{d['I']}", "collection_id": COLLECTION,
+             "document_id": d["I"], "title": " ".join(d.get("T", "").split()) or f"Abstract {d['I']}",
+             "text": d.get("W", "")} for d in docs]
+
+
 def apply_all(services: Any, commands: list[dict[str, Any]], batch: int = 100) -> float:
     parsed = [parse_command(c) for c in commands]
     started = time.perf_counter()
@@ -263,10 +272,7 @@ def run_cranfield(kind: str, embedder: str) -> dict[str, Any]:
     url, cleanup = scratch(kind)
     services = bootstrap(url, embedder=embedder)
     try:
-        commands = [{"type": "ingest_document", "command_id": f"cran-{d['I']}", "collection_id": COLLECTION,
-                     "document_id": d["I"], "title": " ".join(d.get("T", "").split()) or f"Abstract {d['I']}",
-                     "text": d.get("W", "")} for d in docs]
-        apply_s = apply_all(services, commands)
+        apply_s = apply_all(services, ingest_commands(docs))
         timings = build(services)
         with services.knowledge_reader.snapshot() as snap:
             chunks = sum(len(snap.topic_chunks(COLLECTION, t.topic_id)) for t in snap.topics(COLLECTION))

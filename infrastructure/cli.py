@@ -597,9 +597,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gemini lets a broad query step back (one generate call, cached); default "
                         "$CANON_LLM_PROVIDER or offline")
     p.add_argument("--feedback", choices=FEEDBACK_MODES, default=None,
-                   help="pseudo-relevance feedback: alone (default: RM3 when keyword search answers alone), "
-                        "always (RM3 on the keyword list), hybrid (the fused first pass feeds RM3 and Rocchio, "
-                        "then a second pass; ~2x the time), off")
+                   help="pseudo-relevance feedback: hybrid (the default: the fused first pass feeds RM3 and "
+                        "Rocchio, then a second pass; RM3 alone when keyword search answers alone), alone (RM3 "
+                        "only when keyword search answers alone), always (RM3 on the keyword list), off")
     p.set_defaults(run=cmd_search)
 
     p = add_verb(verbs, "compile", common, "compile stale wiki pages, oldest drift first, within the LLM quota")

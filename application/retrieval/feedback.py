@@ -13,11 +13,11 @@ a term in both gets both shares. The expanded query scores BM25 with each
 term's contribution times its weight and replaces the keyword list.
 
 The parameters are Anserini's defaults (fbDocs 10, fbTerms 10, originalQueryWeight 0.5),
-chosen before measuring and not tuned on any test set. Measured on Cranfield (docs/benchmarks.md,
-issue 6): BM25 0.372 -> 0.389 NDCG@10 on SQLite (PostgreSQL 0.373 -> 0.395), but the hybrid
-with MiniLM only 0.420 -> 0.425 (0.421 -> 0.423; paired p 0.47 / 0.75) at 2-4.5x the search
-time, so search runs it only when the keyword list answers alone (no vector index, or the
-embedder failed, is out of quota, or does not match the index).
+chosen before measuring and not tuned on any test set. When search runs it (``MODES``; the
+default, ``HYBRID``, chosen by cross-validation: docs/benchmarks.md, issues 6 and 21): fed by
+the keyword list's own top chunks when the keyword list answers alone (no vector index, or the
+embedder failed, is out of quota, or does not match the index), and beside a vector list fed by
+the fused first pass.
 
 The feedback set is a parameter: by default the keyword list's own top chunks, weighted by
 their BM25 score; hybrid feedback (``search._hybrid_feedback``) passes the fused first pass's
@@ -40,8 +40,8 @@ from application.retrieval.search_ports import KeywordResult, RetrievalSnapshot
 from domain.wiki import PAGE_PREFIX
 
 # When search runs it (HybridSearch.feedback): only when the keyword list stands alone, on
-# every search, or never; HYBRID is ALONE, and beside a vector list the hybrid's own first pass
-# feeds RM3 here and Rocchio on the vector side (``search.py``, ``rocchio.py``).
+# every search, or never; HYBRID (the default) is ALONE, and beside a vector list the hybrid's
+# own first pass feeds RM3 here and Rocchio on the vector side (``search.py``, ``rocchio.py``).
 ALONE, ALWAYS, OFF, HYBRID = "alone", "always", "off", "hybrid"
 MODES = (ALONE, ALWAYS, OFF, HYBRID)
 

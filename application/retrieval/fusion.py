@@ -1,8 +1,12 @@
-"""Reciprocal-rank fusion of several retrievers' ranked lists (Cormack et al., 2009).
+"""Reciprocal-rank fusion of several retrievers' ranked lists (Cormack et al., 2009), and the
+fusion methods the search pipeline offers.
 
 Each candidate scores sum(1 / (k + rank)) over the lists it appears in. Only ranks count, so a
 BM25 score of 25.9 and a cosine of 0.43 never meet; the raw scores ride along on the candidate
-for the z-score reranker that runs after fusion.
+for the z-score (``rerank.zscore_order``). The pipeline's default, ``ZSCORE``, uses ``rrf`` only
+to gather every candidate of the lists (its order breaks the z-score's ties); ``RRF_ZSCORE``
+and ``RRF`` also cut them to the ``wide`` pool. Which is the default, and why:
+docs/benchmarks.md, issue 21.
 """
 
 from __future__ import annotations
@@ -14,10 +18,17 @@ from application.retrieval.ports import Candidate, Hit
 RRF_K = 60  # the constant of the original paper; it damps the head of each list
 WIDE_FACTOR, WIDE_FLOOR = 3, 20
 
+# Fusion methods (``search.HybridSearch.fusion``): ZSCORE keeps every candidate of the lists and
+# orders them by summed z-score (``rerank.zscore_order``); RRF_ZSCORE keeps the ``wide`` pool by
+# RRF, then orders that pool by summed z-score; RRF keeps the ``wide`` pool in RRF order.
+ZSCORE, RRF_ZSCORE, RRF = "zscore", "rrf+zscore", "rrf"
+FUSIONS = (ZSCORE, RRF_ZSCORE, RRF)
 
-def wide(final_count: int) -> int:
-    """How many candidates to fuse for a final count: the reranker can only promote what fusion kept."""
-    return max(WIDE_FACTOR * final_count, WIDE_FLOOR)
+
+def wide(final_count: int, factor: int = WIDE_FACTOR) -> int:
+    """How many candidates to fuse for a final count: ``factor`` times it, at least ``WIDE_FLOOR``
+    (a reranker after fusion can only promote what fusion kept)."""
+    return max(factor * final_count, WIDE_FLOOR)
 
 
 def rrf(lists: Mapping[str, Sequence[Hit]], *, k: int = RRF_K, limit: int | None = None) -> list[Candidate]:

@@ -1,44 +1,37 @@
-"""Rerank fused candidates narrow: z-score fusion by default, a scorer plug-in optionally.
+"""Order fused candidates: summed z-score by default, a scorer plug-in optionally.
 
 The default costs nothing and runs on every query, quota or not. Each retriever's raw scores
 are put on one scale by a z-score (BM25 25.9 and a cosine 0.43 become "how far above this
-list's mean"), and a candidate's score is the sum over retrievers. That keeps the margins RRF
-throws away: a hit far ahead in one list stays ahead.
+list's mean"), and a candidate's score is the sum over retrievers (CombSUM). That keeps the
+margins rank fusion throws away: a hit far ahead in one list stays ahead. The search pipeline
+(``search.HybridSearch``) by default gives it every candidate of both lists, so this is its
+fusion; with ``fusion="rrf+zscore"`` it orders the pool RRF kept.
 
 The scale of a list. When the caller passes ``list_scores`` (each retriever's scores over its
-whole list as read, before fusion kept the wide pool), a retriever's mean, spread and lowest z
-come from that list: the z-score then says where a candidate stands in what the retriever
-returned. Without it they come from the pool's own candidates, a sample cut to the heads of
-the lists by fusion: its mean is high and its spread narrow, so the same gap counts for more
-in whichever list happens to be tighter at the top. Measured on Cranfield (docs/benchmarks.md,
-issue 6; lists 100 deep, pool 30, one chunk per abstract): pool scale 0.417, list scale 0.420
-NDCG@10, the z-score of the full 300-deep lists 0.420: with the list's scale, reranking the
-pool of 30 loses nothing against z-scoring everything (paired randomisation p = 0.19 against
-the pool's scale: a small gain, kept because it is what a z-score of a list means, not a
-fit). A list whose scores cannot give a scale (fewer than two usable, sigma 0, overflow)
-falls back to the pool's scale for that retriever.
+whole list as read, before fusion cut anything), a retriever's mean, spread and lowest z come
+from that list: the z-score then says where a candidate stands in what the retriever
+returned. Without it they come from the candidates' own scores, which after an RRF cut are a
+sample of the lists' heads: its mean is high and its spread narrow, so the same gap counts for
+more in whichever list happens to be tighter at the top. A list whose scores cannot give a
+scale (fewer than two usable, sigma 0, overflow) falls back to the candidates' scale for that
+retriever.
 
 The missing rule. A candidate absent from a retriever's list was ranked below that list's cut
-by that retriever, so its unseen score is at most the list's lowest: it gets the list's lowest
-z, minus ``MISSING_PENALTY`` (one standard deviation). A rule of 0 (the mean) would reward
-being absent over being present but weak. A score that is None, NaN or infinite counts as
-missing in that list.
-
-Measured on Cranfield on the pool's scale (225 queries; bm25s BM25 + MiniLM-L6 int8, in memory;
-NDCG@10, fused pool = wide(10) = 30, each retriever's top 100): lowest-1sd 0.402, lowest-0.5sd
-0.402, lowest 0.402, lowest-2sd 0.402, mean 0.395 (paired randomisation p = 0.01 against
-lowest-1sd); with each retriever cut at 30: lowest-2sd 0.398, lowest-1sd 0.395, lowest 0.389,
-mean 0.367 (p < 0.001). With a weak second retriever (the hashing embedder) the mean rule did
-best (0.294 vs 0.284, p = 0.18; at pool 200, 0.311 vs 0.293, p = 0.005) and lowest-2sd worst:
-one sigma below the lowest is the middle that is never far from the best of either case.
+by that retriever, so its unseen score is at most the list's lowest: by default it gets the
+list's lowest z minus ``MISSING_PENALTY`` standard deviations (``below_lowest``). ``at_mean``
+(``missing_rule(None)``) scores it at the list's mean, z 0, as plain z-score fusion (each list
+normalised by its mean and sd, summed, an absent document adding 0) does; it rewards being
+absent over being present but weak. The penalty, and the choice against the mean rule, were
+made by cross-validation (docs/benchmarks.md, issue 21). A score that is None, NaN or infinite
+counts as missing in that list.
 
 Guards: a list whose scores are all unusable is scored by its ranks instead; a list with one
 hit, or all scores equal (sigma 0), cannot order what it returned, so those get z 0 and the
-others the missing rule's value (below 0). ``rerank`` never raises: on any
-failure it returns the candidates in the order given, cut to ``top_n``, with an ``error`` stage.
-A scorer plug-in (a local cross-encoder; a cloud reranker is the ceiling, never the default)
-replaces the z-score when it works; when it raises or answers nonsense, the z-score runs
-instead and the stage says ``error`` with what fell back to what.
+others the missing rule's value. ``rerank`` never raises: on any failure it returns the
+candidates in the order given, cut to ``top_n``, with an ``error`` stage. A scorer plug-in (a
+local cross-encoder; a cloud reranker is the ceiling, never the default) replaces the z-score
+when it works; when it raises or answers nonsense, the z-score runs instead and the stage says
+``error`` with what fell back to what.
 """
 
 from __future__ import annotations
@@ -53,17 +46,48 @@ from application.packets.packet import Stage
 from application.retrieval.ports import Candidate, Reranker
 
 STEP = "rerank"
-MISSING_PENALTY = 1.0  # in standard deviations below the list's lowest z
+MISSING_PENALTY = 0.5  # in standard deviations below the list's lowest z
 
 MissingRule = Callable[[list[float]], float]  # the z-scores a list gave -> the z of a candidate it did not return
 
 
+@dataclass(frozen=True)
+class BelowLowest:
+    """A candidate a list did not return scores the list's lowest z minus ``penalty`` (in sd)."""
+
+    penalty: float = MISSING_PENALTY
+
+    def __call__(self, zs: list[float]) -> float:
+        return min(zs) - self.penalty
+
+    @property
+    def note(self) -> str:
+        return f"a missing hit at the list's lowest z - {self.penalty:g} sd"
+
+
+@dataclass(frozen=True)
+class AtMean:
+    """A candidate a list did not return scores that list's mean (z 0): it adds nothing."""
+
+    def __call__(self, zs: list[float]) -> float:
+        return 0.0
+
+    @property
+    def note(self) -> str:
+        return "a missing hit at the list's mean"
+
+
+at_mean = AtMean()
+
+
 def below_lowest(penalty: float = MISSING_PENALTY) -> MissingRule:
-    return lambda zs: min(zs) - penalty
+    return BelowLowest(penalty)
 
 
-def at_mean(zs: list[float]) -> float:
-    return 0.0
+def missing_rule(penalty: float | None) -> MissingRule:
+    """The rule for a missing candidate: ``penalty`` sd below the list's lowest z, or (None) the
+    list's mean."""
+    return at_mean if penalty is None else BelowLowest(float(penalty))
 
 
 @dataclass(frozen=True)
@@ -74,12 +98,15 @@ class RerankResult:
 
 def rerank(query: str, candidates: Sequence[Candidate], top_n: int, *, scorer: Reranker | None = None,
            texts: Mapping[str, str] | None = None,
-           list_scores: Mapping[str, Sequence[Any]] | None = None) -> RerankResult:
+           list_scores: Mapping[str, Sequence[Any]] | None = None,
+           missing: MissingRule | None = None) -> RerankResult:
     """Reorder ``candidates`` by relevance to ``query`` (the user's original words, never a
     step-back generalisation) and keep the best ``top_n``. ``list_scores``: each retriever's
-    raw scores over its whole list, the z-score's scale (see the module notes). Never raises."""
+    raw scores over its whole list, the z-score's scale (see the module notes). ``missing``:
+    the z-score's missing rule (None: ``below_lowest()``); a rule given here is named in the
+    stage. Never raises."""
     try:
-        how = _scaled_by(list_scores)
+        how = _scaled_by(list_scores, missing)
         pool = list(candidates)
         n = max(0, int(top_n))
         if not pool:
@@ -88,14 +115,14 @@ def rerank(query: str, candidates: Sequence[Candidate], top_n: int, *, scorer: R
             try:
                 ranked = _by_scorer(query, pool, scorer, texts)
             except Exception as e:  # noqa: BLE001 - the plug-in may fail in any way; the z-score stands in
-                ranked = zscore_order(pool, list_scores=list_scores)
+                ranked = zscore_order(pool, missing, list_scores)
                 name = _name(scorer)
                 return RerankResult(ranked[:n], Stage(
                     STEP, "error", f"{name} failed ({_describe(e)}); fell back to zscore{how}, "
                                    f"{len(pool)} in, {min(n, len(ranked))} out"))
             return RerankResult(ranked[:n], Stage(
                 STEP, "done", f"method={_name(scorer)}, {len(pool)} in, {min(n, len(ranked))} out"))
-        ranked = zscore_order(pool, list_scores=list_scores)
+        ranked = zscore_order(pool, missing, list_scores)
         return RerankResult(ranked[:n], Stage(
             STEP, "done", f"method=zscore{how}, {len(pool)} in, {min(n, len(ranked))} out"))
     except Exception as e:  # noqa: BLE001 - never raise: identity order is always a valid answer
@@ -165,15 +192,20 @@ def _list_scale(list_scores: Any, name: str, raw: list[float | None],
     return z, floor
 
 
-def _scaled_by(list_scores: Any) -> str:
-    """The stage's note on the z-score's scale: which lists, how long."""
+def _scaled_by(list_scores: Any, missing: Any = None) -> str:
+    """The stage's note on the z-score: its scale (which lists, how long) and, when the caller
+    chose one, its missing rule."""
+    notes = []
     try:
-        if not list_scores:
-            return ""
-        sizes = ", ".join(f"{name} {len(list(list_scores[name]))}" for name in sorted(list_scores))
-        return f" (scaled by the full lists: {sizes})"
+        if list_scores:
+            sizes = ", ".join(f"{name} {len(list(list_scores[name]))}" for name in sorted(list_scores))
+            notes.append(f"scaled by the full lists: {sizes}")
     except Exception:  # noqa: BLE001 - a note is not worth failing for
-        return ""
+        pass
+    note = getattr(missing, "note", None) if missing is not None else None
+    if isinstance(note, str) and note:
+        notes.append(note)
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _by_scorer(query: str, pool: list[Candidate], scorer: Reranker,

@@ -1,11 +1,21 @@
 """Hybrid search over a knowledge collection (L1 retrieval): step-back -> embed -> keyword
-(BM25; RM3 feedback when no vector list is fused) -> vector -> [feedback] -> fuse (RRF, wide)
--> rerank (z-score, narrow) -> overview -> select (one place per section first).
+(BM25; RM3 feedback when no vector list is fused) -> vector -> [feedback] -> fuse -> rerank
+-> overview -> select (one place per section first).
 
-With ``feedback="hybrid"`` and a vector list, the fused, reranked and selected first pass feeds
+The default pipeline (every choice a ``HybridSearch`` field, each default chosen by 5-fold
+cross-validation on Cranfield: docs/benchmarks.md, "Issue 21: retrieval defaults chosen by
+5-fold cross-validation on Cranfield"): each retriever's list is read ``LIST_DEPTH`` deep; fuse
+keeps every candidate of both lists and rerank orders them by summed z-score, each list on its
+own mean and spread, a candidate a list did not return at that list's lowest z minus
+``rerank.MISSING_PENALTY`` sd (``fusion="zscore"``); select gives one place per section first.
+Beside a vector list that is a first pass (``feedback="hybrid"``): its top chunks feed
 pseudo-relevance feedback to both retrievers (RM3 on the keyword side, Rocchio on the vector
 side), and fuse, rerank and select run again over the two expanded lists; the ``feedback``
 stage says what ran and from how many chunks, and fuse / rerank describe the second pass.
+When keyword search answers alone, RM3 expands its list instead. The alternatives stay one
+field away: RRF to a pool of ``pool_factor`` x ``top_k`` before the z-score (``rrf+zscore``,
+the default before issue 21) or RRF alone (``rrf``), another missing rule, another depth,
+feedback ``alone`` / ``always`` / ``off``, rank-order selection.
 
 Every step leaves a stage, ``done`` / ``skipped`` / ``error`` with a detail that says what ran
 and why not: a blank stage is a lie. Nothing here raises for a retriever's failure: the other
@@ -30,9 +40,9 @@ from typing import Any, Protocol
 from application.knowledge.ports import ProviderError, ProviderExhausted, ProviderThrottled
 from application.packets.packet import Stage
 from application.retrieval.feedback import ALONE, FEEDBACK_DOCS, HYBRID, MODES, OFF, expand, plain
-from application.retrieval.fusion import RRF_K, rrf, wide
+from application.retrieval.fusion import FUSIONS, RRF, RRF_K, RRF_ZSCORE, WIDE_FACTOR, ZSCORE, rrf, wide
 from application.retrieval.ports import Candidate, Hit, Reranker
-from application.retrieval.rerank import rerank
+from application.retrieval.rerank import MISSING_PENALTY, missing_rule, rerank
 from application.retrieval.rocchio import ROCCHIO_DOCS, expand_vector
 from application.retrieval.search_ports import Doc, KeywordResult, RetrievalSnapshot
 from application.retrieval.stepback import StepBack, StepBackResult, is_broad_query
@@ -40,10 +50,14 @@ from domain.quota import EMBED, QuotaRefused
 
 DEFAULT_TOP_K = 8
 QUERY_VECTORS = 256
-# Each retriever's list is read this deep (at least as deep as the fusion pool): the z-score
-# reranker normalises each list by the scores it sees, and a longer list gives it a steadier
-# mean and spread (Cranfield NDCG@10: +0.006 from 30 to 100; docs/benchmarks.md, issue 6).
+# The pipeline's defaults, each chosen by 5-fold cross-validation on Cranfield (the numbers and
+# what was dropped: docs/benchmarks.md, "Issue 21: retrieval defaults chosen by 5-fold
+# cross-validation on Cranfield"); ``HybridSearch`` says what each one means.
+FUSION = ZSCORE
+MISSING: float | None = MISSING_PENALTY
 LIST_DEPTH = 100
+PER_SECTION = True
+FEEDBACK = HYBRID
 # Hybrid feedback learns from the first pass's top chunks, as many as the deeper of its two
 # feedback steps reads (RM3 10, Rocchio 5), whatever ``top_k`` the caller asked for.
 FIRST_PASS = max(FEEDBACK_DOCS, ROCCHIO_DOCS)
@@ -88,7 +102,10 @@ class SearchResult:
 @dataclass
 class HybridSearch:
     """The pipeline, on one read-model snapshot. ``embedder_note`` is appended to the embed
-    stage (e.g. that the deterministic hashing embedder stands in for a semantic model)."""
+    stage (e.g. that the deterministic hashing embedder stands in for a semantic model, or,
+    with no embedder, why there is none). The fields below ``embedder_note`` are the pipeline's
+    choices; their defaults are the module's ``FUSION``, ``MISSING``, ``LIST_DEPTH``,
+    ``PER_SECTION`` and ``FEEDBACK`` (and ``fusion.RRF_K``, ``fusion.WIDE_FACTOR``)."""
 
     embedder: QueryEmbedder | None
     step_back: StepBack | None = None
@@ -96,21 +113,41 @@ class HybridSearch:
     quota: Any = None  # application.knowledge.quota.Quota, for an embedder that uses quota
     provider: str = "gemini"
     embedder_note: str = ""
-    rrf_k: int = RRF_K
+    # How the lists are fused (``fusion.FUSIONS``): ``zscore`` orders every candidate of the lists
+    # by summed z-score; ``rrf+zscore`` keeps the RRF pool of ``pool_factor`` x ``top_k`` (at
+    # least ``fusion.WIDE_FLOOR``) and orders it by summed z-score; ``rrf`` keeps that pool in
+    # RRF order. A scorer plug-in, when given, replaces the z-score (or RRF's order) over the
+    # same candidates: for ``zscore``, every one.
+    fusion: str = FUSION
+    rrf_k: int = RRF_K  # RRF's constant: the RRF order (``rrf``), the pool (``rrf+zscore``), z-score ties
+    pool_factor: int = WIDE_FACTOR  # the RRF pool, in multiples of ``top_k`` (not used by ``zscore``)
+    # The z-score's rule for a candidate a list did not return: that many sd below the list's
+    # lowest z, or None: the list's mean (z 0, it adds nothing).
+    missing_penalty: float | None = MISSING
+    # How deep each retriever's list is read (at least ``top_k``, and the RRF pool when there is one).
     depth: int = LIST_DEPTH
-    # RM3 on the keyword list (application/retrieval/feedback.py): ALONE runs it only when no
-    # query vector will be fused with it (keyword search answers alone). Measured on Cranfield
-    # (docs/benchmarks.md, issue 6; SQLite / PostgreSQL): it lifts BM25 alone (+0.017 / +0.022
-    # NDCG@10, paired p = 0.03 / 0.005) but not the hybrid with MiniLM (+0.005 / +0.002, p = 0.47
-    # / 0.75, MRR@10 down), for 2-4.5x the search time. HYBRID: feedback from the fused first
-    # pass to both retrievers, then a second pass (see ``_hybrid_feedback``); measured there,
-    # 0.4200 -> 0.4326 / 0.4206 -> 0.4309 (p = 0.11 / 0.17), Recall@100 +0.027 / +0.018, but
-    # only 1.080x / 1.075x the best single retriever (dense + Rocchio, 0.4007; the goal is
-    # 1.1x) for ~2.2-2.4x the search time: an option, not the default.
-    feedback: str = ALONE
+    # ``select``: one place per section first (True), or the chunks in rank order (False).
+    per_section: bool = PER_SECTION
+    # Pseudo-relevance feedback (``feedback.MODES``): ALONE runs RM3 on the keyword list only when
+    # no query vector will be fused with it (keyword search answers alone); ALWAYS runs it on
+    # every search, before fusion; HYBRID feeds the fused first pass to both retrievers (RM3 and
+    # Rocchio) and fuses again (``_hybrid_feedback``); OFF never. What each is worth:
+    # docs/benchmarks.md (issue 6, and issue 21's cross-validation).
+    feedback: str = FEEDBACK
     # Query vectors by (model, text), most recent last: a packet asked again, or a search
     # repeated, embeds nothing and spends no quota.
     _vectors: OrderedDict[tuple[str, str], list[float]] = field(default_factory=OrderedDict, repr=False, init=False)
+
+    def __post_init__(self) -> None:
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, not {self.fusion!r}")
+        if int(self.pool_factor) < 1 or int(self.depth) < 1 or int(self.rrf_k) < 0:
+            raise ValueError(f"pool_factor and depth must be >= 1 and rrf_k >= 0, not {self.pool_factor}, "
+                             f"{self.depth}, {self.rrf_k}")
+
+    def pool(self, top_k: int) -> int | None:
+        """How many candidates fusion keeps for ``top_k`` results: None (every one) for ``zscore``."""
+        return None if self.fusion == ZSCORE else wide(top_k, self.pool_factor)
 
     def search(self, snapshot: RetrievalSnapshot, collection_ids: Sequence[str], query: str,
                top_k: int = DEFAULT_TOP_K, *, vector_problem: str | None = None,
@@ -121,8 +158,8 @@ class HybridSearch:
         appended to the stage's detail, so a reader sees what the answer could not include."""
         collections = list(dict.fromkeys(collection_ids))
         top_k = max(1, int(top_k))
-        pool = wide(top_k)
-        depth = max(pool, self.depth)
+        pool = self.pool(top_k)
+        depth = max(self.depth, top_k if pool is None else pool)
         stages: list[Stage] = []
 
         sb = self._step_back(query)
@@ -141,7 +178,7 @@ class HybridSearch:
         ranked, docs, fused = self._fuse_and_rerank(snapshot, query, lists, pool, {})
         if mode == HYBRID and query_vector is not None:
             lists, stage = _hybrid_feedback(snapshot, collections, query_vector, first, lists,
-                                            ranked, docs, depth)
+                                            ranked, docs, depth, self.per_section)
             stages.append(stage)
             if stage.status == "done":  # the second pass: the same fusion, rerank and selection
                 ranked, docs, fused = self._fuse_and_rerank(snapshot, query, lists, pool, docs)
@@ -149,28 +186,34 @@ class HybridSearch:
 
         overview, stage = _overview(snapshot, query, collections)
         stages.append(stage)
-        hits, stage = _select(ranked, docs, overview, top_k)
+        hits, stage = _select(ranked, docs, overview, top_k, self.per_section)
         stages.append(stage)
         if lag:
             stages = [replace(s, detail=f"{s.detail}; {lag[s.step]}") if s.step in lag else s for s in stages]
         return SearchResult(query, collections, hits, stages)
 
-    def _fuse_and_rerank(self, snapshot: RetrievalSnapshot, query: str, lists: dict[str, list[Hit]], pool: int,
+    def _fuse_and_rerank(self, snapshot: RetrievalSnapshot, query: str, lists: dict[str, list[Hit]], pool: int | None,
                          known: dict[str, Doc]) -> tuple[list[Candidate], dict[str, Doc], list[Stage]]:
-        """RRF to the wide pool, then the reranker over all of it: (ranked pool, its docs, the
-        fuse and rerank stages). ``known``: docs already read in this snapshot."""
-        candidates = rrf(lists, k=self.rrf_k, limit=pool)
+        """The candidates (every one, or RRF's ``pool``), then the z-score or the scorer plug-in
+        over all of them (plain RRF without a plug-in keeps its order): (ranked candidates,
+        their docs, the fuse and rerank stages). ``known``: docs already read in this snapshot."""
+        candidates = rrf(lists, k=self.rrf_k, limit=pool)  # every candidate, in RRF order, when pool is None
         unread = [c.id for c in candidates if c.id not in known]
         docs = {**{c.id: known[c.id] for c in candidates if c.id in known},
                 **(snapshot.docs(unread) if unread else {})}
         gone = [c.id for c in candidates if c.id not in docs]
         candidates = [c for c in candidates if c.id in docs]
-        fuse = _fuse_stage(lists, candidates, gone, self.rrf_k, pool)
-        # The reranker orders the whole pool; ``select`` narrows it (it may pass over a chunk whose
-        # section already has a place, so it needs more than the first ``top_k``).
+        fuse = _fuse_stage(self.fusion, lists, candidates, gone, self.rrf_k, pool)
+        if self.fusion == RRF and self.scorer is None:
+            kept = Stage("rerank", "skipped", "fusion rrf: its order stands (no reranker plug-in)" if candidates
+                         else "no candidates to rerank")
+            return candidates, docs, [fuse, kept]
+        # The reranker orders every candidate; ``select`` narrows them (it may pass over a chunk
+        # whose section already has a place, so it needs more than the first ``top_k``).
         ranked = rerank(query, candidates, len(candidates), scorer=self.scorer,
                         texts={cid: d.text for cid, d in docs.items()},
-                        list_scores={name: [h.score for h in hits] for name, hits in lists.items()})
+                        list_scores={name: [h.score for h in hits] for name, hits in lists.items()},
+                        missing=missing_rule(self.missing_penalty))
         return ranked.candidates, docs, [fuse, ranked.stage]
 
     # -- steps ----------------------------------------------------------------------------------------
@@ -183,7 +226,9 @@ class HybridSearch:
     def _embed(self, snapshot: RetrievalSnapshot, text: str,
                vector_problem: str | None) -> tuple[list[float] | None, Stage]:
         note = f"; {self.embedder_note}" if self.embedder_note else ""
-        if self.embedder is None or snapshot.vector_model is None:
+        if self.embedder is None:  # the note says why there is no embedder, when the caller knows
+            return None, Stage("embed", "skipped", f"no vector index configured; keyword search only{note}")
+        if snapshot.vector_model is None:
             return None, Stage("embed", "skipped", "no vector index configured; keyword search only")
         if self.embedder.name != snapshot.vector_model:
             return None, Stage("embed", "error", f"the query embedder is {self.embedder.name} but the index holds "
@@ -259,15 +304,17 @@ def _keyword(snapshot: RetrievalSnapshot, query: str, collections: list[str], li
 
 def _hybrid_feedback(snapshot: RetrievalSnapshot, collections: list[str], query_vector: list[float],
                      first: KeywordResult | None, lists: dict[str, list[Hit]], ranked: list[Candidate],
-                     docs: dict[str, Doc], depth: int) -> tuple[dict[str, list[Hit]], Stage]:
+                     docs: dict[str, Doc], depth: int, per_section: bool = PER_SECTION
+                     ) -> tuple[dict[str, list[Hit]], Stage]:
     """Pseudo-relevance feedback from the hybrid's own first pass: its top ``FIRST_PASS``
-    chunks (what ``select`` would return for that many) feed RM3 on the keyword side and
-    Rocchio on the vector side, each replacing its list with the expanded one. Fused
+    chunks (what ``select`` would return for that many, by ``per_section``'s rule) feed RM3 on
+    the keyword side and Rocchio on the vector side, each replacing its list with the expanded
+    one. Fused
     evidence picks more precise feedback than either retriever alone. Every feedback chunk
     counts equally: a summed z-score is no probability (it may be negative) for RM3 to weigh
     a document by, and Rocchio takes a plain mean. Never raises: each side keeps its plain
     list when it cannot learn, and the stage says so."""
-    chosen, _ = _select(ranked, docs, [], FIRST_PASS)
+    chosen, _ = _select(ranked, docs, [], FIRST_PASS, per_section)
     feedback = [Hit(h.id, 1.0) for h in chosen if h.kind == "chunk"]
     if not feedback:
         return lists, Stage("feedback", "skipped", "hybrid prf: no chunk in the first pass to learn from")
@@ -284,8 +331,9 @@ def _hybrid_feedback(snapshot: RetrievalSnapshot, collections: list[str], query_
     statuses = {e.status for _, e in sides}
     status = "done" if "done" in statuses else "error" if "error" in statuses else "skipped"
     detail = "; ".join(f"{name} {e.detail}" for name, e in sides) or "no list to expand"
+    rule = "one per section" if per_section else "in rank order"
     return out, Stage("feedback", status, f"hybrid prf from the first pass's top {len(feedback)} chunk(s) "
-                                          f"(fused, reranked, one per section): {detail}")
+                                          f"(fused, reranked, {rule}): {detail}")
 
 
 def _vector(snapshot: RetrievalSnapshot, query_vector: list[float] | None, collections: list[str],
@@ -299,12 +347,16 @@ def _vector(snapshot: RetrievalSnapshot, query_vector: list[float] | None, colle
     return hits, Stage("vector", "done", f"cosine over {snapshot.vector_model} vectors, {len(hits)} hit(s)")
 
 
-def _fuse_stage(lists: dict[str, list[Hit]], candidates: list[Candidate], gone: list[str], k: int,
-                pool: int) -> Stage:
+def _fuse_stage(fusion: str, lists: dict[str, list[Hit]], candidates: list[Candidate], gone: list[str], k: int,
+                pool: int | None) -> Stage:
     if not any(lists.values()):
         return Stage("fuse", "skipped", "no retriever returned anything")
     sizes = ", ".join(f"{name} {len(hits)}" for name, hits in sorted(lists.items()))
-    detail = f"rrf k={k} over {sizes} -> {len(candidates)} candidate(s) (wide {pool})"
+    if pool is None:
+        detail = f"zscore over {sizes} -> {len(candidates)} candidate(s), every one (summed in rerank)"
+    else:
+        then = "; zscore in rerank" if fusion == RRF_ZSCORE else ""
+        detail = f"rrf k={k} over {sizes} -> {len(candidates)} candidate(s) (wide {pool}{then})"
     if gone:
         detail += f"; {len(gone)} no longer in the knowledge model, dropped"
     return Stage("fuse", "done", detail)
@@ -327,24 +379,24 @@ def section_of(chunk_id: str) -> str:
 
 
 def _select(ranked: list[Candidate], docs: dict[str, Doc], overview: list[Doc],
-            top_k: int) -> tuple[list[SearchHit], Stage]:
-    """The overviews, then the ranked pages and chunks: ``top_k`` chunks, one per section first.
+            top_k: int, per_section: bool = PER_SECTION) -> tuple[list[SearchHit], Stage]:
+    """The overviews, then the ranked pages and chunks: ``top_k`` chunks, one per section first
+    (``per_section`` False: the first ``top_k`` chunks in rank order).
 
     One place per section. The chunker cuts a section (a heading's text, or a whole document
     without headings) into chunks only because of the token limit, so two chunks of one
     section are one passage: a reader asking for ``top_k`` results wants ``top_k`` passages,
     not an abstract and its continuation in two places. A chunk whose section already has a
-    place waits until every section in the pool has had one; then the waiting chunks fill the
-    remaining places in rank order, so a search never returns fewer chunks for it (a collection
-    of two long sections still gets ``top_k`` chunks). This is the standard "best passage
-    stands for its document" (MaxP) at section grain; on Cranfield (docs/benchmarks.md, issue
-    6), where an abstract is one section and 396 of 1,400 abstracts are cut in two or more
-    chunks, the first ten chunks held 9.07 abstracts on average, and this rule alone (same
-    ranking) took NDCG@10 from 0.407 to 0.417 and Recall@100 from 0.778 to 0.795. Pages keep
-    their rank rule: a page is offered when it ranks within the first ``top_k`` places.
+    place waits until every section among the candidates has had one; then the waiting chunks
+    fill the remaining places in rank order, so a search never returns fewer chunks for it (a
+    collection of two long sections still gets ``top_k`` chunks). This is the standard "best
+    passage stands for its document" (MaxP) at section grain; what it is worth on Cranfield,
+    where an abstract is one section and a long one is cut in two or more chunks:
+    docs/benchmarks.md (issues 6 and 21). Pages keep their rank rule: a page is offered when it
+    ranks within the first ``top_k`` places.
 
     For packets (the story's chapters, each usually one section) this means the L1 chunks come
-    from as many earlier chapters as the pool holds before a second passage of one chapter.
+    from as many earlier chapters as the candidates hold before a second passage of one chapter.
     """
     hits = [SearchHit(d.id, d.kind, d.collection, d.text, d.stale, list(d.sources), None) for d in overview]
     placed: set[str] = set()
@@ -359,7 +411,7 @@ def _select(ranked: list[Candidate], docs: dict[str, Doc], overview: list[Doc],
                 pages += 1
                 stale += d.stale
             continue
-        section = section_of(c.id)
+        section = section_of(c.id) if per_section else c.id
         (waiting if section in placed else first).append((place, c))
         placed.add(section)
     chosen_chunks = [pc for pc in first if docs[pc[1].id].kind != "page"][:top_k]
@@ -373,7 +425,7 @@ def _select(ranked: list[Candidate], docs: dict[str, Doc], overview: list[Doc],
     chunks = len(chosen_chunks)
     sections = len({section_of(c.id) for _, c in chosen_chunks})
     detail = f"{chunks} chunk(s) from {sections} section(s), {pages} page(s)" + (
-        f" ({stale} stale: last good TLDR)" if stale else "")
+        f" ({stale} stale: last good TLDR)" if stale else "") + ("" if per_section else ", in rank order")
     if overview:
         detail += f", {len(overview)} overview(s)"
     return hits, Stage("select", "done" if hits else "skipped", detail if hits else "nothing found")

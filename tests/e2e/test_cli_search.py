@@ -41,8 +41,8 @@ def test_search_json_carries_hits_and_every_stage(guild: str) -> None:
     body = json.loads(result.stdout)  # stdout is one JSON document, nothing else
     assert body["hits"][0]["id"] == "guild/guide.md#lamplighting/oil/0" and len(body["hits"]) == 2
     assert body["hits"][0]["sources"] and body["position"] >= 1
-    assert [s["step"] for s in body["stages"]] == ["step-back", "embed", "keyword", "vector", "fuse", "rerank",
-                                                   "overview", "select"]
+    assert [s["step"] for s in body["stages"]] == ["step-back", "embed", "keyword", "vector", "feedback", "fuse",
+                                                   "rerank", "overview", "select"]
     assert all(s["detail"] for s in body["stages"])
 
 

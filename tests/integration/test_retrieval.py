@@ -36,7 +36,8 @@ After the ninth bell only licensed lamplighters walk the Quay.
 """
 OIL = "guild/guide.md#lamplighting/oil/0"
 CURFEW = "guild/guide.md#lamplighting/curfew/0"
-STEPS = ["step-back", "embed", "keyword", "vector", "fuse", "rerank", "overview", "select"]
+# The default search beside a vector list: hybrid feedback between the first pass and the second fusion.
+STEPS = ["step-back", "embed", "keyword", "vector", "feedback", "fuse", "rerank", "overview", "select"]
 
 
 

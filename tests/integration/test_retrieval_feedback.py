@@ -152,12 +152,16 @@ def test_the_packet_snapshot_hides_later_chapters_from_feedback_statistics_reads
                            f"page:story:{STORY}/chapter-00001#x"]
 
 
-def test_by_default_feedback_runs_only_when_keyword_search_answers_alone(rs) -> None:
+def test_by_default_the_fused_first_pass_feeds_rm3_and_alone_runs_it_only_when_keyword_answers_alone(rs) -> None:
     _ingest(rs, "alpha", "lamps.md", f"The {QUERY}, the cinnabar wick.")
     for i, filler in enumerate(FILLER + ["mist over the water"]):
         _ingest(rs, "alpha", f"filler-{i}.md", filler)
     hybrid = rs.search_service().search(["alpha"], QUERY, 3)  # hashing vectors: a vector list is fused
-    assert "prf skipped (a vector list is fused with it" in _keyword_stage(hybrid).detail
+    assert "prf skipped (hybrid: the fused first pass feeds it" in _keyword_stage(hybrid).detail
+    assert next(s for s in hybrid.stages if s.step == "feedback").status == "done"
+    alone_beside = rs.search_service().search(["alpha"], QUERY, 3, feedback="alone")
+    assert "prf skipped (a vector list is fused with it" in _keyword_stage(alone_beside).detail
+    assert "feedback" not in [s.step for s in alone_beside.stages]
     with rs.retrieval_reader.snapshot() as snap:
         alone = HybridSearch(None).search(snap, ["alpha"], QUERY, 3)  # no embedder: keyword answers alone
         with pytest.raises(ValueError):

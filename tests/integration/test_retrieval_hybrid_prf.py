@@ -61,9 +61,11 @@ def test_hybrid_feedback_expands_both_lists_from_the_searched_collection(rs) -> 
     assert stem("quixote") in _added(_feedback(beta)) and stem("cinnabar") not in _added(_feedback(beta))
 
 
-def test_neither_the_default_search_nor_a_packet_runs_it(rs) -> None:
+def test_the_default_search_runs_it_and_a_packet_does_not(rs) -> None:
     _two_collections(rs)
-    assert "feedback" not in [s.step for s in rs.search_service().search(["alpha"], QUERY, 3).stages]
+    default = rs.search_service().search(["alpha"], QUERY, 3)
+    assert _feedback(default).status == "done"
+    assert "feedback" not in [s.step for s in rs.search_service().search(["alpha"], QUERY, 3, feedback="alone").stages]
     _apply(rs, {"type": "start_story", "story_id": STORY, "title": "Harbour", "style_guardrails": ["plain"],
                 "output_contract": "prose", "budgets": {"writer": 3000}})
     for chapter in (1, 2, 3):

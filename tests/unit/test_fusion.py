@@ -88,3 +88,78 @@ def test_limit_cuts_after_ordering() -> None:
 @pytest.mark.parametrize(("final", "fused"), [(0, 20), (1, 20), (6, 20), (7, 21), (12, 36), (100, 300)])
 def test_fusion_is_wide_three_times_the_final_count_and_at_least_twenty(final: int, fused: int) -> None:
     assert wide(final) == fused
+
+
+# -- the fusion methods of HybridSearch -------------------------------------------------------------
+class _Embedder:
+    name = "fake"
+    uses_quota = False
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0] for _ in texts]
+
+
+class _TwoLists:
+    """keyword: a far ahead, then b, c, d; vector: b barely ahead of e and a, then f (only there).
+    RRF puts b first (second and first); the z-score puts a first (its keyword lead is large)."""
+
+    vector_model = "fake"
+    KEYWORD = [("c/a#_/0", 30.0), ("c/b#_/0", 2.0), ("c/c#_/0", 1.5), ("c/d#_/0", 1.0)]
+    VECTOR = [("c/b#_/0", 0.81), ("c/e#_/0", 0.805), ("c/a#_/0", 0.80), ("c/f#_/0", 0.10)]
+
+    def keyword(self, query, collection_ids, limit):
+        from application.retrieval.search_ports import KeywordResult
+
+        return KeywordResult([Hit(i, s) for i, s in self.KEYWORD[:limit]], ["q"], "fake bm25")
+
+    def vector(self, query_vector, collection_ids, limit):
+        return [Hit(i, s) for i, s in self.VECTOR[:limit]]
+
+    def docs(self, ids):
+        from application.retrieval.search_ports import Doc
+
+        return {i: Doc(i, "chunk", "c", f"text of {i}") for i in ids}
+
+    def overview(self, collection_id):
+        return None
+
+
+def _run(**options):
+    from application.retrieval.search import HybridSearch
+
+    result = HybridSearch(_Embedder(), feedback="off", **options).search(_TwoLists(), ["c"], "q", 2)
+    return [h.id for h in result.hits], {s.step: s for s in result.stages}
+
+
+def test_the_default_fusion_is_the_zscore_of_every_candidate_and_its_stages_say_so() -> None:
+    from application.retrieval.fusion import ZSCORE
+    from application.retrieval.rerank import MISSING_PENALTY
+    from application.retrieval.search import HybridSearch
+
+    assert HybridSearch(None).fusion == ZSCORE and HybridSearch(None).missing_penalty == MISSING_PENALTY
+    hits, stages = _run()
+    assert hits == ["c/a#_/0", "c/b#_/0"]  # a's lead in keyword outweighs b's hair in vector
+    assert stages["fuse"].detail == "zscore over keyword 4, vector 4 -> 6 candidate(s), every one (summed in rerank)"
+    assert stages["rerank"].detail == ("method=zscore (scaled by the full lists: keyword 4, vector 4; a missing hit "
+                                       f"at the list's lowest z - {MISSING_PENALTY:g} sd), 6 in, 6 out")
+
+
+def test_rrf_then_zscore_keeps_the_pool_and_plain_rrf_keeps_its_order() -> None:
+    hits, stages = _run(fusion="rrf+zscore", missing_penalty=None)
+    assert hits == ["c/a#_/0", "c/e#_/0"]  # the mean rule: e, absent from keyword, passes b, weak in it
+    assert _run(fusion="rrf+zscore")[0] == ["c/a#_/0", "c/b#_/0"]  # below the lowest: b stays ahead
+    assert stages["fuse"].detail == "rrf k=60 over keyword 4, vector 4 -> 6 candidate(s) (wide 20; zscore in rerank)"
+    assert "a missing hit at the list's mean" in stages["rerank"].detail
+    hits, stages = _run(fusion="rrf", rrf_k=60)
+    assert hits == ["c/b#_/0", "c/a#_/0"]  # b: 1/62 + 1/61 against a: 1/61 + 1/63
+    assert stages["fuse"].detail == "rrf k=60 over keyword 4, vector 4 -> 6 candidate(s) (wide 20)"
+    assert (stages["rerank"].status, stages["rerank"].detail) == ("skipped", "fusion rrf: its order stands (no "
+                                                                            "reranker plug-in)")
+
+
+@pytest.mark.parametrize("options", [{"fusion": "combmnz"}, {"pool_factor": 0}, {"depth": 0}, {"rrf_k": -1}])
+def test_a_pipeline_with_an_unknown_fusion_or_an_impossible_size_is_refused(options) -> None:
+    from application.retrieval.search import HybridSearch
+
+    with pytest.raises(ValueError):
+        HybridSearch(None, **options)

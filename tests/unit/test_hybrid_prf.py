@@ -79,16 +79,21 @@ def test_the_fused_first_pass_feeds_both_sides_and_a_second_pass_fuses_the_expan
     assert "keyword prf done: rm3 from the top 10 chunk(s)" in feedback.detail
     assert "vector rocchio done: alpha 0.4, beta 0.6, the mean of 5 of the top 5" in feedback.detail
     assert "hybrid: the fused first pass feeds it" in _stage(result, "keyword").detail
-    assert _stage(result, "fuse").detail.startswith("rrf k=60 over keyword 2, vector 2")  # the second pass's lists
+    # The second pass's lists, fused the default way: every candidate, summed z-score.
+    assert _stage(result, "fuse").detail == ("zscore over keyword 2, vector 2 -> 3 candidate(s), every one "
+                                             "(summed in rerank)")
     assert {h.id for h in result.hits} == {*EXPANDED, RANKED[-1]}
 
 
-def test_the_default_and_off_run_no_hybrid_feedback() -> None:
+def test_alone_off_and_always_run_no_hybrid_feedback_and_the_default_does() -> None:
     for mode in ("alone", "off", "always"):
         snap = Snapshot()
         result = HybridSearch(Embedder(), feedback=mode).search(snap, ["c"], "lamp", 3)
         assert "feedback" not in [s.step for s in result.stages] and not snap.refined
-    assert HybridSearch(Embedder()).feedback == "alone"
+    assert HybridSearch(Embedder()).feedback == "hybrid"
+    snap = Snapshot()
+    result = HybridSearch(Embedder()).search(snap, ["c"], "lamp", 3)
+    assert _stage(result, "feedback").status == "done" and len(snap.refined) == 1
 
 
 def test_without_a_vector_list_hybrid_is_rm3_alone() -> None:
@@ -104,7 +109,7 @@ def test_a_failing_side_keeps_its_plain_list_and_the_other_still_expands() -> No
     result = HybridSearch(Embedder(), feedback="hybrid").search(snap, ["c"], "lamp", 3)
     feedback = _stage(result, "feedback")
     assert feedback.status == "done" and "vector rocchio error (RuntimeError: matrix gone)" in feedback.detail
-    assert _stage(result, "fuse").detail.startswith(f"rrf k=60 over keyword 2, vector {len(RANKED)}")
+    assert _stage(result, "fuse").detail.startswith(f"zscore over keyword 2, vector {len(RANKED)} -> ")
 
 
 @pytest.mark.parametrize("ranked", [[], ["page:c/d#a"]])

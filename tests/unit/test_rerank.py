@@ -9,7 +9,7 @@ import pytest
 
 from application.retrieval.fusion import rrf
 from application.retrieval.ports import Candidate, Hit
-from application.retrieval.rerank import MISSING_PENALTY, at_mean, rerank, zscore_order
+from application.retrieval.rerank import MISSING_PENALTY, at_mean, below_lowest, missing_rule, rerank, zscore_order
 
 
 def cand(cid: str, fused: float = 0.0, **scores: float | None) -> Candidate:
@@ -87,14 +87,29 @@ def test_raw_scales_do_not_leak_bm25_against_cosine() -> None:
     assert z["x"] == pytest.approx(0.0, abs=1e-12)
 
 
-def test_the_missing_rule_puts_an_absent_candidate_one_sigma_below_the_lists_lowest() -> None:
+def test_the_missing_rule_puts_an_absent_candidate_half_a_sigma_below_the_lists_lowest() -> None:
     pool = [cand("a", keyword=3.0), cand("b", keyword=1.0), cand("c", vector=0.5)]
-    # keyword: mean 2, sigma 1 -> a +1, b -1; c is missing -> -1 - 1 = -2.
-    # vector: one hit, sigma 0 -> c gets 0 there; a and b are missing -> 0 - 1 = -1.
+    # keyword: mean 2, sigma 1 -> a +1, b -1; c is missing -> -1 - 0.5 = -1.5.
+    # vector: one hit, sigma 0 -> c gets 0 there; a and b are missing -> 0 - 0.5 = -0.5.
     z = {c.id: c.fused for c in zscore_order(pool)}
-    assert MISSING_PENALTY == 1.0
-    assert z == pytest.approx({"a": 1.0 - 1.0, "b": -1.0 - 1.0, "c": -2.0 + 0.0})
-    assert ids(zscore_order(pool)) == ["a", "b", "c"]  # b and c tie at -2: fusion order (given order) keeps
+    assert MISSING_PENALTY == 0.5
+    assert z == pytest.approx({"a": 1.0 - 0.5, "b": -1.0 - 0.5, "c": -1.5 + 0.0})
+    assert ids(zscore_order(pool)) == ["a", "b", "c"]  # b and c tie at -1.5: fusion order (given order) keeps
+    # Another penalty is a parameter: one sigma below the lowest.
+    one = {c.id: c.fused for c in zscore_order(pool, missing_rule(1.0))}
+    assert one == pytest.approx({"a": 1.0 - 1.0, "b": -1.0 - 1.0, "c": -2.0 + 0.0})
+    assert missing_rule(None) is at_mean and missing_rule(0.5) == below_lowest() == below_lowest(MISSING_PENALTY)
+
+
+def test_a_missing_rule_given_to_rerank_is_named_in_its_stage() -> None:
+    pool = [cand("a", keyword=3.0), cand("b", keyword=1.0), cand("c", vector=0.5)]
+    mean = rerank("q", pool, 3, missing=at_mean)
+    assert ids(mean.candidates) == ["a", "c", "b"]  # c's absence from keyword costs nothing under the mean rule
+    assert mean.stage.detail == "method=zscore (a missing hit at the list's mean), 3 in, 3 out"
+    lowest = rerank("q", pool, 3, list_scores={"keyword": [3.0, 1.0]}, missing=missing_rule(1.0))
+    assert lowest.stage.detail == ("method=zscore (scaled by the full lists: keyword 2; a missing hit at the "
+                                   "list's lowest z - 1 sd), 3 in, 3 out")
+    assert ids(lowest.candidates) == ["a", "b", "c"]
 
 
 def test_present_but_weak_beats_absent_under_the_default_rule_but_not_under_the_mean_rule() -> None:
@@ -130,9 +145,9 @@ def test_none_nan_and_infinite_scores_count_as_missing_in_that_list() -> None:
     # keyword over a, b, c (3, 1, 2): mean 2, sigma sqrt(2/3); its lowest z is -1.2247
     # vector over d, e (0.5, 0.7): z -1, +1
     low_k, low_v = -(1 / (2 / 3) ** 0.5), -1.0
-    assert z["a"] == pytest.approx((1 / (2 / 3) ** 0.5) + low_v - 1)
-    assert z["e"] == pytest.approx(low_k - 1 + 1.0)
-    assert z["d"] == pytest.approx(low_k - 1 + -1.0)
+    assert z["a"] == pytest.approx((1 / (2 / 3) ** 0.5) + low_v - MISSING_PENALTY)
+    assert z["e"] == pytest.approx(low_k - MISSING_PENALTY + 1.0)
+    assert z["d"] == pytest.approx(low_k - MISSING_PENALTY + -1.0)
 
 
 def test_a_list_with_no_usable_score_is_scored_by_its_ranks() -> None:

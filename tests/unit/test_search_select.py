@@ -72,3 +72,20 @@ def test_pages_keep_their_rank_rule(top_k: int) -> None:
     assert len(chunks) == min(top_k, 3)
     assert ("page:c/t" in hits) == (top_k > 2)  # offered only when it ranks within the first top_k places
     assert hits.index(chunks[0]) == 0
+
+
+def test_rank_order_selection_gives_the_first_top_k_chunks_and_says_so() -> None:
+    ranked = ["c/a#_/0", "c/a#_/1", "c/b#_/0", "c/a#_/2"]
+    result = HybridSearch(embedder=None, per_section=False).search(Snapshot(ranked), ["c"], "q", 3)
+    select = next(s for s in result.stages if s.step == "select")
+    assert [h.id for h in result.hits] == ["c/a#_/0", "c/a#_/1", "c/b#_/0"]
+    assert select.detail == "3 chunk(s) from 2 section(s), 0 page(s), in rank order"
+
+
+def test_without_an_embedder_the_embed_stage_ends_with_the_note() -> None:
+    note = "semantic model unavailable (MiniLM needs onnxruntime)"
+    result = HybridSearch(embedder=None, embedder_note=note).search(Snapshot(["c/a#_/0"]), ["c"], "q", 1)
+    embed = next(s for s in result.stages if s.step == "embed")
+    assert embed.status == "skipped" and "keyword search only" in embed.detail and embed.detail.endswith(f"; {note}")
+    bare = HybridSearch(embedder=None).search(Snapshot(["c/a#_/0"]), ["c"], "q", 1)
+    assert next(s for s in bare.stages if s.step == "embed").detail == "no vector index configured; keyword search only"
