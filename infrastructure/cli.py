@@ -22,7 +22,7 @@ from application.results import CommandResult
 from application.retrieval.feedback import MODES as FEEDBACK_MODES
 from domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_LINE_BYTES, MAX_POSITION
 from domain.commands import json_schema
-from domain.story import DEFAULT_BUDGETS
+from domain.story import DEFAULT_BUDGETS, ROLES
 from domain.document import title_of
 from domain.errors import CanonError, InvalidCommand
 from infrastructure.cli_errors import OK, REJECTED, UNAVAILABLE, UNAVAILABLE_CODES, USAGE, USAGE_CODES, Failure
@@ -494,7 +494,6 @@ def _ledger(args: argparse.Namespace) -> CanonLedger:
     return open_ledger(args.db)
 
 
-ROLES = tuple(DEFAULT_BUDGETS)
 BUDGETS_HELP = ", ".join(f"{role} {budget:,}" for role, budget in DEFAULT_BUDGETS.items())
 EPILOG = f"""Default packet budgets in tokens (tiktoken cl100k_base), unless the story's start_story
 sets its own: {BUDGETS_HELP}.

@@ -14,7 +14,7 @@ from sqlalchemy import and_, bindparam, func, or_, select, text, update
 
 from domain.canon import CanonEntry
 from domain.chapter import Chapter
-from domain.story import DEFAULT_BUDGETS, Story
+from domain.story import Story, with_default_budgets
 from domain.tokens import TokenCounter
 from domain.volume import Volume
 from projections import rendering as r
@@ -190,7 +190,7 @@ class CanonProjection:
     # -- story, chapters, volumes -----------------------------------------------------------------
     def _on_Story_Started(self, e: Any, p: int, page: _Page) -> list[Op]:
         row = {"story_id": e.story_id, "title": e.title, "guardrails_text": r.guardrails(e.style_guardrails),
-               "contract_text": r.output_contract(e.output_contract), "budgets": {**DEFAULT_BUDGETS, **e.budgets},
+               "contract_text": r.output_contract(e.output_contract), "budgets": with_default_budgets(e.budgets),
                "source": p, "position": p}
         page.count(row, "guardrails_tokens", row["guardrails_text"])
         page.count(row, "contract_tokens", row["contract_text"])
