@@ -53,9 +53,9 @@ from psycopg import sql as pg_sql
 from eventsourcing.persistence import StoredEvent
 from sqlalchemy.engine import make_url
 
-from application.ledger import CanonLedger
-from application.parsing import parse_command
-from infrastructure.stores import open_ledger
+from canon_ledger.application.ledger import CanonLedger
+from canon_ledger.application.parsing import parse_command
+from canon_ledger.infrastructure.stores import open_ledger
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 STORY = "bench-story"

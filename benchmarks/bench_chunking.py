@@ -41,8 +41,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_apply import _loadavg, log, machine_info  # noqa: E402
 
-from domain.chunking import chunk_document  # noqa: E402
-from infrastructure.tokenizer import token_counter  # noqa: E402
+from canon_ledger.domain.chunking import chunk_document  # noqa: E402
+from canon_ledger.infrastructure.tokenizer import token_counter  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOVEL = os.path.join(ROOT, "..", "shared", "data", "novels", "war_and_peace.txt")

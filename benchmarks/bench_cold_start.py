@@ -31,7 +31,7 @@ def _cli(code: Path, *args: str) -> float:
     env = {**os.environ, "PYTHONPATH": str(code)}
     env.pop("CANON_DATABASE_URL", None)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "infrastructure.cli", *args], cwd=code, env=env,
+    done = subprocess.run([sys.executable, "-m", "canon_ledger.infrastructure.cli", *args], cwd=code, env=env,
                           capture_output=True, text=True, timeout=600)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:

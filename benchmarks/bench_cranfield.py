@@ -87,13 +87,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from application.parsing import parse_command  # noqa: E402
-from application.retrieval.feedback import ALONE, ALWAYS, HYBRID, OFF, expand  # noqa: E402
-from application.retrieval.fusion import rrf, wide  # noqa: E402
-from application.retrieval.rerank import zscore_order  # noqa: E402
-from application.retrieval.rocchio import expand_vector  # noqa: E402
-from application.retrieval.search import HybridSearch, section_of  # noqa: E402
-from infrastructure.bootstrap import bootstrap  # noqa: E402
+from canon_ledger.application.parsing import parse_command  # noqa: E402
+from canon_ledger.application.retrieval.feedback import ALONE, ALWAYS, HYBRID, OFF, expand  # noqa: E402
+from canon_ledger.application.retrieval.fusion import rrf, wide  # noqa: E402
+from canon_ledger.application.retrieval.rerank import zscore_order  # noqa: E402
+from canon_ledger.application.retrieval.rocchio import expand_vector  # noqa: E402
+from canon_ledger.application.retrieval.search import HybridSearch, section_of  # noqa: E402
+from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 CRANFIELD = DATA / "cranfield"
@@ -229,7 +229,7 @@ def build(services: Any) -> dict[str, float]:
     t1 = time.perf_counter()
     services.retrieval.catch_up(goal)
     t2 = time.perf_counter()
-    from projections.retrieval import catch_up_vectors
+    from canon_ledger.projections.retrieval import catch_up_vectors
 
     catch_up_vectors(services.vectors, goal)
     t3 = time.perf_counter()
@@ -364,7 +364,7 @@ SCALE_QUERIES = [
 def run_scale(kind: str, target_chunks: int) -> dict[str, Any]:
     from bench_import import commands_for, read_novel
 
-    from infrastructure.providers.offline import HashingEmbedder
+    from canon_ledger.infrastructure.providers.offline import HashingEmbedder
 
     url, cleanup = scratch(kind)
     services = bootstrap(url, embedder=HashingEmbedder(384))

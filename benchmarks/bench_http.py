@@ -202,7 +202,7 @@ def catch_up(cfg: dict[str, Any]) -> dict[str, Any]:
     """The admin key (CLI), then every read model caught up over the whole log, in a process
     that then exits: the in-process reference and the server both start from ``bootstrap``
     over caught-up tables, neither carrying the catch-up's heap."""
-    from infrastructure.bootstrap import bootstrap
+    from canon_ledger.infrastructure.bootstrap import bootstrap
 
     kind, url = cfg["kind"], cfg["url"]
     clock = time.perf_counter
@@ -291,10 +291,10 @@ def server_log_summary(path: str) -> dict[str, Any]:
 def worker(cfg: dict[str, Any]) -> dict[str, Any]:
     import httpx
 
-    from application.packets.recipes import Request
-    from application.parsing import parse_command
-    from infrastructure.bootstrap import bootstrap
-    from infrastructure.http.client import CanonClient
+    from canon_ledger.application.packets.recipes import Request
+    from canon_ledger.application.parsing import parse_command
+    from canon_ledger.infrastructure.bootstrap import bootstrap
+    from canon_ledger.infrastructure.http.client import CanonClient
 
     kind, url, story, chapters, token = cfg["kind"], cfg["url"], cfg["story_id"], cfg["chapters"], cfg["token"]
     samples, rounds = cfg["samples"], cfg["rounds"]
@@ -574,7 +574,7 @@ def mixed_load(cfg: dict[str, Any], server: Server, clients: list[Any], admin: A
     window closes are waited for (``drain_seconds``)."""
     import httpx
 
-    from infrastructure.http.client import CanonClient
+    from canon_ledger.infrastructure.http.client import CanonClient
 
     kind, seconds, rate = cfg["kind"], cfg["mixed_seconds"], cfg["mixed_rate"]
     clock = time.perf_counter
@@ -705,7 +705,7 @@ def mixed_load(cfg: dict[str, Any], server: Server, clients: list[Any], admin: A
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     import tempfile
 
-    from application.parsing import parse_command
+    from canon_ledger.application.parsing import parse_command
 
     started = time.perf_counter()
     t0 = time.perf_counter()

@@ -65,8 +65,8 @@ from bench_apply import (  # noqa: E402
     run_recorder,
 )
 
-from application.parsing import parse_command  # noqa: E402
-from infrastructure.bootstrap import bootstrap  # noqa: E402
+from canon_ledger.application.parsing import parse_command  # noqa: E402
+from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROJECT = os.path.dirname(HERE)

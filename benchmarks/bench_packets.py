@@ -105,7 +105,7 @@ def _pcts(values: list[float]) -> dict[str, float]:
 
 # -- loading (main process) ----------------------------------------------------------------------
 def load_story(url: str, kind: str, commands: list[Any], batch: int) -> dict[str, Any]:
-    from infrastructure.stores import open_ledger
+    from canon_ledger.infrastructure.stores import open_ledger
 
     ledger = open_ledger(url)
     try:
@@ -151,7 +151,7 @@ class RawReader:
     """Plain sqlite3 / psycopg access to the canon read model (no SQLAlchemy)."""
 
     def __init__(self, kind: str, url: str) -> None:
-        from infrastructure.stores import store_config
+        from canon_ledger.infrastructure.stores import store_config
 
         self.kind = kind
         if kind == "sqlite":
@@ -367,8 +367,8 @@ class Instrument:
     """Wraps the reader's snapshot methods and the compiler's steps: ms and rows per call."""
 
     def __init__(self, services: Any) -> None:
-        from application.packets import compiler, packet as packet_mod
-        from projections import canon_view
+        from canon_ledger.application.packets import compiler, packet as packet_mod
+        from canon_ledger.projections import canon_view
 
         self.totals: Counter[str] = Counter()
         self.rows: Counter[str] = Counter()
@@ -431,9 +431,9 @@ def _area(file: str, name: str) -> str:
         return "DB driver (psycopg Python)"
     if "/eventsourcing/" in f:
         return "eventsourcing (ledger.position)"
-    if "/application/packets/" in f:
+    if "/canon_ledger/application/packets/" in f:
         return "compiler + recipes (Python)"
-    if "/projections/" in f:
+    if "/canon_ledger/projections/" in f:
         return "reader: canon_view (Python)"
     if "/tiktoken/" in f:
         return "tiktoken"
@@ -507,10 +507,10 @@ def capture_statements(services: Any, request: Any) -> tuple[dict[str, int], lis
 
 
 def worker(cfg: dict[str, Any]) -> dict[str, Any]:
-    from application.packets.recipes import Request
-    from application.parsing import parse_command
-    from infrastructure.bootstrap import bootstrap
-    from infrastructure.tokenizer import token_counter
+    from canon_ledger.application.packets.recipes import Request
+    from canon_ledger.application.parsing import parse_command
+    from canon_ledger.infrastructure.bootstrap import bootstrap
+    from canon_ledger.infrastructure.tokenizer import token_counter
 
     kind, story, chapters = cfg["kind"], cfg["story_id"], cfg["chapters"]
     samples, warmup, secondary = cfg["samples"], cfg["warmup"], cfg["secondary_samples"]
@@ -702,7 +702,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
             log(f"{kind}: command-to-packet (record={record}) p50 {c2p['record_true' if record else 'record_false']['p50']:.2f} ms, "
                 f"{failures} failures")
         # The same, step by step: what each part of command-to-packet costs (for the next round).
-        from application.packets.service import issued
+        from canon_ledger.application.packets.service import issued
 
         parts: dict[str, list[float]] = {"apply": [], "catch_up": [], "compile": [], "record": []}
         for i in range(warmup + secondary):
@@ -795,7 +795,7 @@ def run_worker(cfg: dict[str, Any], mode: str = "--worker", script: str = __file
 
 # -- the benchmark ---------------------------------------------------------------------------------
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
-    from application.parsing import parse_command
+    from canon_ledger.application.parsing import parse_command
 
     started = time.perf_counter()
     t0 = time.perf_counter()

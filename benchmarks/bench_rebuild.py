@@ -54,12 +54,12 @@ import gen_story  # noqa: E402
 from bench_apply import PostgresStores, SQLiteStores, _loadavg, log, machine_info  # noqa: E402
 from bench_packets import DEFAULT_SERVER, load_story  # noqa: E402
 
-from application.packets.recipes import Request  # noqa: E402
-from application.parsing import parse_command  # noqa: E402
-from infrastructure.bootstrap import bootstrap  # noqa: E402
+from canon_ledger.application.packets.recipes import Request  # noqa: E402
+from canon_ledger.application.parsing import parse_command  # noqa: E402
+from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402
 
 try:  # older code has no memo: then only the plain rebuild is measured
-    from projections.token_memo import TokenMemo  # noqa: E402
+    from canon_ledger.projections.token_memo import TokenMemo  # noqa: E402
 except ImportError:  # pragma: no cover
     TokenMemo = None  # type: ignore[assignment,misc]
 
@@ -231,7 +231,7 @@ def run_store(stores: Any, commands: list[Any], chapters: int, repeats: int) -> 
 
 
 def _checksum(services: Any) -> str:
-    from projections.checksum import table_checksum
+    from canon_ledger.projections.checksum import table_checksum
 
     models = services.canon
     with models.read_engine.begin() as conn:

@@ -328,9 +328,9 @@ def profile(url: str, token: str, story: str, chapter: int, samples: int, warmup
     from fastapi.testclient import TestClient
     from jinja2 import Template
 
-    import infrastructure.web.pages as pages
-    from application.packets.packet import Packet
-    from infrastructure.http.app import create_app
+    import canon_ledger.infrastructure.web.pages as pages
+    from canon_ledger.application.packets.packet import Packet
+    from canon_ledger.infrastructure.http.app import create_app
 
     clock = time.perf_counter
     mode = ["warmup"]
@@ -467,7 +467,7 @@ def story_statements(tc: Any, services: Any, pages: Any, story: str, params: dic
 # -- the benchmark --------------------------------------------------------------------------------
 def story_commands(args: argparse.Namespace) -> tuple[dict[str, Any], list[Any]]:
     """The benchmark story's totals and its parsed commands (``--seed``, ``--chapters``, ``--entries``)."""
-    from application.parsing import parse_command
+    from canon_ledger.application.parsing import parse_command
 
     dicts = gen_story.generate(seed=args.seed, chapters=args.chapters, entries=args.entries)
     story = gen_story.totals(dicts)

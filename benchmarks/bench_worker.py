@@ -189,7 +189,7 @@ def sqlite_store() -> Iterator[str]:
 
 def load_commands(url: str, commands: list[Any], batch: int = 100, label: str = "") -> dict[str, Any]:
     """``ledger.apply(batch, atomic=True)``; every command must be applied."""
-    from infrastructure.stores import open_ledger
+    from canon_ledger.infrastructure.stores import open_ledger
 
     ledger = open_ledger(url)
     try:
@@ -354,7 +354,7 @@ def poll_main(cfg: dict[str, Any]) -> None:
 def status_main(cfg: dict[str, Any]) -> None:
     """``services.status()`` every ``interval`` seconds (start to start): each model's pending
     count and the retrieval and vector models' text backlog, with what the call took."""
-    from infrastructure.bootstrap import bootstrap
+    from canon_ledger.infrastructure.bootstrap import bootstrap
 
     services = bootstrap(cfg["url"], fed=True, embedder="hashing")
     samples: list[dict[str, Any]] = []
@@ -451,9 +451,9 @@ def lags(applied: list[dict[str, Any]], first: int, relevant: list[int], series:
 
 
 def steady(kind: str, url: str, args: argparse.Namespace, workdir: str) -> dict[str, Any]:
-    from application.parsing import parse_command
-    from infrastructure.bootstrap import bootstrap
-    from infrastructure.stores import open_ledger
+    from canon_ledger.application.parsing import parse_command
+    from canon_ledger.infrastructure.bootstrap import bootstrap
+    from canon_ledger.infrastructure.stores import open_ledger
 
     live_n = int(args.rate * args.seconds)
     dicts = generate_story(args.preload + live_n, seed=2, draft_words=args.draft_words)
@@ -603,7 +603,7 @@ class PacketTimer:
 
 def pending(services: Any, names: Any) -> int:
     """Entries the read models ``names`` have yet to project (each counted up to ``SCAN``)."""
-    from projections.model_status import model_status
+    from canon_ledger.projections.model_status import model_status
 
     end = services.ledger.position()
     return sum(model_status(n, services.read_models[n], services.ledger, end).pending for n in names)
@@ -616,8 +616,8 @@ def catch_up_run(dbs: PgDatabases, template: str, mode: str, index: int, args: a
     packet thread running (part 3); ``backlog``: with the status subprocess sampling; else nothing
     but the workers.
     ``projection``: that read model only (``canon worker --projection``; a diagnostic)."""
-    from application.packets.recipes import Request
-    from infrastructure.bootstrap import bootstrap
+    from canon_ledger.application.packets.recipes import Request
+    from canon_ledger.infrastructure.bootstrap import bootstrap
 
     name = dbs.create(template, "_run")
     url = dbs.url(name)
@@ -716,8 +716,8 @@ def _packet_summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def scale_out(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
-    from application.parsing import parse_command
-    from infrastructure.bootstrap import bootstrap
+    from canon_ledger.application.parsing import parse_command
+    from canon_ledger.infrastructure.bootstrap import bootstrap
 
     dbs = PgDatabases(args.pg_url)
     try:

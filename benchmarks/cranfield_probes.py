@@ -39,12 +39,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_cranfield import (COLLECTION, apply_all, build, documents, load_cranfield, ndcg10,  # noqa: E402
                              one_per_section, paired_p)
 
-from application.retrieval.feedback import HYBRID  # noqa: E402
-from application.retrieval.fusion import rrf, wide  # noqa: E402
-from application.retrieval.ports import Hit  # noqa: E402
-from application.retrieval.rerank import MISSING_PENALTY  # noqa: E402
-from application.retrieval.search import LIST_DEPTH, HybridSearch  # noqa: E402
-from infrastructure.bootstrap import bootstrap  # noqa: E402
+from canon_ledger.application.retrieval.feedback import HYBRID  # noqa: E402
+from canon_ledger.application.retrieval.fusion import rrf, wide  # noqa: E402
+from canon_ledger.application.retrieval.ports import Hit  # noqa: E402
+from canon_ledger.application.retrieval.rerank import MISSING_PENALTY  # noqa: E402
+from canon_ledger.application.retrieval.search import LIST_DEPTH, HybridSearch  # noqa: E402
+from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402
 
 WEIGHTS = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5)
 WINDOW, STRIDE = 126, 63  # word pieces; 128 with [CLS] and [SEP]
@@ -167,8 +167,8 @@ def run(db: str) -> dict[str, Any]:
 def _hybrid_lists(snap: Any, query: str, vector: list[float], first: Any,
                   plain: dict[str, list[Hit]]) -> dict[str, list[Hit]]:
     """The two expanded lists the pipeline's hybrid feedback fuses in its second pass."""
-    from application.retrieval.rerank import rerank
-    from application.retrieval.search import _hybrid_feedback
+    from canon_ledger.application.retrieval.rerank import rerank
+    from canon_ledger.application.retrieval.search import _hybrid_feedback
 
     lists = dict(plain)
     pool = rrf(lists, limit=wide(10))

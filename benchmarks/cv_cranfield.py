@@ -88,12 +88,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_cranfield import (COLLECTION, apply_all, build, documents, ingest_commands,  # noqa: E402
                              load_cranfield, mrr10, ndcg10, paired_p, recall100)
 
-from application.retrieval.feedback import ALONE, ALWAYS, HYBRID, OFF  # noqa: E402
-from application.retrieval.fusion import RRF, RRF_ZSCORE, ZSCORE, rrf  # noqa: E402
-from application.retrieval.ports import Hit  # noqa: E402
-from application.retrieval.rerank import at_mean, zscore_order  # noqa: E402
-from application.retrieval.search import HybridSearch  # noqa: E402
-from application.retrieval.search_ports import Doc, KeywordResult, TermStats  # noqa: E402
+from canon_ledger.application.retrieval.feedback import ALONE, ALWAYS, HYBRID, OFF  # noqa: E402
+from canon_ledger.application.retrieval.fusion import RRF, RRF_ZSCORE, ZSCORE, rrf  # noqa: E402
+from canon_ledger.application.retrieval.ports import Hit  # noqa: E402
+from canon_ledger.application.retrieval.rerank import at_mean, zscore_order  # noqa: E402
+from canon_ledger.application.retrieval.search import HybridSearch  # noqa: E402
+from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult, TermStats  # noqa: E402
 
 QUERIES = 225
 FOLDS = 5
@@ -168,7 +168,7 @@ OLD_DEFAULT = Config(RRF_ZSCORE, 60, 3, 1.0, 100, True, OFF, 256)  # HybridSearc
 def shipped() -> Config:
     """``HybridSearch()``'s defaults as they are now (feedback ``alone`` is ``off`` beside a vector
     list), at the shipped MiniLM truncation."""
-    from infrastructure.providers.minilm import MAX_TOKENS
+    from canon_ledger.infrastructure.providers.minilm import MAX_TOKENS
 
     d = HybridSearch(None)
     return Config(d.fusion, d.rrf_k, d.pool_factor, d.missing_penalty, d.depth, d.per_section,
@@ -311,7 +311,7 @@ def _length(value: Any) -> int:
 # -- stores ---------------------------------------------------------------------------------------
 def embedder_at(tokens: int) -> Any:
     """The default install's MiniLM, truncating at ``tokens`` word pieces."""
-    from infrastructure.providers.minilm import minilm
+    from canon_ledger.infrastructure.providers.minilm import minilm
 
     e = minilm()
     e.max_tokens = tokens  # read when the model loads, on the first embed
@@ -320,7 +320,7 @@ def embedder_at(tokens: int) -> Any:
 
 def open_store(path: str, tokens: int, docs: list[dict[str, str]]) -> tuple[Any, dict[str, Any]]:
     """(services, build facts) of the Cranfield store at ``path``, made if absent."""
-    from infrastructure.bootstrap import bootstrap
+    from canon_ledger.infrastructure.bootstrap import bootstrap
 
     fresh = not os.path.exists(path)
     embedder = embedder_at(tokens)

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from application.ledger import CanonLedger
-from infrastructure.stores import open_ledger
+from canon_ledger.application.ledger import CanonLedger
+from canon_ledger.infrastructure.stores import open_ledger
 
 LOCAL_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -124,7 +124,7 @@ def ledger(store_url: str) -> Iterator[CanonLedger]:
 
 @pytest.fixture
 def services(store_url: str):
-    from infrastructure.bootstrap import bootstrap
+    from canon_ledger.infrastructure.bootstrap import bootstrap
 
     s = bootstrap(store_url)
     try:
@@ -136,7 +136,7 @@ def services(store_url: str):
 @pytest.fixture
 def rs(store_url: str):
     """Services on the hashing embedder: retrieval tests need vectors, not a model."""
-    from infrastructure.bootstrap import bootstrap
+    from canon_ledger.infrastructure.bootstrap import bootstrap
 
     s = bootstrap(store_url, embedder="hashing")
     try:

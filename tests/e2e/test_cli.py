@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from infrastructure.demo import SAMPLE
+from canon_ledger.infrastructure.demo import SAMPLE
 from tests.conftest import initialised
 
-CANON = [sys.executable, "-m", "infrastructure.cli"]
+CANON = [sys.executable, "-m", "canon_ledger.infrastructure.cli"]
 
 
 def canon(*args: str, stdin: str | None = None, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:

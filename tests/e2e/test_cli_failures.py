@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from domain.story import DEFAULT_BUDGETS
-from infrastructure.cli import build_parser
+from canon_ledger.domain.story import DEFAULT_BUDGETS
+from canon_ledger.infrastructure.cli import build_parser
 from tests.conftest import initialised
 from tests.e2e.test_cli import canon
 

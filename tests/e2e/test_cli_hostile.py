@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from infrastructure.demo import SAMPLE
+from canon_ledger.infrastructure.demo import SAMPLE
 from tests.conftest import initialised
 
-CANON = [sys.executable, "-m", "infrastructure.cli"]
+CANON = [sys.executable, "-m", "canon_ledger.infrastructure.cli"]
 
 
 def run(*args: str, stdin: bytes | None = None, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
@@ -181,7 +181,7 @@ def test_ingest_names_files_by_path_and_refuses_two_inputs_with_one_id(tmp_path:
 
 def test_canon_quarantine_lists_what_a_poisoned_store_skipped(tmp_path: Path) -> None:
     from tests.integration.test_poison import _load, _rows
-    from infrastructure.stores import open_ledger
+    from canon_ledger.infrastructure.stores import open_ledger
 
     db = f"sqlite:///{tmp_path / 'poison.db'}"
     ledger = open_ledger(db)
@@ -203,7 +203,7 @@ def test_json_output_is_strict_even_for_values_that_are_not() -> None:
     import io
     from contextlib import redirect_stdout
 
-    from infrastructure.cli import _emit
+    from canon_ledger.infrastructure.cli import _emit
 
     out = io.StringIO()
     with redirect_stdout(out):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from infrastructure.demo import SAMPLE
+from canon_ledger.infrastructure.demo import SAMPLE
 from tests.e2e.test_cli import canon
 
 

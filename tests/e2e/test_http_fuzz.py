@@ -38,12 +38,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
-from infrastructure.demo import SAMPLE
+from canon_ledger.infrastructure.demo import SAMPLE
 from tests.conftest import initialised
 
 pytestmark = pytest.mark.slow
 
-CANON = [sys.executable, "-m", "infrastructure.cli"]
+CANON = [sys.executable, "-m", "canon_ledger.infrastructure.cli"]
 MIN_REQUESTS = 1000
 # Per operation; fewer where there are few distinct requests (GET /healthz has one). Raise it
 # (CANON_FUZZ_EXAMPLES=500) for a longer hunt; the count check below stays at MIN_REQUESTS.
@@ -180,7 +180,7 @@ def _short(body: object) -> object:
 def _operations() -> list[str]:
     """Every operation's label, from the app's own schema builder (no I/O; the tests fuzz the
     schema the server serves, and ``test_the_served_schema_has_these_operations`` holds them equal)."""
-    from infrastructure.http.app import create_app
+    from canon_ledger.infrastructure.http.app import create_app
 
     paths = create_app().openapi()["paths"]
     return [f"{method.upper()} {path}" for path, operations in paths.items() for method in operations]

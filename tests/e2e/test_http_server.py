@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from infrastructure.demo import SAMPLE
-from infrastructure.http.client import CanonClient
+from canon_ledger.infrastructure.demo import SAMPLE
+from canon_ledger.infrastructure.http.client import CanonClient
 from tests.e2e.test_cli import canon
 
 STORY = "lamplight"
@@ -40,7 +40,7 @@ class Server:
         env = {k: v for k, v in os.environ.items() if k not in ("CANON_DATABASE_URL", "CANON_EMBEDDER")}
         if embedder is not None:
             env["CANON_EMBEDDER"] = embedder
-        self.process = subprocess.Popen([sys.executable, "-m", "infrastructure.cli", "--db", url, "serve", "--port",
+        self.process = subprocess.Popen([sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", url, "serve", "--port",
                                          str(self.port), *extra], stdout=log.open("ab"), stderr=subprocess.STDOUT,
                                         env=env)
         deadline = time.monotonic() + 120

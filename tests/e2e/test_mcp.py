@@ -43,7 +43,7 @@ def stdio(url: str, token: str | None = None) -> Client:
     env["CANON_EMBEDDER"] = "hashing"
     if token is not None:
         env["CANON_MCP_KEY"] = token
-    return Client(StdioServerParameters(command=sys.executable, args=["-m", "infrastructure.cli", "--db", url, "mcp"],
+    return Client(StdioServerParameters(command=sys.executable, args=["-m", "canon_ledger.infrastructure.cli", "--db", url, "mcp"],
                                         env=env, cwd=str(ROOT)))
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from infrastructure.http.client import CanonClient
+from canon_ledger.infrastructure.http.client import CanonClient
 from tests.conftest import missing_service
 from tests.e2e.test_cli import canon
 from tests.e2e.test_http_server import STORY, Server, admin_key

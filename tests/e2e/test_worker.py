@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from application.parsing import parse_command
-from infrastructure.bootstrap import bootstrap
-from projections.checksum import table_checksum
-from projections.runner import quarantined, tracking
+from canon_ledger.application.parsing import parse_command
+from canon_ledger.infrastructure.bootstrap import bootstrap
+from canon_ledger.projections.checksum import table_checksum
+from canon_ledger.projections.runner import quarantined, tracking
 from tests.generated_story import gen_story
 
 MODELS = ("canon", "authoring", "knowledge", "retrieval", "vectors")
@@ -47,7 +47,7 @@ def worker(url: str, *extra: str, log: Path | None = None) -> subprocess.Popen:
     env = {**os.environ, "CANON_EMBEDDER": "hashing"}
     env.pop("CANON_DATABASE_URL", None)
     out = log.open("ab") if log is not None else subprocess.DEVNULL
-    return subprocess.Popen([sys.executable, "-m", "infrastructure.cli", "--db", url, "--format", "json", "worker",
+    return subprocess.Popen([sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", url, "--format", "json", "worker",
                              *extra], stdout=out, stderr=subprocess.STDOUT, env=env)
 
 
@@ -195,7 +195,7 @@ def test_status_counts_the_backlog_and_a_worker_clears_it(store_url: str, tmp_pa
         before = services.status()
         assert before["canon"].pending > 0 and before["vectors"].texts > 0 and before["vectors"].seconds >= 0
         env = {**os.environ, "CANON_EMBEDDER": "hashing"}
-        shown = subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db", store_url, "--format", "json",
+        shown = subprocess.run([sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", store_url, "--format", "json",
                                 "status"], capture_output=True, text=True, env=env, timeout=120)
         assert shown.returncode == 0, shown.stderr
         body = json.loads(shown.stdout)

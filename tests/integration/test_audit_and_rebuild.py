@@ -15,20 +15,20 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 from sqlalchemy import inspect, update
 
-from application.packets.compiler import compile_packet
-from application.packets.recipes import Request
-from application.parsing import parse_line
-from infrastructure.bootstrap import bootstrap
-from infrastructure.demo import STORY, sample_commands
-from infrastructure.read_store import engines
-from infrastructure.stores import store_config
-from infrastructure.tokenizer import token_counter
-from projections.canon import CanonProjection
-from projections import canon_tables as canon_tables_module
-from projections.canon_tables import canon_tables
-from projections.checksum import table_checksum
-from projections.read_models import ProjectionSpec, ReadModels
-from projections.runner import tracked
+from canon_ledger.application.packets.compiler import compile_packet
+from canon_ledger.application.packets.recipes import Request
+from canon_ledger.application.parsing import parse_line
+from canon_ledger.infrastructure.bootstrap import bootstrap
+from canon_ledger.infrastructure.demo import STORY, sample_commands
+from canon_ledger.infrastructure.read_store import engines
+from canon_ledger.infrastructure.stores import store_config
+from canon_ledger.infrastructure.tokenizer import token_counter
+from canon_ledger.projections.canon import CanonProjection
+from canon_ledger.projections import canon_tables as canon_tables_module
+from canon_ledger.projections.canon_tables import canon_tables
+from canon_ledger.projections.checksum import table_checksum
+from canon_ledger.projections.read_models import ProjectionSpec, ReadModels
+from canon_ledger.projections.runner import tracked
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ROLES_AND_CHAPTERS = [(r, c) for r in ("planner", "writer", "qa", "chat") for c in range(1, 6)] + [
@@ -89,7 +89,7 @@ def test_a_hand_edited_read_model_row_is_caught(demo) -> None:
 
 
 def test_unknown_packet_is_a_structured_error(demo) -> None:
-    from domain.errors import NotFound
+    from canon_ledger.domain.errors import NotFound
 
     with pytest.raises(NotFound) as e:
         demo.auditor.audit("pkt_nope")
@@ -231,7 +231,7 @@ def test_rebuild_killed_mid_way_resumes_to_the_same_result(tmp_path) -> None:
         s.ledger.apply([parse_line(line) for line in sample_commands()])
         issued = _issue_all(s)
         s.close()
-    canon = [sys.executable, "-m", "infrastructure.cli", "--db", url]
+    canon = [sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", url]
     proc = subprocess.Popen([*canon, "rebuild", "--projection", "canon", "--page-size", "5", "--pause", "100"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     s = bootstrap(url)

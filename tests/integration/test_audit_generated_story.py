@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from application.packets.recipes import Request
-from application.parsing import parse_command
+from canon_ledger.application.packets.recipes import Request
+from canon_ledger.application.parsing import parse_command
 from tests.generated_story import gen_story
 
 

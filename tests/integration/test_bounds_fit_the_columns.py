@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from application.packets.recipes import Request
-from application.parsing import parse_command
-from domain import bounds as b
-from domain.commands import json_schema
-from infrastructure.bootstrap import bootstrap
+from canon_ledger.application.packets.recipes import Request
+from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain import bounds as b
+from canon_ledger.domain.commands import json_schema
+from canon_ledger.infrastructure.bootstrap import bootstrap
 
 WIDE = "\u0390"  # one character that casefolds to three
 SCHEMA = json_schema()["$defs"]

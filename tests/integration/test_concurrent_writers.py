@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from domain import ids
-from domain.canon import CanonEntry
-from domain.chapter import Chapter
-from infrastructure.stores import open_ledger
+from canon_ledger.domain import ids
+from canon_ledger.domain.canon import CanonEntry
+from canon_ledger.domain.chapter import Chapter
+from canon_ledger.infrastructure.stores import open_ledger
 
 PROCESSES, PER_PROCESS = 4, 250
 S = "race"
@@ -71,7 +71,7 @@ def _write(path: Path, commands: list[dict]) -> Path:
 
 @pytest.mark.slow
 def test_four_writer_processes_lose_nothing_and_apply_nothing_twice(store_url: str, tmp_path: Path) -> None:
-    canon = [sys.executable, "-m", "infrastructure.cli", "--db", store_url, "--format", "json"]
+    canon = [sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", store_url, "--format", "json"]
     setup = subprocess.run([*canon, "apply", str(_write(tmp_path / "setup.jsonl", _setup()))], capture_output=True, text=True)
     assert setup.returncode == 0, setup.stderr
 

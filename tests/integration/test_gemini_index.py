@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from application.knowledge.quota import QuotaPolicy
-from application.parsing import parse_command
-from infrastructure.bootstrap import bootstrap
+from canon_ledger.application.knowledge.quota import QuotaPolicy
+from canon_ledger.application.parsing import parse_command
+from canon_ledger.infrastructure.bootstrap import bootstrap
 from tests.fakes.gemini_server import FakeGemini
 
 GUIDE = "# Guild Guide\n\n## Lamps\n\nLamps are lit at dusk by licensed lamplighters.\n\n" \

@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from application.knowledge.lint import lint
-from application.knowledge.ports import ChunkView, ProviderError, ProviderExhausted, ProviderThrottled, TopicView
-from application.parsing import parse_command
-from infrastructure.providers.gemini import GeminiProvider, RetryableProviderError
+from canon_ledger.application.knowledge.lint import lint
+from canon_ledger.application.knowledge.ports import ChunkView, ProviderError, ProviderExhausted, ProviderThrottled, TopicView
+from canon_ledger.application.parsing import parse_command
+from canon_ledger.infrastructure.providers.gemini import GeminiProvider, RetryableProviderError
 from tests.fakes.gemini_server import FakeGemini
 
 GUIDE = """# Lamplighting

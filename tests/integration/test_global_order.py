@@ -25,10 +25,10 @@ import pytest
 from eventsourcing.postgres import PostgresApplicationRecorder
 from sqlalchemy.engine import make_url
 
-from application.ledger import CanonLedger
-from application.parsing import parse_command
-from application.results import CommandResult
-from infrastructure.stores import open_ledger
+from canon_ledger.application.ledger import CanonLedger
+from canon_ledger.application.parsing import parse_command
+from canon_ledger.application.results import CommandResult
+from canon_ledger.infrastructure.stores import open_ledger
 
 pytestmark = pytest.mark.postgres
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from infrastructure.demo import SAMPLE
-from infrastructure.http.app import create_app
+from canon_ledger.infrastructure.demo import SAMPLE
+from canon_ledger.infrastructure.http.app import create_app
 
 STORY = "lamplight"
 
@@ -265,7 +265,7 @@ def test_packet_bytes_etag_read_your_writes_and_time_travel(api: Api) -> None:
 
 
 def _request(chapter: int) -> Any:
-    from application.packets.recipes import Request
+    from canon_ledger.application.packets.recipes import Request
 
     return Request(STORY, "writer", chapter, None, None)
 

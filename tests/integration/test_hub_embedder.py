@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from infrastructure.bootstrap import choose_embedder
-from infrastructure.providers.hub import hub_embedder
-from infrastructure.providers.minilm import SemanticUnavailable, minilm
+from canon_ledger.infrastructure.bootstrap import choose_embedder
+from canon_ledger.infrastructure.providers.hub import hub_embedder
+from canon_ledger.infrastructure.providers.minilm import SemanticUnavailable, minilm
 
 
 def test_a_fetched_model_embeds_like_the_same_model_shipped() -> None:

@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 
-from application.knowledge.lint import lint
-from application.knowledge.quota import Quota, QuotaPolicy
-from application.parsing import parse_command, parse_line
-from domain.quota import QuotaRefused
-from infrastructure.demo import sample_commands
+from canon_ledger.application.knowledge.lint import lint
+from canon_ledger.application.knowledge.quota import Quota, QuotaPolicy
+from canon_ledger.application.parsing import parse_command, parse_line
+from canon_ledger.domain.quota import QuotaRefused
+from canon_ledger.infrastructure.demo import sample_commands
 
 GUIDE = """# Lamplighting
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from application.ledger import CanonLedger
-from application.parsing import parse_command, parse_line
-from domain.errors import CanonError
-from infrastructure.demo import sample_commands
+from canon_ledger.application.ledger import CanonLedger
+from canon_ledger.application.parsing import parse_command, parse_line
+from canon_ledger.domain.errors import CanonError
+from canon_ledger.infrastructure.demo import sample_commands
 
 
 def _cmd(**fields):
@@ -153,7 +153,7 @@ def test_a_re_applied_command_that_its_own_success_would_refuse_is_a_duplicate(l
 
 def _loaded_without_snapshots(store_url: str, aggregate_id):  # noqa: ANN001, ANN202
     """The aggregate replayed from all of its events, as a ledger without snapshots sees it."""
-    from infrastructure.stores import resolve_url, store_config
+    from canon_ledger.infrastructure.stores import resolve_url, store_config
 
     plain = CanonLedger(env={**store_config(resolve_url(store_url)).env, "IS_SNAPSHOTTING_ENABLED": "n"})
     try:
@@ -164,8 +164,8 @@ def _loaded_without_snapshots(store_url: str, aggregate_id):  # noqa: ANN001, AN
 
 
 def test_a_long_lived_aggregate_loads_from_its_snapshot_with_the_same_state(ledger: CanonLedger, store_url) -> None:
-    from application.ledger import SNAPSHOT_EVERY
-    from domain import ids
+    from canon_ledger.application.ledger import SNAPSHOT_EVERY
+    from canon_ledger.domain import ids
 
     _story(ledger)
     chapter = ids.chapter_id("s1", 1)
@@ -181,8 +181,8 @@ def test_a_long_lived_aggregate_loads_from_its_snapshot_with_the_same_state(ledg
 
 
 def test_a_snapshot_that_cannot_be_written_does_not_fail_the_saved_command(ledger: CanonLedger, monkeypatch) -> None:
-    from application.ledger import SNAPSHOT_EVERY
-    from domain import ids
+    from canon_ledger.application.ledger import SNAPSHOT_EVERY
+    from canon_ledger.domain import ids
 
     _story(ledger)
 
@@ -199,8 +199,8 @@ def test_a_snapshot_that_cannot_be_written_does_not_fail_the_saved_command(ledge
 
 def test_short_aggregates_load_without_asking_for_a_snapshot(ledger: CanonLedger, monkeypatch) -> None:
     """Most aggregates are shorter than a snapshot interval: they load with one query."""
-    from application.ledger import SNAPSHOT_EVERY
-    from domain import ids
+    from canon_ledger.application.ledger import SNAPSHOT_EVERY
+    from canon_ledger.domain import ids
 
     _story(ledger)
     asked = []
@@ -218,9 +218,9 @@ def test_a_long_aggregate_loads_next_time_with_one_query_and_sees_other_writers(
                                                                                  monkeypatch) -> None:
     """Its snapshot is remembered: the next load reads only the events after it, including
     those another process appended meanwhile."""
-    from application.ledger import SNAPSHOT_EVERY
-    from domain import ids
-    from infrastructure.stores import open_ledger
+    from canon_ledger.application.ledger import SNAPSHOT_EVERY
+    from canon_ledger.domain import ids
+    from canon_ledger.infrastructure.stores import open_ledger
 
     _story(ledger)
     chapter = ids.chapter_id("s1", 1)

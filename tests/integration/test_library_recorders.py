@@ -30,8 +30,8 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteFactory
 from eventsourcing.utils import Environment
 
-from application.ledger import CanonLedger
-from infrastructure.stores import open_ledger, store_config
+from canon_ledger.application.ledger import CanonLedger
+from canon_ledger.infrastructure.stores import open_ledger, store_config
 from tests.conftest import create_database, drop_database
 
 

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from application.packets.recipes import Request
-from application.parsing import parse_command, parse_line
-from infrastructure.bootstrap import bootstrap
-from infrastructure.demo import STORY, sample_commands
-from infrastructure.providers.offline import HashingEmbedder
-from infrastructure.worker import ProjectionWorker
+from canon_ledger.application.packets.recipes import Request
+from canon_ledger.application.parsing import parse_command, parse_line
+from canon_ledger.infrastructure.bootstrap import bootstrap
+from canon_ledger.infrastructure.demo import STORY, sample_commands
+from canon_ledger.infrastructure.providers.offline import HashingEmbedder
+from canon_ledger.infrastructure.worker import ProjectionWorker
 
 COLLECTION = f"story:{STORY}"
 

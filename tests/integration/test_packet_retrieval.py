@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from application.knowledge.lint import lint
-from application.packets.compiler import COMPILER
-from application.packets.recipes import Request
-from application.packets.replay import RecordedRecall
-from application.parsing import parse_command, parse_line
-from application.retrieval.search import HybridSearch
-from infrastructure.bootstrap import bootstrap
-from infrastructure.demo import STORY, sample_commands
-from infrastructure.packet_retrieval import StoryRetriever
+from canon_ledger.application.knowledge.lint import lint
+from canon_ledger.application.packets.compiler import COMPILER
+from canon_ledger.application.packets.recipes import Request
+from canon_ledger.application.packets.replay import RecordedRecall
+from canon_ledger.application.parsing import parse_command, parse_line
+from canon_ledger.application.retrieval.search import HybridSearch
+from canon_ledger.infrastructure.bootstrap import bootstrap
+from canon_ledger.infrastructure.demo import STORY, sample_commands
+from canon_ledger.infrastructure.packet_retrieval import StoryRetriever
 
 COLLECTION = f"story:{STORY}"
 

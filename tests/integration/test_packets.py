@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from application.packets.compiler import PacketError
-from application.packets.recipes import Request
-from application.parsing import parse_command, parse_line
-from domain.errors import CanonError, NotFound
-from infrastructure.demo import STORY, sample_commands
+from canon_ledger.application.packets.compiler import PacketError
+from canon_ledger.application.packets.recipes import Request
+from canon_ledger.application.parsing import parse_command, parse_line
+from canon_ledger.domain.errors import CanonError, NotFound
+from canon_ledger.infrastructure.demo import STORY, sample_commands
 
 MARKERS = ("DRAFT-REJECTED-MARKER", "REJECTED-PROPOSAL-MARKER", "UNCONFIRMED-PROPOSAL-MARKER", "DRAFT-PENDING-MARKER")
 ROLES = ("planner", "writer", "qa", "summarizer", "chat")
@@ -136,7 +136,7 @@ def test_hidden_chain_nodes_never_leak_before_their_chapter(demo):
 def test_an_earlier_state_hidden_until_later_never_leaks_as_history(demo):
     """Compiler 4 drops a superseded character state that is hidden at the chapter without its
     text; compiler 3 listed it whole, and still replays so (its packets audit as issued)."""
-    from application.packets.compiler import compile_packet
+    from canon_ledger.application.packets.compiler import compile_packet
 
     _apply(demo,
            {"type": "propose_canon", "command_id": "h1", "proposal_id": "p-wren-1", "kind": "character", "key": "wren",
@@ -241,7 +241,7 @@ def test_a_request_after_a_recorded_packet_reads_one_snapshot_and_no_log(demo, m
 
 def test_canon_written_by_another_process_reaches_the_next_packet(demo, store_url):
     """What this process knows about the log never hides another process's write."""
-    from infrastructure.bootstrap import bootstrap
+    from canon_ledger.infrastructure.bootstrap import bootstrap
 
     demo.packets.packet(Request(STORY, "writer", 5))  # this process now knows the tail is quiet
     other = bootstrap(store_url)
@@ -262,8 +262,8 @@ def test_p3_and_p4_are_read_only_while_the_budget_has_room(demo, monkeypatch):
     each later read (world rules, earlier character states, development chains, then L1) only
     while MIN_TRIM_TOKENS or more are left. The stages name what was not read, and the audit
     agrees. Where everything is read, compiler 3 gives compiler 2's bytes."""
-    from application.packets.compiler import MIN_TRIM_TOKENS, compile_packet
-    from projections.canon_view import SqlCanonSnapshot
+    from canon_ledger.application.packets.compiler import MIN_TRIM_TOKENS, compile_packet
+    from canon_ledger.projections.canon_view import SqlCanonSnapshot
 
     full = demo.packets.packet(Request(STORY, "writer", 5, budget=100_000))
     assert any(i.tier == "P4" for i in full.items) and any(i.kind == "history" for i in full.items)
@@ -307,8 +307,8 @@ def test_p3_and_p4_are_read_only_while_the_budget_has_room(demo, monkeypatch):
 @pytest.mark.parametrize("page", [1, 2])
 def test_world_rules_read_in_pages_give_the_same_packet(demo, monkeypatch, page):
     """Paging the world rules by key (compiler 3) reads every rule exactly once, in order."""
-    from application.packets import recipes
-    from application.packets.compiler import compile_packet
+    from canon_ledger.application.packets import recipes
+    from canon_ledger.application.packets.compiler import compile_packet
 
     demo.canon.catch_up()
     with demo.packets.reader.snapshot() as snap:
@@ -323,7 +323,7 @@ def test_world_rules_read_in_pages_give_the_same_packet(demo, monkeypatch, page)
 def test_a_process_that_finds_the_model_caught_up_stops_checking(demo, store_url, monkeypatch):
     """A new process (a server restart) whose read model is already at the log's end learns it
     from its first request; later requests read only their snapshot."""
-    from infrastructure.bootstrap import bootstrap
+    from canon_ledger.infrastructure.bootstrap import bootstrap
 
     demo.packets.packet(Request(STORY, "writer", 5), record=False)  # the model is at the log's end
     other = bootstrap(store_url)
@@ -373,7 +373,7 @@ def test_a_build_switched_and_dropped_by_another_process_is_found_again(demo, st
     """This process catches up the build it last saw serving without reading the registry
     first. When another process has rebuilt and dropped that build meanwhile, the catch-up
     finds its tracking row gone and looks the serving build up."""
-    from infrastructure.bootstrap import bootstrap
+    from canon_ledger.infrastructure.bootstrap import bootstrap
 
     demo.packets.packet(Request(STORY, "writer", 5))
     other = bootstrap(store_url)
@@ -395,7 +395,7 @@ def test_the_reads_a_recipe_prefetches_are_the_reads_it_makes(demo, role):
     """``FIRST_READS`` lists a recipe's reads through the recipe's own helpers: each prefetched
     result is asked for again with the same arguments, and the packet is the same bytes as
     one compiled read by read."""
-    from application.packets.compiler import compile_packet
+    from canon_ledger.application.packets.compiler import compile_packet
 
     tokens, req = demo.packets.tokens, Request(STORY, role, 4 if role == "summarizer" else 5)
     demo.packets.packet(req, record=False)  # the read models caught up
@@ -415,7 +415,7 @@ def test_a_writer_packet_reaches_postgresql_in_few_round_trips(demo, monkeypatch
     their texts). SQLite answers in-process: nothing to batch."""
     import psycopg
 
-    from application.packets.compiler import compile_packet
+    from canon_ledger.application.packets.compiler import compile_packet
 
     demo.packets.packet(Request(STORY, "writer", 5), record=False)
     alone, batched = [], []

@@ -12,11 +12,11 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 from sqlalchemy import inspect
 
-from application.packets.recipes import Request
-from application.parsing import parse_command
-from domain.errors import CanonError
-from infrastructure.bootstrap import bootstrap
-from projections.runner import tracked
+from canon_ledger.application.packets.recipes import Request
+from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.errors import CanonError
+from canon_ledger.infrastructure.bootstrap import bootstrap
+from canon_ledger.projections.runner import tracked
 from tests.conftest import create_database, drop_database
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

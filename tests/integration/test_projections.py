@@ -7,13 +7,13 @@ from pathlib import Path
 
 from sqlalchemy import event
 
-from application.packets.recipes import Request
-from application.parsing import parse_line
-from infrastructure.demo import STORY, sample_commands
-from projections.canon_tables import canon_tables
-from projections.canon import CanonProjection
-from projections.checksum import table_checksum
-from projections.sql_ops import execute
+from canon_ledger.application.packets.recipes import Request
+from canon_ledger.application.parsing import parse_line
+from canon_ledger.infrastructure.demo import STORY, sample_commands
+from canon_ledger.projections.canon_tables import canon_tables
+from canon_ledger.projections.canon import CanonProjection
+from canon_ledger.projections.checksum import table_checksum
+from canon_ledger.projections.sql_ops import execute
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,9 +74,9 @@ def test_a_page_read_before_another_catcher_moved_the_row_is_not_applied_again(s
     here it would put back a summary that a later event replaced. The row is claimed only
     where the page was read from; on PostgreSQL the claim goes out with the page's writes
     (one pipeline) and a failed claim rolls them back."""
-    from application.parsing import parse_command
-    from infrastructure.bootstrap import bootstrap
-    from projections.runner import Unclaimed
+    from canon_ledger.application.parsing import parse_command
+    from canon_ledger.infrastructure.bootstrap import bootstrap
+    from canon_ledger.projections.runner import Unclaimed
 
     def summary(n: int) -> int:
         [result] = services.ledger.apply([parse_command({
@@ -108,7 +108,7 @@ def test_a_page_read_before_another_catcher_moved_the_row_is_not_applied_again(s
     assert text.summary_text.endswith("SUMMARY-2") and runner.position() == latest
 
 
-PACKET_PATH = ["application/packets", "projections/canon_view.py", "projections/canon_tables.py"]
+PACKET_PATH = ["canon_ledger/application/packets", "canon_ledger/projections/canon_view.py", "canon_ledger/projections/canon_tables.py"]
 
 
 def _imports(path: Path) -> set[str]:
@@ -126,8 +126,8 @@ def test_the_packet_path_cannot_reach_drafts_or_proposals_by_import() -> None:
     assert files
     for path in files:
         imported = _imports(path)
-        assert "projections.authoring" not in imported, path
-        assert not any(m in imported for m in ("domain.draft", "eventsourcing.application")), path
+        assert "canon_ledger.projections.authoring" not in imported, path
+        assert not any(m in imported for m in ("canon_ledger.domain.draft", "eventsourcing.application")), path
         text = path.read_text()
         assert "authoring_" not in text and "stored_events" not in text, path
 
@@ -154,7 +154,7 @@ def test_compiling_a_packet_reads_only_canon_tables(services, monkeypatch) -> No
     event.listen(engine, "before_cursor_execute", record)
     try:
         with services.packets.reader.snapshot() as snap:
-            from application.packets.compiler import compile_packet
+            from canon_ledger.application.packets.compiler import compile_packet
 
             for role, chapter in [("writer", 5), ("planner", 5), ("qa", 3), ("summarizer", 4), ("chat", 5)]:
                 compile_packet(snap, Request(STORY, role, chapter, budget=100_000), services.packets.tokens)
@@ -184,7 +184,7 @@ def test_bulk_ops_keep_the_meaning_of_ops_applied_one_by_one(services) -> None:
     are written on insert only; a later op of a row wins)."""
     from sqlalchemy import JSON, Boolean, Column, Integer, MetaData, String, Table, select
 
-    from projections.sql_ops import Delete, Update, Upsert, _plan
+    from canon_ledger.projections.sql_ops import Delete, Update, Upsert, _plan
 
     md = MetaData()
 
@@ -219,7 +219,7 @@ def test_bulk_ops_keep_the_meaning_of_ops_applied_one_by_one(services) -> None:
 
 
 def test_a_build_dropped_between_the_registry_read_and_the_catch_up_is_looked_up_again(services, monkeypatch) -> None:
-    from projections.runner import BuildGone, ProjectionRunner
+    from canon_ledger.projections.runner import BuildGone, ProjectionRunner
 
     services.ledger.apply([parse_line(line) for line in sample_commands()])
     real = ProjectionRunner.catch_up

@@ -6,8 +6,8 @@ from __future__ import annotations
 import psycopg
 from sqlalchemy import text
 
-from infrastructure import read_store
-from infrastructure.stores import resolve_url, store_config
+from canon_ledger.infrastructure import read_store
+from canon_ledger.infrastructure.stores import resolve_url, store_config
 
 
 def _pid(engine) -> int:  # noqa: ANN001

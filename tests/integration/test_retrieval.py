@@ -9,14 +9,14 @@ from collections import Counter
 
 import pytest
 
-from application.parsing import parse_command, parse_line
-from application.retrieval.search import HybridSearch
-from infrastructure.bootstrap import bootstrap
-from infrastructure.demo import sample_commands
-from projections.checksum import table_checksum
-from projections.retrieval import catch_up_vectors
-from projections.retrieval_text import terms
-from projections.sql_ops import execute
+from canon_ledger.application.parsing import parse_command, parse_line
+from canon_ledger.application.retrieval.search import HybridSearch
+from canon_ledger.infrastructure.bootstrap import bootstrap
+from canon_ledger.infrastructure.demo import sample_commands
+from canon_ledger.projections.checksum import table_checksum
+from canon_ledger.projections.retrieval import catch_up_vectors
+from canon_ledger.projections.retrieval_text import terms
+from canon_ledger.projections.sql_ops import execute
 
 GUIDE = """# Lamplighting
 

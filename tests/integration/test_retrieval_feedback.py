@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 
-from application.parsing import parse_command
-from application.retrieval.search import HybridSearch
-from infrastructure.packet_retrieval import EarlierChapters
-from projections.retrieval_text import query_terms, terms
+from canon_ledger.application.parsing import parse_command
+from canon_ledger.application.retrieval.search import HybridSearch
+from canon_ledger.infrastructure.packet_retrieval import EarlierChapters
+from canon_ledger.projections.retrieval_text import query_terms, terms
 
 STORY = "harbour"
 QUERY = "lantern harbour"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-from application.retrieval.search import HybridSearch
+from canon_ledger.application.retrieval.search import HybridSearch
 from tests.integration.test_retrieval_feedback import (FILLER, QUERY, STORY, Broken, _apply, _chapter, _ingest,
                                                        stem)
 

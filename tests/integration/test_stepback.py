@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from application.knowledge.quota import Quota, QuotaPolicy
-from application.retrieval.stepback import DEFAULT_TTL_S, StepBack, cache_key, is_broad_query, normalise
-from infrastructure.bootstrap import bootstrap
-from infrastructure.providers.gemini import GeminiProvider
-from infrastructure.stepback_cache import SqlStepBackCache
+from canon_ledger.application.knowledge.quota import Quota, QuotaPolicy
+from canon_ledger.application.retrieval.stepback import DEFAULT_TTL_S, StepBack, cache_key, is_broad_query, normalise
+from canon_ledger.infrastructure.bootstrap import bootstrap
+from canon_ledger.infrastructure.providers.gemini import GeminiProvider
+from canon_ledger.infrastructure.stepback_cache import SqlStepBackCache
 from tests.fakes.gemini_server import FakeGemini
 
 BROAD = "What are the main themes of this story?"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import threading
 
-from application.packets.recipes import Request
-from infrastructure.api import LedgerAPI
-from infrastructure.demo import SAMPLE
+from canon_ledger.application.packets.recipes import Request
+from canon_ledger.infrastructure.api import LedgerAPI
+from canon_ledger.infrastructure.demo import SAMPLE
 
 
 def test_threads_read_their_own_writes(rs) -> None:

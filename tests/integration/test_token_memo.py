@@ -10,14 +10,14 @@ import sys
 import pytest
 from sqlalchemy import select, update
 
-from application.packets.recipes import Request
-from application.parsing import parse_line
-from infrastructure.bootstrap import canon_spec
-from infrastructure.demo import STORY, sample_commands
-from infrastructure.tokenizer import token_counter
-from projections.checksum import table_checksum
-from projections.read_models import ReadModels
-from projections.token_memo import TokenMemo, digest, token_memo
+from canon_ledger.application.packets.recipes import Request
+from canon_ledger.application.parsing import parse_line
+from canon_ledger.infrastructure.bootstrap import canon_spec
+from canon_ledger.infrastructure.demo import STORY, sample_commands
+from canon_ledger.infrastructure.tokenizer import token_counter
+from canon_ledger.projections.checksum import table_checksum
+from canon_ledger.projections.read_models import ReadModels
+from canon_ledger.projections.token_memo import TokenMemo, digest, token_memo
 
 
 class CountingCounter:
@@ -86,7 +86,7 @@ def test_counts_hit_the_memo_and_misses_are_counted_once_and_stored(services) ->
 
 def test_a_few_texts_are_counted_without_a_lookup_and_still_stored(services, monkeypatch) -> None:
     """A live catch-up of one command: counting its text costs less than a look-up's statement."""
-    from projections.token_memo import COUNT_DIRECTLY
+    from canon_ledger.projections.token_memo import COUNT_DIRECTLY
 
     tokens = token_counter()
     memo = TokenMemo(tokens.name)
@@ -175,7 +175,7 @@ def test_recount_does_not_resume_an_unfinished_build(demo) -> None:
 
 def test_cli_rebuild_recount(tmp_path) -> None:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
-    from infrastructure.bootstrap import bootstrap
+    from canon_ledger.infrastructure.bootstrap import bootstrap
 
     s = bootstrap(url)
     try:
@@ -185,7 +185,7 @@ def test_cli_rebuild_recount(tmp_path) -> None:
             conn.execute(update(token_memo).values(tokens=token_memo.c.tokens + 1))
     finally:
         s.close()
-    cli = [sys.executable, "-m", "infrastructure.cli", "--db", url]
+    cli = [sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", url]
     run = subprocess.run([*cli, "rebuild", "--projection", "canon", "--format", "json"], capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 0, run.stderr

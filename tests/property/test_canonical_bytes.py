@@ -6,7 +6,7 @@ text of any script, control characters, quotes, emoji, integers of any size, nes
 
 from hypothesis import given, settings, strategies as st
 
-from application.packets.packet import canonical_bytes, canonical_json
+from canon_ledger.application.packets.packet import canonical_bytes, canonical_json
 
 # Lone surrogates cannot be encoded as UTF-8 by either encoder (both raise), so they are excluded.
 text = st.text(alphabet=st.characters(exclude_categories=("Cs",)))

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from application.parsing import parse_command
-from infrastructure.bootstrap import bootstrap
-from infrastructure.cli import _parse
+from canon_ledger.application.parsing import parse_command
+from canon_ledger.infrastructure.bootstrap import bootstrap
+from canon_ledger.infrastructure.cli import _parse
 from tests.conftest import initialised
 
 settings.register_profile("default", max_examples=150, deadline=None,
@@ -182,7 +182,7 @@ def test_the_cli_answers_every_hostile_line_with_one_strict_json_result(tmp_path
     db = tmp_path_factory.mktemp("cli") / "fuzz.db"
     initialised(f"sqlite:///{db}")
     body = b"".join(line + b"\n" for line in lines)
-    result = subprocess.run([sys.executable, "-m", "infrastructure.cli", "--db", f"sqlite:///{db}", "--format", "json",
+    result = subprocess.run([sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", f"sqlite:///{db}", "--format", "json",
                              "apply", "-"], input=body, capture_output=True, timeout=300)
     assert b"Traceback" not in result.stderr, result.stderr.decode(errors="replace")
     assert result.returncode in (0, 1)

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from application.packets.recipes import Request
-from application.parsing import parse_command
-from infrastructure.bootstrap import bootstrap
+from canon_ledger.application.packets.recipes import Request
+from canon_ledger.application.parsing import parse_command
+from canon_ledger.infrastructure.bootstrap import bootstrap
 
 settings.register_profile("default", max_examples=200, deadline=None,
                           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

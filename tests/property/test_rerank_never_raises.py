@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from application.retrieval.fusion import rrf
-from application.retrieval.ports import Candidate, Hit
-from application.retrieval.rerank import rerank
+from canon_ledger.application.retrieval.fusion import rrf
+from canon_ledger.application.retrieval.ports import Candidate, Hit
+from canon_ledger.application.retrieval.rerank import rerank
 
 RETRIEVERS = ("keyword", "vector", "pages")
 ids = st.sampled_from([f"c{i}" for i in range(12)])

@@ -11,11 +11,11 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 
-from application.handlers import handle
-from application.parsing import parse_command
-from application.unit_of_work import UnitOfWork
-from domain.errors import CanonError
-from infrastructure.tokenizer import token_counter
+from canon_ledger.application.handlers import handle
+from canon_ledger.application.parsing import parse_command
+from canon_ledger.application.unit_of_work import UnitOfWork
+from canon_ledger.domain.errors import CanonError
+from canon_ledger.infrastructure.tokenizer import token_counter
 
 
 class History:

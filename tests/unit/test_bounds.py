@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from application.parsing import decode_line, parse_command, parse_line
-from domain import bounds as b
-from domain.commands import json_schema
-from domain.errors import CanonError, InvalidCommand
+from canon_ledger.application.parsing import decode_line, parse_command, parse_line
+from canon_ledger.domain import bounds as b
+from canon_ledger.domain.commands import json_schema
+from canon_ledger.domain.errors import CanonError, InvalidCommand
 
 BASE = {
     "start_story": {"type": "start_story", "command_id": "c", "story_id": "s", "title": "T", "style_guardrails": [],
@@ -90,7 +90,7 @@ def test_values_at_the_bounds_are_accepted() -> None:
 
 
 def test_domain_rules_bound_the_fields_packets_act_on() -> None:
-    from domain.canon import require_control_fields
+    from canon_ledger.domain.canon import require_control_fields
 
     for fields, field in (({"hidden_until": b.MAX_CHAPTER + 1}, "fields.hidden_until"),
                           ({"state": "s" * (b.MAX_STATE + 1)}, "fields.state"),

@@ -1,6 +1,6 @@
 """Canon lifecycle: proposed -> confirmed | rejected; confirmed -> revised | retired."""
 
-from domain.canon import CanonEntry
+from canon_ledger.domain.canon import CanonEntry
 from tests.unit.spec import confirm, given, propose, reject, retire, start
 
 
@@ -85,8 +85,8 @@ def test_as_of_a_chapter_sees_the_last_step_in_force():
 def test_unknown_kinds_are_refused_by_the_domain():
     import pytest
 
-    from domain.canon import CanonProposal
-    from domain.errors import RuleViolated
+    from canon_ledger.domain.canon import CanonProposal
+    from canon_ledger.domain.errors import RuleViolated
 
     with pytest.raises(RuleViolated) as e:
         CanonProposal.propose(story_id="s", proposal_id="p", kind="spaceship", key="k", name="K", aliases=[],

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import tiktoken
 
-from domain.chunking import _CUT_POINT, _heading, chunk_chapter, chunk_document
-from infrastructure.demo import SAMPLE
-from infrastructure.tokenizer import DEFAULT_ENCODING, token_counter
+from canon_ledger.domain.chunking import _CUT_POINT, _heading, chunk_chapter, chunk_document
+from canon_ledger.infrastructure.demo import SAMPLE
+from canon_ledger.infrastructure.tokenizer import DEFAULT_ENCODING, token_counter
 
 # ../shared/data/novels/war_and_peace.txt (public domain, 3.2 MB), committed so the
 # test runs on any clone and can never skip.

@@ -2,9 +2,9 @@
 
 import pytest
 
-from application.parsing import parse_line
-from domain.commands import json_schema
-from domain.errors import InvalidCommand
+from canon_ledger.application.parsing import parse_line
+from canon_ledger.domain.commands import json_schema
+from canon_ledger.domain.errors import InvalidCommand
 
 TYPES = {
     "start_story", "plan_chapter", "add_scene_card", "propose_canon", "confirm_canon", "reject_canon",

@@ -47,7 +47,7 @@ def test_editing_refuses_unknown_chunks_and_no_op_edits_append_nothing():
 def test_long_sections_split_into_children_within_the_token_limit():
     body = "\n\n".join(f"Paragraph {i} " + "word " * 60 for i in range(12))
     events = given().when(ingest("long.md", f"# Long\n{body}", max_chunk_tokens=128)).then("Document.Ingested")
-    from infrastructure.tokenizer import token_counter
+    from canon_ledger.infrastructure.tokenizer import token_counter
 
     counter = token_counter()
     assert len(events[0].chunks) > 4

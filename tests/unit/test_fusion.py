@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from application.retrieval.fusion import rrf, wide
-from application.retrieval.ports import Hit
+from canon_ledger.application.retrieval.fusion import rrf, wide
+from canon_ledger.application.retrieval.ports import Hit
 
 
 def hits(*pairs: tuple[str, float | None]) -> list[Hit]:
@@ -108,7 +108,7 @@ class _TwoLists:
     VECTOR = [("c/b#_/0", 0.81), ("c/e#_/0", 0.805), ("c/a#_/0", 0.80), ("c/f#_/0", 0.10)]
 
     def keyword(self, query, collection_ids, limit):
-        from application.retrieval.search_ports import KeywordResult
+        from canon_ledger.application.retrieval.search_ports import KeywordResult
 
         return KeywordResult([Hit(i, s) for i, s in self.KEYWORD[:limit]], ["q"], "fake bm25")
 
@@ -116,7 +116,7 @@ class _TwoLists:
         return [Hit(i, s) for i, s in self.VECTOR[:limit]]
 
     def docs(self, ids):
-        from application.retrieval.search_ports import Doc
+        from canon_ledger.application.retrieval.search_ports import Doc
 
         return {i: Doc(i, "chunk", "c", f"text of {i}") for i in ids}
 
@@ -125,16 +125,16 @@ class _TwoLists:
 
 
 def _run(**options):
-    from application.retrieval.search import HybridSearch
+    from canon_ledger.application.retrieval.search import HybridSearch
 
     result = HybridSearch(_Embedder(), feedback="off", **options).search(_TwoLists(), ["c"], "q", 2)
     return [h.id for h in result.hits], {s.step: s for s in result.stages}
 
 
 def test_the_default_fusion_is_the_zscore_of_every_candidate_and_its_stages_say_so() -> None:
-    from application.retrieval.fusion import ZSCORE
-    from application.retrieval.rerank import MISSING_PENALTY
-    from application.retrieval.search import HybridSearch
+    from canon_ledger.application.retrieval.fusion import ZSCORE
+    from canon_ledger.application.retrieval.rerank import MISSING_PENALTY
+    from canon_ledger.application.retrieval.search import HybridSearch
 
     assert HybridSearch(None).fusion == ZSCORE and HybridSearch(None).missing_penalty == MISSING_PENALTY
     hits, stages = _run()
@@ -159,7 +159,7 @@ def test_rrf_then_zscore_keeps_the_pool_and_plain_rrf_keeps_its_order() -> None:
 
 @pytest.mark.parametrize("options", [{"fusion": "combmnz"}, {"pool_factor": 0}, {"depth": 0}, {"rrf_k": -1}])
 def test_a_pipeline_with_an_unknown_fusion_or_an_impossible_size_is_refused(options) -> None:
-    from application.retrieval.search import HybridSearch
+    from canon_ledger.application.retrieval.search import HybridSearch
 
     with pytest.raises(ValueError):
         HybridSearch(None, **options)

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from application.retrieval.ports import Hit
-from application.retrieval.search import FIRST_PASS, HybridSearch
-from application.retrieval.search_ports import Doc, KeywordResult, TermStats
+from canon_ledger.application.retrieval.ports import Hit
+from canon_ledger.application.retrieval.search import FIRST_PASS, HybridSearch
+from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult, TermStats
 
 # Two chunks of section a (a cut in two by the token limit), then one chunk per section.
 RANKED = ["c/d#a/0", "c/d#a/1", *[f"c/d#s{i:02d}/0" for i in range(15)]]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 
-from application.audit import _differences
-from application.packets.packet import TIERS, Item, Packet, Stage
-from application.packets.service import issued
-from domain.packet_log import PacketRecord, dropped_summary, kept_items
+from canon_ledger.application.audit import _differences
+from canon_ledger.application.packets.packet import TIERS, Item, Packet, Stage
+from canon_ledger.application.packets.service import issued
+from canon_ledger.domain.packet_log import PacketRecord, dropped_summary, kept_items
 
 
 def _packet(*items: Item) -> Packet:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from application.packet_view import budget_bar, by_tier, diff_packets
+from canon_ledger.application.packet_view import budget_bar, by_tier, diff_packets
 
 
 def item(tier: str, kind: str, key: str, text: str = "t", status: str = "included", tokens: int = 10) -> dict[str, Any]:

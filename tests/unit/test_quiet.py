@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from projections.runner import Quiet
+from canon_ledger.projections.runner import Quiet
 
 CANON = ["canon.Established"]
 
@@ -101,7 +101,7 @@ class _Projection:
 def _runner(log: _Log, page_size: int = 1000):  # noqa: ANN202
     from contextlib import contextmanager
 
-    from projections.runner import ProjectionRunner
+    from canon_ledger.projections.runner import ProjectionRunner
 
     class _Runner(ProjectionRunner):
         tracked_at = 0

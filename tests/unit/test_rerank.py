@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from application.retrieval.fusion import rrf
-from application.retrieval.ports import Candidate, Hit
-from application.retrieval.rerank import MISSING_PENALTY, at_mean, below_lowest, missing_rule, rerank, zscore_order
+from canon_ledger.application.retrieval.fusion import rrf
+from canon_ledger.application.retrieval.ports import Candidate, Hit
+from canon_ledger.application.retrieval.rerank import MISSING_PENALTY, at_mean, below_lowest, missing_rule, rerank, zscore_order
 
 
 def cand(cid: str, fused: float = 0.0, **scores: float | None) -> Candidate:

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from application.retrieval.ports import Hit
-from application.retrieval.rocchio import ALPHA, BETA, ROCCHIO_DOCS, expand_vector, rocchio
+from canon_ledger.application.retrieval.ports import Hit
+from canon_ledger.application.retrieval.rocchio import ALPHA, BETA, ROCCHIO_DOCS, expand_vector, rocchio
 
 
 def _unit(v: list[float]) -> list[float]:

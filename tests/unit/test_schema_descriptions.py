@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from domain import bounds as b
-from domain import commands
-from domain.canon import KINDS
-from domain.commands import json_schema
-from domain.story import DEFAULT_BUDGETS, ROLES
+from canon_ledger.domain import bounds as b
+from canon_ledger.domain import commands
+from canon_ledger.domain.canon import KINDS
+from canon_ledger.domain.commands import json_schema
+from canon_ledger.domain.story import DEFAULT_BUDGETS, ROLES
 
 SCHEMA = json_schema()
 DEFS = SCHEMA["$defs"]
@@ -114,7 +114,7 @@ def test_hidden_until_says_what_it_hides_and_until_when() -> None:
     # The rule the description states is the one the packet recipes apply: hidden while K < N.
     from types import SimpleNamespace
 
-    from application.packets.recipes import _hidden
+    from canon_ledger.application.packets.recipes import _hidden
     entry = SimpleNamespace(hidden_until=9)
     assert _hidden(entry, 8) == "hidden until chapter 9" and _hidden(entry, 9) is None
     assert _hidden(SimpleNamespace(hidden_until=None), 1) is None
@@ -125,7 +125,7 @@ def test_thread_states_name_the_value_that_resolves_a_thread() -> None:
     for needed in ("`resolved`", "case-insensitively", "`open`", "`advanced`", "keeps it active", "thread"):
         assert needed in text, needed
     # ... and it is the value the read models compare with (projections/canon_tables.is_active).
-    from projections.canon_tables import is_active
+    from canon_ledger.projections.canon_tables import is_active
     source = inspect.getsource(is_active)
     assert "'resolved'" in source and "lower" in source
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from application.retrieval.ports import Hit
-from application.retrieval.search import HybridSearch, section_of
-from application.retrieval.search_ports import Doc, KeywordResult
+from canon_ledger.application.retrieval.ports import Hit
+from canon_ledger.application.retrieval.search import HybridSearch, section_of
+from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult
 
 
 class Snapshot:

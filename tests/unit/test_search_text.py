@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from projections.retrieval_tables import collection_token
-from projections.retrieval_text import key64, query_terms, terms
-from projections.retrieval_view import _quote
+from canon_ledger.projections.retrieval_tables import collection_token
+from canon_ledger.projections.retrieval_text import key64, query_terms, terms
+from canon_ledger.projections.retrieval_view import _quote
 
 
 def test_terms_are_folded_stemmed_and_stopword_free() -> None:

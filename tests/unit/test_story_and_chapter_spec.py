@@ -27,8 +27,8 @@ def test_chapter_numbers_are_unique_in_a_story():
 
 
 def test_chapter_numbers_are_positive_in_the_domain_too():
-    from domain.chapter import Chapter
-    from domain.errors import RuleViolated
+    from canon_ledger.domain.chapter import Chapter
+    from canon_ledger.domain.errors import RuleViolated
     import pytest
 
     with pytest.raises(RuleViolated) as e:

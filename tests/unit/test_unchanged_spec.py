@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from domain.commands import json_schema
+from canon_ledger.domain.commands import json_schema
 from tests.unit.spec import (
     accept, chapter_summary, confirm, edit, given, ingest, plan, propose, reject, reject_draft, retire, scene, start,
     submit, volume_summary,

@@ -1,0 +1,59 @@
+"""L1 as it was: a retriever that serves a packet's recorded hits again, rebuilt from the log.
+
+Retrieval ranks with models, indexes and caches that are not events, so an audit does not
+re-rank. It takes the hits PacketIssued recorded and rebuilds each one's text from the event
+its source names: a chunk from the chapter text accepted there (chunked again, the same pure
+function the projections use), a wiki page from the compile recorded there. A hit whose
+event is not what it claims, or whose chapter text was replaced before the packet's position,
+comes back with no text, so the replayed packet cannot match its hash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from canon_ledger.application.packets.packet import Stage
+from canon_ledger.application.packets.ports import Recall, Recalled
+from canon_ledger.domain.chapter import Chapter
+from canon_ledger.domain.chunking import chunk_chapter, story_collection
+from canon_ledger.domain.tokens import TokenCounter
+from canon_ledger.domain.wiki import WikiPage, page_doc_id, page_summary
+
+
+class RecordedRecall:
+    """A Retriever that answers with ``record`` (PacketIssued.recall), texts rebuilt from events.
+
+    ``event_at(position)`` reads one event from the log; ``canon_events`` are the story's
+    canon events up to the packet's position (the audit's replay holds them).
+    """
+
+    def __init__(self, record: Mapping[str, Any], event_at: Callable[[int], Any], canon_events: Mapping[int, Any],
+                 tokens: TokenCounter) -> None:
+        self.record = record
+        self.event_at = event_at
+        self.canon_events = canon_events
+        self.tokens = tokens
+
+    def recall(self, story_id: str, chapter: int, query: str) -> Recall:
+        hits = [Recalled(h["id"], h["kind"], self._text(story_id, h, h["sources"]), tuple(h["sources"]))
+                for h in self.record.get("hits", [])]
+        stages = [Stage(s["step"], s["status"], s["detail"]) for s in self.record.get("stages", [])]
+        return Recall(self.record.get("query", query), hits, stages)
+
+    def _text(self, story_id: str, hit: Mapping[str, Any], sources: list[int]) -> str:
+        if len(sources) != 1:
+            return ""
+        event = self.event_at(sources[0])
+        if hit["kind"] == "chunk" and isinstance(event, Chapter.TextAccepted) and event.story_id == story_id:
+            latest = max((p for p, e in self.canon_events.items() if isinstance(e, Chapter.TextAccepted)
+                          and e.chapter == event.chapter), default=None)
+            if latest != sources[0]:
+                return ""  # replaced by a later acceptance before the packet: not canon then
+            chunks = chunk_chapter(story_id, event.chapter, event.text, self.tokens).chunks
+            return next((c.text for c in chunks if c.chunk_id == hit["id"]), "")
+        if (hit["kind"] == "wiki_page" and isinstance(event, WikiPage.PageCompiled)
+                and event.collection_id == story_collection(story_id)
+                and page_doc_id(event.topic_id) == hit["id"]):
+            return page_summary(event.page["title"], event.page["tldr"])
+        return ""

@@ -1,0 +1,220 @@
+"""Canon: proposals and the entries they make.
+
+A CanonProposal is proposed -> confirmed | rejected. Confirming one establishes the
+CanonEntry for (story, kind, key), or, when the entry already exists, revises it: a
+progression effective from the proposal's ``valid_from`` chapter. Retiring appends a
+retirement to the same timeline, so "the entry as of chapter K" is one rule for all:
+the last timeline step with ``valid_from <= K`` (ties: the later confirmation wins).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventsourcing.domain import Aggregate, event
+
+from canon_ledger.domain import ids
+from canon_ledger.domain.bounds import MAX_CHAPTER, MAX_ID, MAX_NODE_KIND, MAX_STATE
+from canon_ledger.domain.chapter import require_positive
+from canon_ledger.domain.errors import RuleViolated
+
+KINDS = (
+    "character",
+    "location",
+    "world_rule",
+    "item",
+    "faction",
+    "thread",
+    "timeline_event",
+    "development_chain",
+)
+PROPOSED, CONFIRMED, REJECTED = "proposed", "confirmed", "rejected"
+
+
+def require_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise RuleViolated("unknown_canon_kind", f"kind {kind!r} is not one of {', '.join(KINDS)}", "kind")
+
+
+def _chapter_number(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_CHAPTER
+
+
+def require_control_fields(fields: dict[str, Any]) -> None:
+    """``fields`` is free-form, except the keys packets act on: a reveal must never leak early
+    because a ``hidden_until`` was a string."""
+    if "hidden_until" in fields and fields["hidden_until"] is not None and not _chapter_number(fields["hidden_until"]):
+        raise RuleViolated("hidden_until_must_be_a_chapter",
+                           f"fields.hidden_until must be a chapter number, 1..{MAX_CHAPTER:,}", "fields.hidden_until")
+    if "state" in fields and not (isinstance(fields["state"], str) and len(fields["state"]) <= MAX_STATE):
+        raise RuleViolated("state_must_be_text",
+                           f"fields.state must be a string of at most {MAX_STATE} characters (e.g. open, resolved)",
+                           "fields.state")
+    nodes = fields.get("nodes")
+    if nodes is None:
+        return
+    ok = isinstance(nodes, list) and all(
+        isinstance(n, dict)
+        and isinstance(n.get("id"), str) and 0 < len(n["id"]) <= MAX_ID
+        and isinstance(n.get("text"), str)
+        and isinstance(n.get("kind", "node"), str) and len(n.get("kind", "node")) <= MAX_NODE_KIND
+        and (n.get("hidden_until") is None or _chapter_number(n["hidden_until"]))
+        for n in nodes
+    )
+    if not ok or len({n["id"] for n in nodes}) != len(nodes):
+        raise RuleViolated(
+            "chain_nodes_must_be_well_formed",
+            f"fields.nodes must be a list of {{id, text, kind?, hidden_until?}} with unique ids (at most {MAX_ID} "
+            f"characters), kinds of at most {MAX_NODE_KIND} characters and chapter numbers",
+            "fields.nodes",
+        )
+
+
+class CanonProposal(Aggregate):
+    @staticmethod
+    def create_id(story_id: str, proposal_id: str, **_: Any):  # type: ignore[override]
+        return ids.proposal_id(story_id, proposal_id)
+
+    @event("Proposed")
+    def __init__(
+        self,
+        story_id: str,
+        proposal_id: str,
+        kind: str,
+        key: str,
+        name: str,
+        aliases: list[str],
+        text: str,
+        fields: dict[str, Any],
+        tags: list[str],
+        valid_from: int,
+    ) -> None:
+        self.story_id = story_id
+        self.proposal_id = proposal_id
+        self.kind = kind
+        self.key = key
+        self.name = name
+        self.aliases = list(aliases)
+        self.text = text
+        self.fields = dict(fields)
+        self.tags = list(tags)
+        self.valid_from = valid_from
+        self.status = PROPOSED
+        self.reason: str | None = None
+
+    @classmethod
+    def propose(cls, **kwargs: Any) -> CanonProposal:
+        require_kind(kwargs["kind"])
+        require_positive(kwargs["valid_from"], "valid_from")
+        require_control_fields(kwargs["fields"])
+        return cls(**kwargs)
+
+    def confirm(self) -> bool:
+        """Confirm a pending proposal; False when it is confirmed already (nothing changes)."""
+        if self.status == REJECTED:
+            raise RuleViolated(
+                "rejected_proposal_cannot_be_confirmed",
+                f"proposal {self.proposal_id!r} was rejected ({self.reason}); a rejected proposal cannot be confirmed",
+                "proposal_id",
+            )
+        if self.status == CONFIRMED:
+            return False
+        self._confirm(story_id=self.story_id, proposal_id=self.proposal_id)
+        return True
+
+    @event("Confirmed")
+    def _confirm(self, story_id: str, proposal_id: str) -> None:
+        self.status = CONFIRMED
+
+    def reject(self, reason: str) -> None:
+        if self.status == REJECTED and reason == self.reason:
+            return  # rejected already, for this reason: nothing changes
+        if self.status != PROPOSED:
+            raise RuleViolated(
+                f"{self.status}_proposal_cannot_be_rejected",
+                f"proposal {self.proposal_id!r} is already {self.status}"
+                + (f" ({self.reason})" if self.status == REJECTED else "")
+                + "; only a pending proposal can be rejected",
+                "proposal_id",
+            )
+        self._reject(story_id=self.story_id, proposal_id=self.proposal_id, reason=reason)
+
+    @event("Rejected")
+    def _reject(self, story_id: str, proposal_id: str, reason: str) -> None:
+        self.status = REJECTED
+        self.reason = reason
+
+    def as_version(self) -> dict[str, Any]:
+        return {
+            "proposal_id": self.proposal_id,
+            "valid_from": self.valid_from,
+            "name": self.name,
+            "aliases": list(self.aliases),
+            "text": self.text,
+            "fields": dict(self.fields),
+            "tags": list(self.tags),
+        }
+
+
+class CanonEntry(Aggregate):
+    """Confirmed canon for one (story, kind, key): a timeline of versions and retirements."""
+
+    @staticmethod
+    def create_id(story_id: str, kind: str, key: str, **_: Any):  # type: ignore[override]
+        return ids.canon_entry_id(story_id, kind, key)
+
+    @event("Established")
+    def __init__(self, story_id: str, kind: str, key: str, version: dict[str, Any]) -> None:
+        self.story_id = story_id
+        self.kind = kind
+        self.key = key
+        self.timeline: list[dict[str, Any]] = [dict(version)]
+
+    def revise(self, version: dict[str, Any]) -> None:
+        self._revise(story_id=self.story_id, kind=self.kind, key=self.key, version=version)
+
+    @event("Revised")
+    def _revise(self, story_id: str, kind: str, key: str, version: dict[str, Any]) -> None:
+        self.timeline.append(dict(version))
+
+    def as_of(self, chapter: int) -> dict[str, Any] | None:
+        """The step in force at ``chapter``; a retirement step means 'not in canon'."""
+        current = None
+        for step in self.timeline:
+            if step["valid_from"] <= chapter and (current is None or step["valid_from"] >= current["valid_from"]):
+                current = step
+        return current
+
+    def retire(self, valid_from: int, reason: str) -> None:
+        require_positive(valid_from, "valid_from")
+        step = self.as_of(valid_from)
+        if step == _retirement(valid_from, reason):
+            return  # retired from this chapter already, for this reason: nothing changes
+        if step is None or step.get("retired"):
+            raise RuleViolated(
+                "only_confirmed_canon_can_be_retired",
+                f"{self.kind} {self.key!r} is not in canon at chapter {valid_from}",
+                "valid_from",
+            )
+        self._retire(story_id=self.story_id, kind=self.kind, key=self.key, valid_from=valid_from, reason=reason)
+
+    @event("Retired")
+    def _retire(self, story_id: str, kind: str, key: str, valid_from: int, reason: str) -> None:
+        self.timeline.append(_retirement(valid_from, reason))
+
+
+def _retirement(valid_from: int, reason: str) -> dict[str, Any]:
+    """A retirement step of an entry's timeline."""
+    return {"valid_from": valid_from, "retired": True, "reason": reason}
+
+
+def confirm_proposal(proposal: CanonProposal, entry: CanonEntry | None) -> CanonEntry | None:
+    """Confirm ``proposal`` into ``entry``: establish it, or revise it from ``valid_from``.
+    None when it was confirmed before: its version is in the entry's timeline already."""
+    if not proposal.confirm():
+        return None
+    version = proposal.as_version()
+    if entry is None:
+        return CanonEntry(story_id=proposal.story_id, kind=proposal.kind, key=proposal.key, version=version)
+    entry.revise(version=version)
+    return entry

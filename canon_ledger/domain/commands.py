@@ -1,0 +1,414 @@
+"""The authoring app's command vocabulary: one pydantic discriminated union on ``type``.
+
+This is a public contract (DESIGN §4): fields may be added, never renamed. The same models
+serve the Python API, ``canon apply`` and the published JSON Schema (``canon schema``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
+
+from canon_ledger.domain import bounds as b
+from canon_ledger.domain.canon import KINDS
+from canon_ledger.domain.story import DEFAULT_BUDGETS, ROLES
+
+
+def _storable(value: str) -> str:
+    why = b.text_problem(value)
+    if why is not None:
+        raise ValueError(why)
+    return value
+
+
+def _bounded_fields(value: dict[str, Any]) -> dict[str, Any]:
+    why = b.fields_problem(value)
+    if why is None and b.compact_size(value) > b.MAX_FIELDS_BYTES:
+        why = f"fields: larger than {b.MAX_FIELDS_BYTES} bytes as JSON"
+    if why is not None:
+        raise ValueError(why)
+    return value
+
+
+def _text(max_length: int, min_length: int = 0, pattern: str | None = None) -> Any:
+    """A string of at most ``max_length`` characters that both stores can hold."""
+    return Annotated[str, StringConstraints(min_length=min_length, max_length=max_length, pattern=pattern),
+                     AfterValidator(_storable)]
+
+
+def _list(item: Any) -> Any:
+    return Annotated[list[item], Field(max_length=b.MAX_LIST)]
+
+
+_NO_SPACE = r"^[^\s\x00-\x1f]+$"
+Id = _text(b.MAX_ID, 1, _NO_SPACE)
+StoryId = _text(b.MAX_STORY_ID, 1, _NO_SPACE)
+Key = _text(b.MAX_ID, 1)
+Name = _text(b.MAX_NAME, 1)
+Line = _text(b.MAX_LINE_TEXT)
+Alias = _text(b.MAX_ALIAS)
+Tag = _text(b.MAX_ID)
+CanonText = _text(b.MAX_CANON_TEXT)
+Summary = _text(b.MAX_CANON_TEXT, 1)
+Number = Annotated[int, Field(ge=1, le=b.MAX_CHAPTER, strict=True,
+                              description=f"A chapter or volume number, 1..{b.MAX_CHAPTER:,}.")]
+Fields = Annotated[dict[str, Any], AfterValidator(_bounded_fields), Field(
+    description="Free-form structured facts, kept whole. Keys packets act on: `state` (a thread's state, "
+                f"e.g. open / resolved; at most {b.MAX_STATE} characters), `hidden_until` (a chapter number: "
+                "the entry stays out of packets before it), `nodes` (a development chain: a list of "
+                "{id, text, kind?, hidden_until?}). "
+                f"At most {b.MAX_FIELDS_DEPTH} levels deep, {b.MAX_FIELDS_ITEMS} items and {b.MAX_FIELDS_BYTES} bytes.")]
+Kind = Literal[KINDS]  # type: ignore[valid-type]
+Role = Literal[ROLES]  # type: ignore[valid-type]
+
+# Descriptions published by ``canon schema`` (issue 21): every field says what it is, its unit and
+# its allowed values. Descriptions only: the types, names and bounds above are the contract.
+_CHAPTERS = f"1..{b.MAX_CHAPTER:,}"
+_ID_CHARS = "characters, no whitespace or control characters"
+_KINDS = ", ".join(f"`{k}`" for k in KINDS)
+_ROLES = ", ".join(f"`{r}`" for r in ROLES)
+_IN_FORCE = ("A packet or view for chapter K sees each entry as the last confirmed step (version or retirement) "
+             "with `valid_from` <= K; on a tie the later confirmation wins.")
+_KEY = (f"The entry's stable key within its kind (1..{b.MAX_ID} characters), e.g. a slug of the name; the same key "
+        "may be used under another kind. Confirming a proposal for a (kind, key) that already has confirmed canon "
+        "revises that entry (a new version from its `valid_from`); scene cards tag entries by key.")
+_VALID_FROM = (
+    f"Chapter number ({_CHAPTERS}) from which this version is in force once confirmed. {_IN_FORCE} "
+    "Before the first version's `valid_from` the entry is not in canon (a scene card's tag of it is dropped "
+    "\"not in canon as of chapter K\"); a later `valid_from` makes a progression (chapters before it keep the "
+    "earlier version); a later `retire_canon` takes it out from its own `valid_from`. `valid_from` is when the "
+    "fact is true; `fields.hidden_until` is when packets may show it: a packet for chapter K shows this version "
+    "only if `valid_from` <= K and `hidden_until` is absent, null or <= K."
+)
+_FIELDS = (
+    "Structured facts about the entry as one JSON object, kept whole with this version; the keys not listed below are "
+    "free-form (any kind: e.g. {\"age\": 17, \"role\": \"keeper\"}) and are rendered in packets as `key: value` pairs, "
+    "sorted by key. Keys packets act on (checked on `propose_canon`): "
+    f"`state` (any kind; a string of at most {b.MAX_STATE} characters, rendered first; for a `thread` it is the "
+    "thread's state: `resolved` (compared case-insensitively) closes it, so it is no longer listed among a packet's "
+    "active threads (P1; chat P3) from this version's `valid_from`; any other value, e.g. `open` or `advanced`, or "
+    "no `state`, keeps it active; refused otherwise with `state_must_be_text`); "
+    f"`hidden_until` (any kind; a chapter number N, {_CHAPTERS}, or null for none: spoiler protection for this "
+    "version only. A packet for chapter K < N lists the entry `dropped` with the reason \"hidden until chapter N\", "
+    "no text and 0 tokens (its kind, key and source positions still show: choose a key that gives nothing away), and "
+    "does not fall back to an earlier version; for K >= N it is packed as usual, and N <= `valid_from` hides nothing. "
+    "A later version without it is visible from its own `valid_from`. Only "
+    "packets hide it: authoring and canon views (`canon canon`, the HTTP and MCP canon views) list it with its "
+    "`hidden_until`. Refused otherwise with `hidden_until_must_be_a_chapter`); "
+    f"`nodes` (a `development_chain`'s foreshadow -> payoff steps: a list of {{id, text, kind?, hidden_until?}} with "
+    f"unique ids of 1..{b.MAX_ID} characters, a text string, a kind of at most {b.MAX_NODE_KIND} characters (default "
+    "`node`, e.g. `foreshadow`, `payoff`) and a chapter `hidden_until` that hides that node alone; each node is a P4 "
+    "item while the chain's version is in force; checked on every kind, read only for chains; refused otherwise with "
+    "`chain_nodes_must_be_well_formed`). "
+    f"Bounds: at most {b.MAX_FIELDS_DEPTH} levels of objects and lists deep, {b.MAX_FIELDS_ITEMS:,} keys and list "
+    f"items in all, {b.MAX_FIELDS_BYTES:,} bytes as compact UTF-8 JSON; keys are strings of at most {b.MAX_ID} "
+    f"characters; integers within +/-{b.MAX_JSON_INT:,} (2^53 - 1); numbers finite; no NUL or lone surrogates "
+    "(refused with `invalid_field`). Use {} for none."
+)
+_BUDGETS = (
+    "Per-role packet token budgets: an object whose keys are roles (" + _ROLES + ") and whose values are tokens "
+    f"(0..{b.MAX_BUDGET:,}), counted with tiktoken `cl100k_base`. A role left out takes its default: "
+    + ", ".join(f"{role} {tokens:,}" for role, tokens in DEFAULT_BUDGETS.items())
+    + ". Fixed when the story starts (no command changes them); `canon packet --budget` (HTTP `budget=`) overrides "
+    "them for one packet. A budget smaller than the packet's P0 hard constraints is refused when the packet is asked "
+    "for (`p0_exceeds_budget`)."
+)
+
+
+def _tags(tag: str, kind: str) -> str:
+    return (f"Keys of confirmed `{kind}` entries this scene involves ({tag}; 0..{b.MAX_LIST} keys of "
+            f"1..{b.MAX_ID} characters, [] for none). Each must name an entry confirmed in this story as a `{kind}` "
+            "(any version, at any chapter), else the card is refused with `scene_card_tags_must_be_confirmed_canon`. "
+            "Packets for the chapter carry each tagged entry as of the chapter in P1; one not in force then is "
+            "listed `dropped` (\"not in canon as of chapter K\"), one hidden then (`fields.hidden_until`) `dropped` "
+            "without its text, a retired one as its retirement notice.")
+
+
+class _Command(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command_id: Id = Field(description=(
+        f"Client-chosen id of this command, 1..{b.MAX_ID} {_ID_CHARS}, unique in the whole store (every story and "
+        "collection). A retried command with the same id and the same content is applied once (the retry answers "
+        "`duplicate` and writes nothing); the same id on a different command is refused "
+        "(`command_id_must_identify_one_command`)."))
+
+    def digest(self) -> str:
+        """Content hash used to tell a retry from a different command reusing the id."""
+        body = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(body.encode()).hexdigest()
+
+
+class _StoryCommand(_Command):
+    story_id: StoryId = Field(description=(
+        f"The story, 1..{b.MAX_STORY_ID} {_ID_CHARS} (its accepted chapters are the knowledge collection "
+        "`story:<story_id>`). Every command but `start_story` needs a started story (`unknown_story`)."))
+
+
+class StartStory(_StoryCommand):
+    """Start a story: its title, the rules every worker follows and its per-role packet budgets.
+    Appends `Story.Started`; refused with `story_id_must_be_unique` when the story exists."""
+
+    type: Literal["start_story"] = Field(description="The command type: `start_story`.")
+    title: Name = Field(description=f"The story's title, 1..{b.MAX_NAME:,} characters.")
+    style_guardrails: _list(Line) = Field(description=(
+        f"Style rules every writing worker must follow, one per string (0..{b.MAX_LIST} strings of at most "
+        f"{b.MAX_LINE_TEXT:,} characters; [] for none). P0 (never trimmed) of every planner, writer, qa and chat "
+        "packet, as a bulleted list."))
+    output_contract: Line = Field(description=(
+        f"What a chapter draft must look like (form, length, markup), at most {b.MAX_LINE_TEXT:,} characters; "
+        "\"\" for none. P0 (never trimmed) of every planner, writer and qa packet."))
+    budgets: dict[Role, Annotated[int, Field(ge=0, le=b.MAX_BUDGET, strict=True)]] = Field(
+        default_factory=dict, description=_BUDGETS
+    )
+
+
+class PlanChapter(_StoryCommand):
+    """Plan a chapter: its number, its volume and its goals. Appends `Chapter.Planned`. A chapter
+    must be planned before scene cards, drafts or a summary can name it, and before a writer, qa
+    or summarizer packet can be asked for it (a planner or chat packet may be asked for any chapter)."""
+
+    type: Literal["plan_chapter"] = Field(description="The command type: `plan_chapter`.")
+    chapter: Number = Field(description=(
+        f"The chapter number, {_CHAPTERS}, unique in the story (`chapter_number_must_be_unique`). Chapters may be "
+        "planned in any order."))
+    volume: Number = Field(description=(
+        f"The volume the chapter belongs to, {_CHAPTERS}: that volume's summary is the chapter's \"current volume "
+        "summary\" (P2) and earlier volumes' summaries are P3."))
+    goals: _list(Line) = Field(description=(
+        f"What the chapter must achieve, one goal per string (0..{b.MAX_LIST} strings of at most "
+        f"{b.MAX_LINE_TEXT:,} characters). P0 (never trimmed) of the chapter's planner, writer and qa packets, and "
+        "part of the L1 retrieval query."))
+
+
+class AddSceneCard(_StoryCommand):
+    """Add a scene card to a planned chapter: a summary and tags naming the confirmed canon the
+    scene uses. Appends `Chapter.SceneCardAdded`. The tags drive a packet's P1 recall."""
+
+    type: Literal["add_scene_card"] = Field(description="The command type: `add_scene_card`.")
+    chapter: Number = Field(description=f"The planned chapter the scene belongs to, {_CHAPTERS} (`unknown_chapter`).")
+    scene_id: Id = Field(description=(
+        f"The scene's id, 1..{b.MAX_ID} {_ID_CHARS}, unique within its chapter "
+        "(`scene_id_must_be_unique_in_chapter`); `canon packet --scene` narrows a packet to one scene."))
+    summary: Line = Field(description=(
+        f"What happens in the scene, at most {b.MAX_LINE_TEXT:,} characters. P0 (never trimmed) of the chapter's "
+        "planner, writer and qa packets with the tag lists, and part of the L1 retrieval query."))
+    characters: _list(Key) = Field(description=_tags("characters", "character"))
+    locations: _list(Key) = Field(description=_tags("locations", "location"))
+    threads: _list(Key) = Field(description=_tags("threads", "thread"))
+    callbacks: _list(Key) = Field(description=(
+        f"Keys of confirmed entries of any kind ({_KINDS}) the scene calls back to, e.g. a world rule "
+        f"(0..{b.MAX_LIST} keys of 1..{b.MAX_ID} characters, [] for none). Each must name an entry confirmed in "
+        "this story under some kind (`scene_card_tags_must_be_confirmed_canon`); every entry of that key in force "
+        "as of the chapter is carried in P1, as for the other tags."))
+    items: _list(Key) = Field(description=_tags("items", "item"))
+
+
+class ProposeCanon(_StoryCommand):
+    """Propose a canon entry, or a new version of one. Appends `CanonProposal.Proposed`. A proposal
+    is not canon: it never reaches a packet until `confirm_canon` confirms it."""
+
+    type: Literal["propose_canon"] = Field(description="The command type: `propose_canon`.")
+    proposal_id: Id = Field(description=(
+        f"The proposal's id, 1..{b.MAX_ID} {_ID_CHARS}, unique in the story (`proposal_id_must_be_unique`); "
+        "`confirm_canon` and `reject_canon` name it."))
+    kind: Kind = Field(description=(
+        f"The entry's kind, one of {_KINDS}. In packets: tagged entries are P1, `thread`s not resolved are P1 "
+        "active threads, `timeline_event`s valid from the last 5 chapters (K-4..K) P2, `world_rule`s P3, earlier "
+        "versions of tagged characters P3, a `development_chain`'s `fields.nodes` P4."))
+    key: Key = Field(description=_KEY)
+    name: Name = Field(description=(
+        f"The entry's display name, 1..{b.MAX_NAME:,} characters; it heads the entry's text in packets."))
+    aliases: _list(Alias) = Field(description=(
+        f"Other names of the entry (0..{b.MAX_LIST} strings of at most {b.MAX_ALIAS} characters; [] for none), "
+        "shown as \"also ...\" in packets and kept casefolded for look-ups."))
+    text: CanonText = Field(description=(
+        f"What is true of the entry from `valid_from` on, as prose, at most {b.MAX_CANON_TEXT:,} characters; "
+        "rendered in packets under the name line, before `fields`."))
+    fields: Fields = Field(description=_FIELDS)
+    valid_from: Number = Field(description=_VALID_FROM)
+    tags: _list(Tag) = Field(default_factory=list, description=(
+        f"Free labels of the entry, e.g. `magic` (0..{b.MAX_LIST} strings of at most {b.MAX_ID} characters; "
+        "default []). Kept with the version in the log; no packet or view reads them today. Not scene-card tags."))
+
+
+class ConfirmCanon(_StoryCommand):
+    """Confirm a pending proposal: it becomes canon from its `valid_from`. Appends
+    `CanonProposal.Confirmed` and `CanonEntry.Established` (a new kind and key) or
+    `CanonEntry.Revised` (a new version of an existing entry: a progression)."""
+
+    type: Literal["confirm_canon"] = Field(description="The command type: `confirm_canon`.")
+    proposal_id: Id = Field(description=(
+        f"The pending proposal to confirm, 1..{b.MAX_ID} {_ID_CHARS} (`unknown_proposal`; a rejected one is "
+        "refused with `rejected_proposal_cannot_be_confirmed`)."))
+
+
+class RejectCanon(_StoryCommand):
+    """Reject a pending proposal: it never becomes canon and never reaches a packet. Appends
+    `CanonProposal.Rejected`."""
+
+    type: Literal["reject_canon"] = Field(description="The command type: `reject_canon`.")
+    proposal_id: Id = Field(description=(
+        f"The pending proposal to reject, 1..{b.MAX_ID} {_ID_CHARS} (`unknown_proposal`; only a pending one can "
+        "be rejected: `confirmed_proposal_cannot_be_rejected`; one rejected already answers `unchanged` for the "
+        "same reason, `rejected_proposal_cannot_be_rejected` for another)."))
+    reason: Line = Field(description=(
+        f"Why it was rejected, at most {b.MAX_LINE_TEXT:,} characters; kept with the proposal, never in a packet."))
+
+
+class RetireCanon(_StoryCommand):
+    """Take a confirmed entry out of canon from a chapter on (a death, a demolition, a rule
+    repealed). Appends `CanonEntry.Retired`; chapters before it still see the entry."""
+
+    type: Literal["retire_canon"] = Field(description="The command type: `retire_canon`.")
+    kind: Kind = Field(description=f"The entry's kind, one of {_KINDS}.")
+    key: Key = Field(description=(
+        f"The confirmed entry's key, 1..{b.MAX_ID} characters (`unknown_canon_entry` when no entry of this kind and "
+        "key was ever confirmed)."))
+    valid_from: Number = Field(description=(
+        f"Chapter number ({_CHAPTERS}) from which the entry is out of canon: the retirement is a step of the "
+        f"entry's timeline like a version. {_IN_FORCE} The entry must be in canon, and not retired, at this chapter "
+        "(`only_confirmed_canon_can_be_retired`). From then on views leave it out, world rules, timeline and active "
+        "threads skip it, and a scene card that still tags it gets its retirement notice instead; a version "
+        "confirmed later with a later `valid_from` brings it back from that chapter."))
+    reason: Line = Field(description=(
+        f"Why it leaves canon, at most {b.MAX_LINE_TEXT:,} characters; the retirement notice packets show for a "
+        "tagged entry: \"(kind key) retired from chapter N: reason\"."))
+
+
+class SubmitDraft(_StoryCommand):
+    """Submit a draft of a planned chapter for review. Appends `Draft.Submitted`. A draft is never
+    canon and never reaches a packet (a qa worker is given the draft it checks by its caller,
+    beside the chapter's qa packet); only `accept_draft` makes its text the chapter's."""
+
+    type: Literal["submit_draft"] = Field(description="The command type: `submit_draft`.")
+    chapter: Number = Field(description=f"The planned chapter it drafts, {_CHAPTERS} (`unknown_chapter`).")
+    draft_id: Id = Field(description=(
+        f"The draft's id, 1..{b.MAX_ID} {_ID_CHARS}, unique in the story (`draft_id_must_be_unique`)."))
+    text: _text(b.MAX_CHAPTER_TEXT, 1) = Field(description=(
+        f"The chapter text, 1..{b.MAX_CHAPTER_TEXT:,} characters (markdown or plain text)."))
+
+
+class AcceptDraft(_StoryCommand):
+    """Accept a submitted draft: its text becomes the chapter's canon text (the summarizer's P0,
+    and searchable in `story:<story_id>` for later chapters' L1 retrieval). Appends `Draft.Accepted`
+    and `Chapter.TextAccepted`; accepting a later draft of the same chapter replaces the text."""
+
+    type: Literal["accept_draft"] = Field(description="The command type: `accept_draft`.")
+    draft_id: Id = Field(description=(
+        f"The submitted draft to accept, 1..{b.MAX_ID} {_ID_CHARS} (`unknown_draft`; "
+        "`rejected_draft_cannot_be_accepted`, `draft_already_accepted`)."))
+
+
+class RejectDraft(_StoryCommand):
+    """Reject a submitted draft: it never becomes chapter text. Appends `Draft.Rejected`."""
+
+    type: Literal["reject_draft"] = Field(description="The command type: `reject_draft`.")
+    draft_id: Id = Field(description=(
+        f"The submitted draft to reject, 1..{b.MAX_ID} {_ID_CHARS} (`unknown_draft`; only a submitted one: "
+        "`accepted_draft_cannot_be_rejected`; one rejected already answers `unchanged` for the same reason, "
+        "`rejected_draft_cannot_be_rejected` for another)."))
+    reason: Line = Field(description=(
+        f"Why it was rejected, at most {b.MAX_LINE_TEXT:,} characters; kept with the draft, never in a packet."))
+
+
+class RecordChapterSummary(_StoryCommand):
+    """Record a planned chapter's summary (layer 0). Appends `Chapter.SummaryRecorded`; a later
+    summary of the same chapter replaces it."""
+
+    type: Literal["record_chapter_summary"] = Field(description="The command type: `record_chapter_summary`.")
+    chapter: Number = Field(description=f"The planned chapter it summarises, {_CHAPTERS} (`unknown_chapter`).")
+    text: Summary = Field(description=(
+        f"The summary, 1..{b.MAX_CANON_TEXT:,} characters. P2 of the planner, writer and qa packets of the next 3 "
+        "chapters (a chapter-K packet carries the summaries of K-3..K-1) and of the chat packets of this chapter and "
+        "the next 2 (K-2..K)."))
+
+
+class RecordVolumeSummary(_StoryCommand):
+    """Record a volume's summary (layer 1, ~every 100 chapters). Appends `Volume.Opened` the first
+    time, then `Volume.SummaryRecorded`; a later summary of the same volume replaces it."""
+
+    type: Literal["record_volume_summary"] = Field(description="The command type: `record_volume_summary`.")
+    volume: Number = Field(description=(
+        f"The volume number, {_CHAPTERS}, as chapters name it in `plan_chapter.volume`; it need not have chapters."))
+    text: Summary = Field(description=(
+        f"The summary, 1..{b.MAX_CANON_TEXT:,} characters. P2 (\"current volume summary\") of the planner, writer "
+        "and qa packets of the volume's chapters, P3 of later volumes' chapters, P1 of chat packets."))
+
+
+CollectionId = _text(b.MAX_COLLECTION_ID, 1, r"^[^\s/#\x00-\x1f]+$")
+DocumentId = _text(b.MAX_DOCUMENT_ID, 1, r"^[^\s#\x00-\x1f]+$")
+
+
+class IngestDocument(_Command):
+    """Ingest a markdown or text document into a knowledge collection as hierarchical chunks
+    (parents by heading, children of whole paragraphs, each prefixed with its breadcrumb). Appends
+    `Document.Ingested` the first time; re-ingesting appends only what changed, and nothing
+    (`unchanged`) when nothing did. Not a story command: no `story_id`."""
+
+    type: Literal["ingest_document"] = Field(description="The command type: `ingest_document`.")
+    collection_id: CollectionId = Field(description=(
+        f"The knowledge collection, 1..{b.MAX_COLLECTION_ID} characters, no whitespace, control characters, `/` "
+        "or `#`; `canon search --collection` names it."))
+    document_id: DocumentId = Field(description=(
+        f"The document's id within the collection, 1..{b.MAX_DOCUMENT_ID} characters, no whitespace, control "
+        "characters or `#` (`canon ingest` uses the file's path); chunk ids read `collection/document#section/n`."))
+    title: Name = Field(description=(
+        f"The document's title, 1..{b.MAX_NAME:,} characters: the first part of every chunk's breadcrumb."))
+    text: _text(b.MAX_DOCUMENT_TEXT) = Field(description=(
+        f"The whole document, markdown or plain text, at most {b.MAX_DOCUMENT_TEXT:,} characters (5 MiB); "
+        "headings make the sections."))
+    max_chunk_tokens: Annotated[int, Field(ge=32, le=8192, strict=True)] = Field(
+        default=256, description=(
+            "Children are runs of whole paragraphs up to this many tokens (tiktoken `cl100k_base`), 32..8,192; "
+            "default 256. A longer paragraph is split on sentences, then on tokens."))
+
+
+class EditChunk(_Command):
+    """Replace one chunk's body. Appends `Document.ChunkEdited` (the wiki pages compiled from it go
+    stale); a body equal to the one it has changes nothing. Not a story command: no `story_id`."""
+
+    type: Literal["edit_chunk"] = Field(description="The command type: `edit_chunk`.")
+    chunk_id: _text(b.MAX_CHUNK_ID, 3) = Field(description=(
+        f"The chunk to edit, 3..{b.MAX_CHUNK_ID:,} characters, as `collection/document#section-path/n` "
+        "(`unknown_chunk`)."))
+    text: _text(b.MAX_CHAPTER_TEXT) = Field(description=(
+        f"The chunk's new body, at most {b.MAX_CHAPTER_TEXT:,} characters; its breadcrumb prefix is kept."))
+
+
+Command = Annotated[
+    Union[
+        StartStory,
+        PlanChapter,
+        AddSceneCard,
+        ProposeCanon,
+        ConfirmCanon,
+        RejectCanon,
+        RetireCanon,
+        SubmitDraft,
+        AcceptDraft,
+        RejectDraft,
+        RecordChapterSummary,
+        RecordVolumeSummary,
+        IngestDocument,
+        EditChunk,
+    ],
+    Field(discriminator="type"),
+]
+
+COMMAND_ADAPTER: TypeAdapter[Command] = TypeAdapter(Command)
+
+
+def json_schema() -> dict[str, Any]:
+    schema = COMMAND_ADAPTER.json_schema()
+    schema["title"] = "CanonLedgerCommand"
+    schema["description"] = (
+        "One Canon Ledger command, chosen by `type`: one JSON object per line of `canon apply`, or the body of "
+        "`POST /v1/commands`. Chapters, volumes and `valid_from` are chapter numbers "
+        f"{_CHAPTERS}; budgets are tokens (tiktoken `cl100k_base`); text is counted in characters. Unknown fields "
+        "are refused (`unknown_field`); a value out of bounds is `invalid_field`, naming the field.")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema

@@ -1,0 +1,80 @@
+"""QuotaDay: one provider's LLM calls on one (UTC) day, as events.
+
+Every call is reserved before it is made and settled after; a reservation the caps do not
+allow is refused (and recorded as refused). A provider that answers 429 is exhausted until
+the day resets: nothing more is reserved that day. The free tier allows ~20 generate calls a
+day; the nightly compile may use at most its own cap, leaving the rest for chat.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventsourcing.domain import Aggregate, event
+
+from canon_ledger.domain import ids
+from canon_ledger.domain.errors import CanonError
+
+GENERATE, EMBED = "generate", "embed"
+
+
+class QuotaRefused(CanonError):
+    """No call may be made now; ``code`` says why (``quota_spent``, ``provider_exhausted``)."""
+
+
+class QuotaDay(Aggregate):
+    @staticmethod
+    def create_id(provider: str, day: str, **_: Any):  # type: ignore[override]
+        return ids.quota_day_id(provider, day)
+
+    @event("Opened")
+    def __init__(self, provider: str, day: str) -> None:
+        self.provider = provider
+        self.day = day
+        self.calls: dict[str, dict[str, str]] = {}  # call_id -> {kind, purpose, state}
+        self.refused = 0
+        self.exhausted: str | None = None  # why, once a 429 said so
+
+    def used(self, kind: str, purpose: str | None = None) -> int:
+        """Calls of ``kind`` reserved or spent (a reservation counts until settled as failed-free)."""
+        return sum(1 for c in self.calls.values()
+                   if c["kind"] == kind and c["state"] in ("reserved", "spent")
+                   and (purpose is None or c["purpose"] == purpose))
+
+    def reserve(self, call_id: str, kind: str, purpose: str, caps: dict[str, int]) -> None:
+        """``caps``: the day's cap for ``kind`` (key ``kind``) and for this purpose (``kind:purpose``)."""
+        reason = None
+        if self.exhausted:
+            reason = ("provider_exhausted", f"{self.provider} is exhausted for {self.day}: {self.exhausted}")
+        elif self.used(kind) >= caps.get(kind, 0):
+            reason = ("quota_spent", f"{self.provider} {kind} calls for {self.day}: {self.used(kind)} of {caps.get(kind, 0)} used")
+        elif f"{kind}:{purpose}" in caps and self.used(kind, purpose) >= caps[f"{kind}:{purpose}"]:
+            reason = ("quota_spent", f"{purpose} may use {caps[f'{kind}:{purpose}']} {kind} calls a day; all are used")
+        if reason is not None:
+            self._refuse(call_id=call_id, kind=kind, purpose=purpose, reason=reason[1])
+            raise QuotaRefused(reason[0], reason[1])
+        self._reserve(call_id=call_id, kind=kind, purpose=purpose)
+
+    @event("Reserved")
+    def _reserve(self, call_id: str, kind: str, purpose: str) -> None:
+        self.calls[call_id] = {"kind": kind, "purpose": purpose, "state": "reserved"}
+
+    @event("Refused")
+    def _refuse(self, call_id: str, kind: str, purpose: str, reason: str) -> None:
+        self.refused += 1
+
+    def settle(self, call_id: str, outcome: str) -> None:
+        """``outcome``: ``ok`` or ``error`` (the call was made: it counts), ``not_sent`` (it did not)."""
+        self._settle(call_id=call_id, outcome=outcome)
+
+    @event("Settled")
+    def _settle(self, call_id: str, outcome: str) -> None:
+        self.calls[call_id]["state"] = "released" if outcome == "not_sent" else "spent"
+
+    def exhaust(self, reason: str) -> None:
+        if not self.exhausted:
+            self._exhaust(reason=reason)
+
+    @event("Exhausted")
+    def _exhaust(self, reason: str) -> None:
+        self.exhausted = reason

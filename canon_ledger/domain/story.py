@@ -1,0 +1,61 @@
+"""Story: the root every other aggregate hangs from.
+
+Events -> evolve -> decide: the ``@event`` methods are the events and how they evolve
+state; the public methods decide (and refuse) before triggering them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventsourcing.domain import Aggregate, event
+
+from canon_ledger.domain import ids
+
+ROLES = ("planner", "writer", "qa", "summarizer", "chat")
+
+# Defaults sized after seed 000: a chapter-350 writer packet carries ~12K tokens of canon.
+DEFAULT_BUDGETS = {"planner": 12000, "writer": 12000, "qa": 8000, "summarizer": 16000, "chat": 4000}
+
+
+def with_default_budgets(budgets: dict[str, int]) -> dict[str, int]:
+    """A story's per-role budgets: those given, the defaults for the rest."""
+    return {**DEFAULT_BUDGETS, **budgets}
+
+
+class Story(Aggregate):
+    @staticmethod
+    def create_id(story_id: str, **_: Any):  # type: ignore[override]
+        return ids.story_id(story_id)
+
+    @event("Started")
+    def __init__(
+        self,
+        story_id: str,
+        title: str,
+        style_guardrails: list[str],
+        output_contract: str,
+        budgets: dict[str, int],
+    ) -> None:
+        self.story_id = story_id
+        self.title = title
+        self.style_guardrails = list(style_guardrails)
+        self.output_contract = output_contract
+        self.budgets = with_default_budgets(budgets)
+
+    @classmethod
+    def start(
+        cls,
+        story_id: str,
+        title: str,
+        style_guardrails: list[str],
+        output_contract: str,
+        budgets: dict[str, int] | None = None,
+    ) -> Story:
+        return cls(
+            story_id=story_id,
+            title=title,
+            style_guardrails=list(style_guardrails),
+            output_contract=output_contract,
+            budgets=dict(budgets or {}),
+        )

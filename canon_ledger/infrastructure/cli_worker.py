@@ -1,0 +1,78 @@
+"""The CLI verbs of live projection: ``canon worker`` (follow the log, keep read models
+current) and ``canon status`` (how far each read model trails the log)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from canon_ledger.infrastructure.cli_parsing import add_verb
+from canon_ledger.infrastructure.jsonout import dumps
+from canon_ledger.infrastructure.progress import quiet
+
+MODELS = ("canon", "authoring", "knowledge", "retrieval", "vectors")
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from canon_ledger.infrastructure.bootstrap import bootstrap
+    from canon_ledger.infrastructure.worker import Progress, ProjectionWorker
+    from canon_ledger.infrastructure.worker_progress import JsonProgress, TerminalProgress
+
+    services = bootstrap(args.db, fed=True, page_size=args.page_size)  # None: each model's own
+    progress: Progress = JsonProgress() if args.format == "json" else TerminalProgress() if not quiet(args.format) \
+        else Progress()
+    worker = ProjectionWorker(services, args.projection or None, progress=progress)
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop(0))  # finish the page in flight, then leave
+    if not quiet(args.format):
+        print(f"canon worker on {services.config.display}: {', '.join(worker.names)}"
+              + (" (until caught up)" if args.once else " (Ctrl-C to stop)"), file=sys.stderr)
+    try:
+        worker.run(until=worker.caught_up if args.once else None)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        worker.stop(0)
+        services.close()
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from canon_ledger.infrastructure.bootstrap import bootstrap
+
+    services = bootstrap(args.db, fed=True)  # a status read catches nothing up
+    try:
+        end = services.ledger.position()
+        statuses = services.status()
+        body = {"position": end, "read_models": {name: s.as_dict() for name, s in statuses.items()},
+                "embedder": services.embedder_name, "quarantined": len(services.quarantined()),
+                "at": time.time()}
+    finally:
+        services.close()
+    if args.format == "json":
+        print(dumps(body))
+        return 0
+    print(f"log at position {end}; embedder {body['embedder']}; {body['quarantined']} event(s) quarantined")
+    for name, s in statuses.items():
+        behind = f"{s.pending}{'+' if s.capped else ''} event(s) behind, {s.seconds:.1f} s" if s.pending else "current"
+        texts = f"; {s.texts} text(s) waiting" if s.texts else ""
+        print(f"  {name:<10} at {s.position:<8} {behind}{texts}")
+    return 0
+
+
+def add_verbs(verbs: Any, common: argparse.ArgumentParser, bounded: Callable[[int, int], Any]) -> None:
+    p = add_verb(verbs, "worker", common,
+                 "follow the log and keep read models current (the vector index embeds here)")
+    p.add_argument("--projection", action="append", choices=MODELS, metavar="NAME",
+                   help=f"only this read model (repeat for several; default: all of {', '.join(MODELS)})")
+    p.add_argument("--once", action="store_true", help="catch up to the log's end, then exit")
+    p.add_argument("--page-size", type=bounded(1, 100_000), metavar="N",
+                   help="events per read-model transaction, 1..100,000 (default: each read model's own size)")
+    p.set_defaults(run=cmd_worker)
+
+    p = add_verb(verbs, "status", common,
+                 "each read model's position, how far it trails the log, the embedding backlog")
+    p.set_defaults(run=cmd_status)

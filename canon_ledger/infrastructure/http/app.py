@@ -1,0 +1,96 @@
+"""The HTTP API (``canon serve``): FastAPI, one composition root per process.
+
+``create_app`` does no I/O: the store, read models, tokenizer and embedder are opened in the
+lifespan (``ServerContext``), once, and closed at shutdown. Every route authenticates with a
+bearer key (``infrastructure.http.auth``) except ``/healthz``; every error is
+problem+json (``infrastructure.http.problems``). ``/mcp`` is the MCP server over streamable
+HTTP, behind the same keys (``infrastructure.mcp``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+from starlette.routing import Route
+
+from canon_ledger.domain.commands import COMMAND_ADAPTER
+from canon_ledger.infrastructure import web
+from canon_ledger.infrastructure.http import problems
+from canon_ledger.infrastructure.http.context import ServerContext
+from canon_ledger.infrastructure.http.metrics import RequestMiddleware
+from canon_ledger.infrastructure.http.routes import admin, commands, knowledge, packets, stories, stream
+from canon_ledger.infrastructure.mcp.http import PATH as MCP_PATH
+from canon_ledger.infrastructure.mcp.http import McpDoor
+
+VERSION = "1"
+
+
+def create_app(url: str | None = None, *, open_access: bool = False, embedder: Any = None,
+               worker: bool = True) -> FastAPI:
+    """``worker``: run a projection worker in the server's process (see ``ServerContext``)."""
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        context = await run_in_threadpool(lambda: ServerContext(url, open_access=open_access, embedder=embedder,
+                                                                worker=worker))
+        app.state.ctx = context
+        app.state.metrics = context.metrics
+        try:
+            async with mcp_door.running(context):
+                yield
+        finally:
+            await run_in_threadpool(context.close)
+
+    app = FastAPI(title="Canon Ledger", version=VERSION, lifespan=lifespan,
+                  description="Confirmed canon as an append-only event log; token-budgeted context packets built "
+                              "only from it. Send `Authorization: Bearer <token>` (`canon key create`).")
+    app.state.store_url = url
+    problems.install(app, pages=(web.is_page, web.error_page))
+    for module in (commands, stream, stories, packets, knowledge, admin):
+        app.include_router(module.router)
+    web.install(app)
+    mcp_door = McpDoor()
+    app.router.routes.append(Route(MCP_PATH, endpoint=mcp_door, methods=["GET", "POST", "DELETE"]))
+    app.add_middleware(RequestMiddleware)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's schema, with ``POST /v1/commands``'s body declared as the command union (the
+    same schema ``canon schema`` prints: the route reads the body itself, with the CLI's
+    bounds, so that each command gets its own result) and every error as problem+json."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    from fastapi.openapi.utils import get_openapi
+
+    schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    union = COMMAND_ADAPTER.json_schema(ref_template="#/components/schemas/{model}")
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components.update(union.pop("$defs", {}))
+    components["Command"] = union
+    command = {"$ref": "#/components/schemas/Command"}
+    schema["paths"]["/v1/commands"]["post"]["requestBody"] = {"required": True, "content": {"application/json": {
+        "schema": {"oneOf": [command, {"type": "array", "items": command, "minItems": 1,
+                                       "maxItems": commands.MAX_BATCH}]}}}}
+    components["Problem"] = {"type": "object", "required": ["type", "title", "status", "detail", "code"], "properties": {
+        "type": {"type": "string"}, "title": {"type": "string"}, "status": {"type": "integer"},
+        "detail": {"type": "string"}, "code": {"type": "string"}, "field": {"type": ["string", "null"]}}}
+    problem = {"description": "Problem (RFC 9457)",
+               "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}}
+    for path, operations in schema["paths"].items():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            responses.pop("422", None)
+            for status in ("401", "403", "404", "409", "422") if path != "/healthz" else ():
+                responses.setdefault(status, problem)
+            if path != "/healthz":
+                operation["security"] = [{"bearer": []}]
+    schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+    components.pop("HTTPValidationError", None)
+    components.pop("ValidationError", None)
+    app.openapi_schema = schema
+    return schema

@@ -1,0 +1,61 @@
+"""Bearer keys at the door: who is calling (401 if nobody), may they (403), and may they see
+this story (404, exactly as for a story that does not exist)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import Depends, Request
+
+from canon_ledger.domain.api_key import Principal
+from canon_ledger.infrastructure.http.problems import Problem
+
+OPEN = Principal("open-access", "admin")  # ``canon serve --open`` on loopback only
+
+
+def caller(request: Request) -> Principal:
+    ctx = request.app.state.ctx
+    header = request.headers.get("authorization")
+    if header is None and ctx.open_access:
+        return OPEN
+    if header is None:
+        raise Problem(401, "unauthenticated", "send an API key: Authorization: Bearer <token> (canon key create)")
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or len(token) > 200:
+        raise Problem(401, "unauthenticated", "the Authorization header must be: Bearer <token>")
+    principal = ctx.keys.check(token)
+    if principal is None:
+        raise Problem(401, "invalid_key", "the key is unknown or revoked")
+    return principal
+
+
+def needs(scope: str, *, every_story: bool = False) -> Callable[..., Principal]:
+    """A key of ``scope`` or above; with ``every_story``, one not limited to stories (for what
+    changes the whole store: rebuilds, compiles, keys)."""
+
+    def check(principal: Principal = Depends(caller)) -> Principal:
+        return require(principal, scope, every_story=every_story)
+
+    check.__name__ = f"needs_{scope}"
+    return check
+
+
+def require(principal: Principal, scope: str, *, every_story: bool = False) -> Principal:
+    """``principal``, if it is of ``scope`` or above (and, with ``every_story``, not limited to
+    stories); else 403."""
+    if not principal.has(scope):
+        raise Problem(403, "forbidden", f"this needs a key of scope {scope} or above; this key is {principal.scope}")
+    if every_story and not principal.unrestricted:
+        raise Problem(403, "forbidden", "this changes every story: a key limited to stories may not")
+    return principal
+
+
+def unknown_story(story_id: str) -> Problem:
+    return Problem(404, "unknown_story", f"story {story_id!r} has not been started", "story_id")
+
+
+def visible(principal: Principal, story_id: str) -> None:
+    """404 for a story this key may not see: the same answer as for one that does not exist."""
+    if not principal.sees(story_id):
+        raise unknown_story(story_id)

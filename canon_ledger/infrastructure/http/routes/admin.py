@@ -1,0 +1,84 @@
+"""Operations: health, readiness, metrics, background rebuilds and key management."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Path, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import Response
+
+from canon_ledger.domain.api_key import MAX_KEY_NAME, SCOPES, Principal
+from canon_ledger.domain.bounds import MAX_STORY_ID
+from canon_ledger.infrastructure.http.auth import needs
+from canon_ledger.infrastructure.http.problems import Problem
+from canon_ledger.infrastructure.http.routes.common import ctx, json_response
+
+router = APIRouter(tags=["operations"])
+PROJECTIONS = ("canon", "authoring", "knowledge", "retrieval", "vectors", "all")
+
+
+
+@router.get("/healthz", summary="Liveness: the process answers (no key needed; says nothing else)")
+def healthz() -> Response:
+    return json_response({"status": "ok"})
+
+
+@router.get("/readyz", summary="Readiness: the store answers; how far each read model is behind the log")
+def readyz(request: Request, principal: Annotated[Principal, Depends(needs("worker"))]) -> Response:
+    context = ctx(request)
+    services = context.services
+    end = services.ledger.position()
+    worker = context.worker
+    return json_response({"status": "ready", "position": end, "read_models": {
+        name: status.as_dict() for name, status in services.status().items()},
+        "worker": None if worker is None else {"alive": worker.alive, "faults": worker.faults,
+                                               "last_error": worker.last_error},
+        "embedder": services.embedder_name, "quarantined": len(services.quarantined())})
+
+
+@router.get("/metrics", summary="Prometheus metrics (text exposition format)")
+def metrics(request: Request, principal: Annotated[Principal, Depends(needs("admin"))]) -> Response:
+    return Response(ctx(request).metrics.text(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+@router.post("/v1/rebuild", summary="Rebuild read models in the background, then switch (see GET /v1/rebuild)")
+def post_rebuild(request: Request, principal: Annotated[Principal, Depends(needs("admin", every_story=True))],
+                 projection: Literal[PROJECTIONS] = "all") -> Response:  # type: ignore[valid-type]
+    context = ctx(request)
+    names = context.services.named_models(projection)
+    job = context.rebuilds.start(names)
+    if job is None:
+        raise Problem(409, "rebuild_running", "a rebuild is running in this process; see GET /v1/rebuild")
+    return json_response(job.as_dict(), 202)
+
+
+@router.get("/v1/rebuild", summary="The last rebuild of this process and how far it got")
+def get_rebuild(request: Request, principal: Annotated[Principal, Depends(needs("admin"))]) -> Response:
+    job = ctx(request).rebuilds.job
+    return json_response(job.as_dict() if job is not None else {"running": False, "projections": [], "reports": []})
+
+
+class KeyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    scope: Literal[SCOPES]  # type: ignore[valid-type]
+    stories: list[Annotated[str, Field(min_length=1, max_length=MAX_STORY_ID)]] = Field(default=[], max_length=500)
+    name: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_NAME)
+
+
+@router.get("/v1/keys", summary="Every key (never a token), revoked ones included")
+def list_keys(request: Request, principal: Annotated[Principal, Depends(needs("admin", every_story=True))]) -> Response:
+    return json_response({"keys": [k.as_dict() for k in ctx(request).keys.list()]})
+
+
+@router.post("/v1/keys", summary="Create a key; its token is in this answer only")
+def create_key(request: Request, key: KeyIn, principal: Annotated[Principal, Depends(needs("admin", every_story=True))]) -> Response:
+    token, info = ctx(request).keys.create(key.scope, key.stories, key.name)
+    return json_response({"token": token, **info.as_dict()}, 201)
+
+
+@router.delete("/v1/keys/{name}", summary="Revoke a key (idempotent)")
+def revoke_key(request: Request, name: Annotated[str, Path(min_length=1, max_length=MAX_KEY_NAME)],
+               principal: Annotated[Principal, Depends(needs("admin", every_story=True))]) -> Response:
+    changed = ctx(request).keys.revoke(name)
+    return json_response({"name": name, "revoked": True, "changed": changed})

@@ -1,0 +1,116 @@
+"""Knowledge: ingest documents, search, compile the wiki, lint it, read the LLM quota."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from canon_ledger.application.parsing import parse_command
+from canon_ledger.application.retrieval.feedback import MODES as FEEDBACK_MODES
+from canon_ledger.domain.api_key import Principal
+from canon_ledger.domain.bounds import MAX_COLLECTION_ID, MAX_DOCUMENT_ID, MAX_DOCUMENT_TEXT, MAX_NAME
+from canon_ledger.domain.document import title_of
+from canon_ledger.domain.errors import CanonError
+from canon_ledger.infrastructure.http.auth import needs
+from canon_ledger.infrastructure.http.context import ServerContext
+from canon_ledger.infrastructure.http.problems import Problem
+from canon_ledger.infrastructure.http.routes.commands import answer, apply_for
+from canon_ledger.infrastructure.http.routes.common import ctx, json_response
+
+router = APIRouter(tags=["knowledge"])
+Collection = Annotated[str, Path(min_length=1, max_length=MAX_COLLECTION_ID)]
+
+
+class DocumentIn(BaseModel):
+    """A document to ingest; re-sending an unchanged one is ``unchanged`` (or a ``duplicate``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    document_id: str = Field(min_length=1, max_length=MAX_DOCUMENT_ID)
+    text: str = Field(max_length=MAX_DOCUMENT_TEXT)
+    title: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
+    max_chunk_tokens: int = Field(default=256, ge=32, le=8192)
+
+
+
+def _may_read(principal: Principal, collection: str) -> None:
+    story = collection[len("story:"):] if collection.startswith("story:") else None
+    if story is not None and not principal.sees(story):
+        raise Problem(404, "unknown_collection", f"no documents in collection {collection!r}", "collection")
+
+
+@router.post("/v1/collections/{collection}/documents", summary="Ingest documents into a collection (chunked, indexed)")
+def post_documents(request: Request, collection: Collection, principal: Annotated[Principal, Depends(needs("author"))],
+                   documents: Annotated[DocumentIn | list[DocumentIn], Body()]) -> Response:
+    batch = documents if isinstance(documents, list) else [documents]
+    if not 1 <= len(batch) <= 1000:
+        raise Problem(422, "invalid_field", "send 1..1,000 documents", "body")
+    items = []
+    for d in batch:
+        title = d.title or title_of(d.document_id, d.text)
+        digest = hashlib.sha256("\x1f".join((collection, d.document_id, title, str(d.max_chunk_tokens), d.text))
+                                .encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        try:
+            command = parse_command({"type": "ingest_document", "command_id": f"ingest-{digest}",
+                                     "collection_id": collection, "document_id": d.document_id, "title": title,
+                                     "text": d.text, "max_chunk_tokens": d.max_chunk_tokens})
+        except CanonError as e:
+            items.append(e)
+            continue
+        items.append(command)
+    ledger = ctx(request).services.ledger
+    results = apply_for(ledger, items, principal, atomic=True)  # all or nothing
+    return answer(results, ledger.position(), [{"document_id": d.document_id} for d in batch])
+
+
+@router.get("/v1/collections/{collection}/search", summary="Hybrid keyword + semantic search, with its stages")
+async def search(request: Request, collection: Collection, principal: Annotated[Principal, Depends(needs("worker"))],
+                 q: Annotated[str, Query(min_length=1, max_length=10_000)],
+                 top: Annotated[int, Query(ge=1, le=1000)] = 8,
+                 feedback: Literal[FEEDBACK_MODES] | None = None) -> Response:  # type: ignore[valid-type]
+    context = ctx(request)
+    result = await run_in_threadpool(search_collection, context, principal, collection, q, top, feedback)
+    return json_response(result.as_dict())
+
+
+def search_collection(context: ServerContext, principal: Principal, collection: str, query: str, top: int,
+                      feedback: str | None = None, field: str = "q") -> Any:
+    """The search's result (``SearchResult``), once the collection is known to hold documents
+    and be visible to this key (else 404) and the query is not blank (else 422). Blocks:
+    call it in a worker thread."""
+    _may_read(principal, collection)
+    if not query.strip():
+        raise Problem(422, "invalid_field", "the query is empty", field)
+
+    def run() -> Any:
+        if collection not in context.services.collections():
+            raise Problem(404, "unknown_collection", f"no documents in collection {collection!r}", "collection")
+        return context.search.search([collection], query, top, feedback=feedback)
+
+    return context.reading(run)
+
+
+@router.post("/v1/compile", summary="Compile stale wiki pages, oldest drift first, within the LLM quota")
+def compile_wiki(request: Request, principal: Annotated[Principal, Depends(needs("admin", every_story=True))],
+                 budget: Annotated[int | None, Query(ge=0, le=100_000)] = None,
+                 collection: Annotated[str | None, Query(min_length=1, max_length=MAX_COLLECTION_ID)] = None,
+                 provider: Literal["offline", "gemini"] = "offline") -> Response:
+    compiler = ctx(request).services.compiler(provider)
+    return json_response(compiler.nightly(budget, collection).as_dict())
+
+
+@router.get("/v1/lint", summary="Check the wiki (no LLM calls)")
+def lint_wiki(request: Request, principal: Annotated[Principal, Depends(needs("author"))],
+              collection: Annotated[str | None, Query(min_length=1, max_length=MAX_COLLECTION_ID)] = None) -> Response:
+    context = ctx(request)
+    return json_response(context.reading(context.services.lint, collection).as_dict())
+
+
+@router.get("/v1/quota", summary="LLM calls spent and left today")
+def quota(request: Request, principal: Annotated[Principal, Depends(needs("admin"))],
+          provider: Annotated[str, Query(min_length=1, max_length=40)] = "gemini") -> Response:
+    return json_response(ctx(request).services.quota.status(provider))

@@ -1,0 +1,72 @@
+"""Packets (byte for byte what ``canon packet --format json`` prints), their records, audits."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from canon_ledger.application.packets.recipes import Request as PacketRequest
+from canon_ledger.domain.api_key import Principal
+from canon_ledger.domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_ID, MAX_POSITION, MAX_STORY_ID
+from canon_ledger.domain.story import ROLES
+from canon_ledger.infrastructure.http.auth import needs, visible
+from canon_ledger.infrastructure.http.problems import Problem
+from canon_ledger.infrastructure.http.routes.common import ctx, json_response
+
+router = APIRouter(tags=["packets"])
+Role = Literal[ROLES]  # type: ignore[valid-type]
+Position = Annotated[int | None, Query(ge=0, le=MAX_POSITION)]
+
+
+@router.get("/v1/stories/{story}/packet", summary="A worker's context packet",
+            description="The same bytes `canon packet --format json` prints for the same request. `after`: the "
+                        "position a command response gave (read your writes). `at`: the packet as it would have "
+                        "been at that past position (replayed, not recorded). ETag is the packet hash.")
+async def get_packet(request: Request, story: Annotated[str, Path(min_length=1, max_length=MAX_STORY_ID)],
+                     principal: Annotated[Principal, Depends(needs("worker"))],
+                     role: Role, chapter: Annotated[int, Query(ge=1, le=MAX_CHAPTER)],
+                     scene: Annotated[str | None, Query(min_length=1, max_length=MAX_ID)] = None,
+                     budget: Annotated[int | None, Query(ge=0, le=MAX_BUDGET)] = None,
+                     after: Position = None, at: Position = None, record: bool = True,
+                     if_none_match: Annotated[str | None, Header(max_length=200)] = None) -> Response:
+    visible(principal, story)
+    context = ctx(request)
+    started = time.perf_counter()
+    packet = await run_in_threadpool(context.reading, context.services.packet,
+                                     PacketRequest(story, role, chapter, scene, budget), after=after, at=at,
+                                     record=record)
+    context.metrics.packets.labels(role).observe(time.perf_counter() - started)
+    etag = f'"{packet.hash}"'
+    headers = {"ETag": etag, "X-Canon-Packet-Id": packet.packet_id, "X-Canon-Position": str(packet.position)}
+    if if_none_match is not None and etag in [t.strip() for t in if_none_match.split(",")]:
+        return Response(status_code=304, headers=headers)
+    return Response(packet.to_json(), media_type="application/json", headers=headers)
+
+
+def issued_record(ledger: Any, principal: Principal, packet_id: str) -> Any:
+    """The issued record, or 404 (also for a story this key may not see, or an id too long to be one)."""
+    record = ledger.packet_record(packet_id) if len(packet_id) <= MAX_ID else None
+    if record is None or not principal.sees(record.story_id):
+        raise Problem(404, "unknown_packet", f"no packet {packet_id[:MAX_ID]!r} was issued", "packet_id")
+    return record
+
+
+@router.get("/v1/packets/{packet_id}", summary="What was issued: the packet's record in the log")
+def get_packet_record(request: Request, packet_id: str, principal: Annotated[Principal, Depends(needs("worker"))]) -> Response:
+    r = issued_record(ctx(request).services.ledger, principal, packet_id)
+    body = {"packet_id": r.packet_id, "story_id": r.story_id, "role": r.role, "chapter": r.chapter, "scene": r.scene,
+            "budget": r.budget, "position": r.position, "hash": r.hash, "tokenizer": r.tokenizer,
+            "compiler": r.compiler, "items": r.items, "dropped": r.dropped, "recall": r.recall}
+    return json_response(body)
+
+
+@router.get("/v1/packets/{packet_id}/audit", summary="Replay history to the packet's position and compare (as canon audit)")
+def audit_packet(request: Request, packet_id: str, principal: Annotated[Principal, Depends(needs("worker"))]) -> Response:
+    context = ctx(request)
+    issued_record(context.services.ledger, principal, packet_id)
+    report = context.reading(context.services.auditor.audit, packet_id)
+    return json_response(report.as_dict())

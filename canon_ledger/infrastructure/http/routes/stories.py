@@ -1,0 +1,98 @@
+"""Read views of stories, canon, chapters (any scope) and the authoring views (author scope)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from starlette.responses import Response
+
+from canon_ledger.domain.api_key import Principal
+from canon_ledger.domain.bounds import MAX_CHAPTER, MAX_ID, MAX_POSITION, MAX_STORY_ID
+from canon_ledger.domain.bounds import MAX_NODE_KIND as MAX_KIND
+from canon_ledger.infrastructure.http.auth import needs, unknown_story, visible
+from canon_ledger.infrastructure.http.context import ServerContext
+from canon_ledger.infrastructure.http.problems import Problem
+from canon_ledger.infrastructure.http.routes.common import ctx, json_response
+
+router = APIRouter(tags=["stories"])
+Story = Annotated[str, Path(min_length=1, max_length=MAX_STORY_ID)]
+After = Annotated[int | None, Query(ge=0, le=MAX_POSITION, description="read your writes: reflect this position")]
+
+
+
+def _views(request: Request, after: int | None = None) -> Any:
+    context = ctx(request)
+    return context.reading(context.services.views, after)
+
+
+def story_views(context: ServerContext, principal: Principal, story: str, after: int | None) -> Any:
+    """The views, once ``story`` is known to exist and be visible to this key (else 404)."""
+    visible(principal, story)
+    views = context.reading(context.services.views, after)
+    if views.story_head(story) is None:
+        raise unknown_story(story)
+    return views
+
+
+@router.get("/v1/stories", summary="The stories this key may see, with their counts")
+def list_stories(request: Request, principal: Annotated[Principal, Depends(needs("worker"))],
+                 after: After = None) -> Response:
+    return json_response({"stories": _views(request, after).stories(principal.stories)})
+
+
+@router.get("/v1/stories/{story}", summary="One story: title, budgets, chapters, volumes, counts, position")
+def get_story(request: Request, story: Story, principal: Annotated[Principal, Depends(needs("worker"))],
+              after: After = None) -> Response:
+    visible(principal, story)
+    found = _views(request, after).story(story)
+    if found is None:
+        raise unknown_story(story)
+    return json_response(found)
+
+
+@router.get("/v1/stories/{story}/canon", summary="Confirmed entries in force as of a chapter")
+def list_canon(request: Request, story: Story, principal: Annotated[Principal, Depends(needs("worker"))],
+               as_of: Annotated[int, Query(ge=1, le=MAX_CHAPTER)],
+               kind: Annotated[str | None, Query(min_length=1, max_length=MAX_KIND)] = None,
+               after: After = None) -> Response:
+    views = story_views(ctx(request), principal, story, after)
+    return json_response({"story_id": story, "as_of": as_of, "kind": kind, "entries": views.canon_as_of(story, as_of, kind)})
+
+
+@router.get("/v1/stories/{story}/canon/{kind}/{key}", summary="One entry with every version")
+def get_entry(request: Request, story: Story, kind: Annotated[str, Path(min_length=1, max_length=MAX_KIND)],
+              key: Annotated[str, Path(min_length=1, max_length=MAX_ID)],
+              principal: Annotated[Principal, Depends(needs("worker"))], after: After = None) -> Response:
+    visible(principal, story)
+    entry = _views(request, after).entry(story, kind, key)
+    if entry is None:
+        raise Problem(404, "unknown_canon_entry", f"no confirmed {kind} {key!r} in story {story!r}", "key")
+    return json_response(entry)
+
+
+@router.get("/v1/stories/{story}/chapters/{number}", summary="A chapter: goals, scene cards, summary, text status")
+def get_chapter(request: Request, story: Story, number: Annotated[int, Path(ge=1, le=MAX_CHAPTER)],
+                principal: Annotated[Principal, Depends(needs("worker"))], after: After = None) -> Response:
+    visible(principal, story)
+    chapter = _views(request, after).chapter(story, number)
+    if chapter is None:
+        raise Problem(404, "unknown_chapter", f"chapter {number} of story {story!r} is not planned", "chapter")
+    return json_response(chapter)
+
+
+@router.get("/v1/stories/{story}/proposals", summary="Canon proposals (authoring view; never on the packet path)")
+def list_proposals(request: Request, story: Story, principal: Annotated[Principal, Depends(needs("author"))],
+                   status: Literal["proposed", "confirmed", "rejected"] | None = None,
+                   after: After = None) -> Response:
+    views = story_views(ctx(request), principal, story, after)
+    return json_response({"story_id": story, "proposals": views.proposals(story, status)})
+
+
+@router.get("/v1/stories/{story}/drafts", summary="Chapter drafts (authoring view; never on the packet path)")
+def list_drafts(request: Request, story: Story, principal: Annotated[Principal, Depends(needs("author"))],
+                chapter: Annotated[int | None, Query(ge=1, le=MAX_CHAPTER)] = None,
+                status: Literal["submitted", "accepted", "rejected"] | None = None,
+                after: After = None) -> Response:
+    views = story_views(ctx(request), principal, story, after)
+    return json_response({"story_id": story, "drafts": views.drafts(story, chapter, status)})

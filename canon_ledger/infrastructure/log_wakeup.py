@@ -1,0 +1,94 @@
+"""Waiting for the log to grow: what a live worker and an event stream block on.
+
+``LogWakeup.wait_beyond(position, timeout)`` returns as soon as the log's end passes
+``position`` (or at the timeout), and never busy-waits:
+- an append by this process wakes every waiter at once (``CanonLedger.watch``);
+- on PostgreSQL, an append by any process wakes them through the library's own
+  notification: every insert of eventsourcing's recorder runs ``NOTIFY`` on the events
+  table's channel (``recorder.channel_name``), and one connection of ours ``LISTEN``s to it;
+  the log's end is re-read every ``safety`` seconds all the same (a lost connection, a
+  notification missed while reconnecting);
+- on SQLite there are no notifications: the log's end is read every ``poll`` seconds
+  (50 ms: one indexed ``max()``).
+
+The invariant callers rely on: a return with ``end > position`` means the entries up to
+``end`` are committed and readable; a return at the timeout changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from canon_ledger.infrastructure.stores import StoreConfig, pg_connect
+
+log = logging.getLogger(__name__)
+POLL = 0.05  # seconds between reads of the log's end on SQLite
+SAFETY = 5.0  # on PostgreSQL, between reads of the end with no notification
+
+
+class LogWakeup:
+    def __init__(self, ledger: Any, config: StoreConfig, *, poll: float = POLL, safety: float = SAFETY) -> None:
+        self.ledger = ledger
+        self.config = config
+        self._changed = threading.Condition()
+        self._ticks = 0  # appends and notifications seen: a waiter re-reads the end when it moves
+        self._closed = threading.Event()
+        self._listening = False
+        self.poll = poll
+        self.safety = safety
+        ledger.watch(lambda _appended: self._tick())
+        if config.is_postgres:
+            self._listener = threading.Thread(target=self._listen, name="canon-listen", daemon=True)
+            self._listener.start()
+
+    @property
+    def interval(self) -> float:
+        """Seconds a waiter sleeps before it reads the log's end again on its own."""
+        return self.safety if self._listening else self.poll
+
+    def _tick(self) -> None:
+        with self._changed:
+            self._ticks += 1
+            self._changed.notify_all()
+
+    def _listen(self) -> None:
+        """LISTEN on the library's channel, reconnecting after a fault until closed."""
+        channel = self.ledger.recorder.channel_name
+        while not self._closed.is_set():
+            try:
+                with pg_connect(self.config) as conn:
+                    conn.execute(f'LISTEN "{channel}"')
+                    self._listening = True
+                    self._tick()  # anything appended while not listening is found now
+                    while not self._closed.is_set():
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            self._tick()
+            except Exception as e:  # noqa: BLE001 - a store fault: poll meanwhile, retry
+                log.warning("LISTEN on the event log failed (%s); polling until it is back", type(e).__name__)
+            self._listening = False
+            self._closed.wait(1.0)
+
+    def wait_beyond(self, position: int, timeout: float) -> int:
+        """The log's end, once it is past ``position`` or ``timeout`` seconds have passed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._changed:
+                ticks = self._ticks
+            end = self.ledger.position()
+            left = deadline - time.monotonic()
+            if end > position or left <= 0 or self._closed.is_set():
+                return end
+            with self._changed:
+                if self._ticks == ticks:
+                    self._changed.wait(min(left, self.interval))
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._tick()

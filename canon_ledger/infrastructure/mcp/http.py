@@ -1,0 +1,62 @@
+"""``/mcp`` in ``canon serve``: the MCP server over streamable HTTP, behind the API's keys.
+
+The door authenticates every request exactly as the API's routes do (``auth.caller``: 401
+problem+json without a valid bearer key) before the SDK sees a byte, and hands the caller to
+the tools in the request's ASGI state; each tool then checks its own scope and the key's
+stories. Stateless transport with JSON responses: no session lives in the process, so any
+``canon serve`` replica answers any request (docs/scaling.md).
+
+DNS-rebinding protection (the SDK's Host/Origin allow-list) is off: it guards servers that
+trust ambient credentials (cookies, loopback), while this door takes only an Authorization
+header, which a rebound page cannot send for the user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from canon_ledger.infrastructure.http.auth import caller
+from canon_ledger.infrastructure.http.problems import Problem, problem_response
+from canon_ledger.infrastructure.mcp.server import PRINCIPAL, build_server
+from canon_ledger.infrastructure.mcp.tools import AgentTools
+
+PATH = "/mcp"
+MAX_BODY = 8 * 1024 * 1024  # a propose_canon near its bounds (100,000 characters of text) fits many times over
+
+
+class McpDoor:
+    """The ASGI app mounted at ``/mcp``. ``running()`` is entered in the app's lifespan."""
+
+    def __init__(self) -> None:
+        self._tools: AgentTools | None = None
+        self.server = build_server(self.tools)
+        self.server.streamable_http_app(  # makes the session manager; its routes are not used
+            stateless_http=True, json_response=True, max_request_body_size=MAX_BODY,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+
+    def tools(self) -> AgentTools:
+        if self._tools is None:
+            raise Problem(503, "starting", "the server is starting")
+        return self._tools
+
+    @asynccontextmanager
+    async def running(self, context: Any) -> AsyncIterator[None]:
+        self._tools = AgentTools(context)
+        async with self.server.session_manager.run():
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            principal = caller(Request(scope))
+        except Problem as e:
+            response = problem_response(e.status, e.code, e.detail, e.field, {"WWW-Authenticate": "Bearer"})
+            await response(scope, receive, send)
+            return
+        scope.setdefault("state", {})[PRINCIPAL] = principal
+        await self.server.session_manager.handle_request(scope, receive, send)

@@ -1,0 +1,124 @@
+"""What an LLM agent may do through MCP: read packets, search, canon and threads; propose canon.
+
+Each method takes the caller (a ``Principal``) and answers what the HTTP API answers for the
+same question, through the same services and the same checks (scope, the key's stories, a
+story that does not exist), or raises the API's own errors (``Problem``, ``CanonError``).
+Every method blocks: the MCP server runs it in a worker thread.
+
+Invariant: no method confirms, rejects or retires canon, or accepts or rejects a draft. An
+agent's ``propose_canon`` leaves a pending proposal that only a person (an author key in the
+API, or the review queue) can confirm; until then no packet includes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from canon_ledger.application.packets.recipes import Request as PacketRequest
+from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.api_key import Principal
+from canon_ledger.infrastructure.http.auth import require, visible
+from canon_ledger.infrastructure.http.context import ServerContext
+from canon_ledger.infrastructure.http.problems import Problem
+from canon_ledger.infrastructure.http.routes.commands import apply_for
+from canon_ledger.infrastructure.http.routes.knowledge import search_collection
+from canon_ledger.infrastructure.http.routes.packets import issued_record
+from canon_ledger.infrastructure.http.routes.stories import story_views
+
+
+def proposal_digest(story: str, kind: str, key: str, name: str, text: str, aliases: list[str],
+                    fields: dict[str, Any], valid_from: int) -> str:
+    """The proposal's content hash: the same proposal asked twice gets the same ids (a
+    ``duplicate``), a changed one new ids."""
+    body = json.dumps([story, kind, key, name, text, aliases, fields, valid_from], sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class AgentTools:
+    def __init__(self, context: ServerContext) -> None:
+        self.context = context
+        self.services = context.services
+
+    def get_packet(self, principal: Principal, story: str, role: str, chapter: int, scene: str | None = None,
+                   budget: int | None = None, after: int | None = None) -> str:
+        """The packet JSON, byte for byte what ``GET /v1/stories/{story}/packet`` sends (recorded
+        as issued, so ``audit_packet`` can replay it)."""
+        require(principal, "worker")
+        visible(principal, story)
+        packet = self.context.reading(self.services.packet, PacketRequest(story, role, chapter, scene, budget),
+                                      after=after)
+        return packet.to_json()
+
+    def search(self, principal: Principal, collection: str, query: str, top: int = 8) -> dict[str, Any]:
+        require(principal, "worker")
+        return search_collection(self.context, principal, collection, query, top, field="query").as_dict()
+
+    def list_canon(self, principal: Principal, story: str, as_of: int, kind: str | None = None) -> dict[str, Any]:
+        require(principal, "worker")
+        views = story_views(self.context, principal, story, None)
+        return {"story_id": story, "as_of": as_of, "kind": kind, "entries": views.canon_as_of(story, as_of, kind)}
+
+    def canon_entry(self, principal: Principal, story: str, kind: str, key: str,
+                    as_of: int | None = None) -> dict[str, Any]:
+        """Every confirmed version of one entry; with ``as_of``, only what a reader of that
+        chapter may know: the version in force then (``in_force``) and the versions valid from
+        that chapter or before (an entry not in force then is unknown, as it is to a packet)."""
+        require(principal, "worker")
+        views = story_views(self.context, principal, story, None)
+        entry = views.entry(story, kind, key)
+        unknown = Problem(404, "unknown_canon_entry", f"no confirmed {kind} {key!r} in story {story!r}"
+                          + (f" as of chapter {as_of}" if as_of is not None else ""), "key")
+        if entry is None:
+            raise unknown
+        if as_of is None:
+            return entry
+        in_force = next((e for e in views.canon_as_of(story, as_of, kind) if e["key"] == key), None)
+        if in_force is None:
+            raise unknown
+        return {**entry, "as_of": as_of, "in_force": in_force,
+                "versions": [v for v in entry["versions"] if v["valid_from"] <= as_of],
+                "tagged_in_chapters": [c for c in entry["tagged_in_chapters"] if c <= as_of]}
+
+    def open_threads(self, principal: Principal, story: str, chapter: int) -> dict[str, Any]:
+        require(principal, "worker")
+        views = story_views(self.context, principal, story, None)
+        return {"story_id": story, "chapter": chapter,
+                "threads": views.canon_as_of(story, chapter, "thread", active=True)}
+
+    def propose_canon(self, principal: Principal, story: str, kind: str, key: str, name: str, text: str,
+                      valid_from: int, aliases: list[str] | None = None,
+                      fields: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Append a ``propose_canon`` with ids derived from its content: asking again is a
+        ``duplicate`` and appends nothing."""
+        require(principal, "author")
+        visible(principal, story)
+        aliases, fields = list(aliases or []), dict(fields or {})
+        digest = proposal_digest(story, kind, key, name, text, aliases, fields, valid_from)
+        command = parse_command({"type": "propose_canon", "command_id": f"mcp-propose-{digest[:32]}",
+                                 "story_id": story, "proposal_id": f"agent-{digest[:24]}", "kind": kind, "key": key,
+                                 "name": name, "aliases": aliases, "text": text, "fields": fields,
+                                 "valid_from": valid_from})
+        ledger = self.services.ledger
+        [result] = apply_for(ledger, [command], principal, atomic=True)
+        if result.error is not None:
+            raise result.error
+        return {"status": result.status, "proposal_id": command.proposal_id, "command_id": command.command_id,
+                "position": result.position if result.position is not None else ledger.position(),
+                "pending": True,
+                "how_to_confirm": (
+                    "Only a person confirms canon. It is pending until an author confirms it in the review queue "
+                    f"(/stories/{story}/review in `canon serve`) or sends "
+                    f'{{"type": "confirm_canon", "story_id": "{story}", "proposal_id": "{command.proposal_id}"}} '
+                    "to POST /v1/commands with an author key; until then no packet includes it.")}
+
+    def audit_packet(self, principal: Principal, packet_id: str) -> dict[str, Any]:
+        require(principal, "worker")
+        issued_record(self.services.ledger, principal, packet_id)
+        return self.context.reading(self.services.auditor.audit, packet_id).as_dict()
+
+    def stories(self, principal: Principal) -> dict[str, Any]:
+        require(principal, "worker")
+        return {"stories": self.context.reading(self.services.views, None).stories(principal.stories)}

@@ -1,0 +1,357 @@
+"""The context viewer and the review queue: server-rendered pages of ``canon serve``.
+
+Every page reads through the same services as the JSON API (``ServerContext``), so what a page
+shows is what the API answers: the packet page renders the packet's own JSON. Pages log in with
+a key kept in a cookie (``infrastructure.web.session``); the review queue posts ordinary
+commands (``confirm_canon``, ``reject_canon``, ``accept_draft``, ``reject_draft``) through
+``apply_for``, the API's own door, each with a command id minted when the page was rendered, so
+a double click applies once. Query and form values are checked against the API's bounds before
+anything is read; a refusal renders an error page carrying the API's code.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote, urlencode
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from canon_ledger.application.packet_view import STATUSES, budget_bar, by_tier, diff_packets
+from canon_ledger.application.packets.recipes import Request as PacketRequest
+from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.api_key import Principal
+from canon_ledger.domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_ID, MAX_POSITION, MAX_STORY_ID
+from canon_ledger.domain.bounds import MAX_NODE_KIND as MAX_KIND
+from canon_ledger.domain.errors import CanonError
+from canon_ledger.domain.story import ROLES
+from canon_ledger.infrastructure.http.auth import unknown_story, visible
+from canon_ledger.infrastructure.http.problems import _TITLES, Problem
+from canon_ledger.infrastructure.http.routes.commands import SCAN_LIMIT, apply_for
+from canon_ledger.infrastructure.http.routes.common import bounded_body, ctx
+from canon_ledger.infrastructure.http.routes.packets import issued_record
+from canon_ledger.infrastructure.web import session
+from canon_ledger.infrastructure.web.session import check_csrf, page_csrf, viewer
+
+router = APIRouter(include_in_schema=False)
+HERE = Path(__file__).parent
+templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
+                        trim_blocks=True, lstrip_blocks=True)
+HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
+           "Referrer-Policy": "same-origin",
+           "Content-Security-Policy": "default-src 'self'; script-src 'none'; object-src 'none'; "
+                                      "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"}
+MAX_FORM = 64 * 1024  # bytes of a posted form
+EVENTS_SHOWN = 300  # events listed between two compared positions
+ACTIONS = {"confirm_canon": "proposal_id", "reject_canon": "proposal_id",
+           "accept_draft": "draft_id", "reject_draft": "draft_id"}  # what the review queue may post
+PAGE_PREFIXES = ("/stories/", "/packets/", "/login", "/logout")
+
+
+def is_page(path: str) -> bool:
+    """Is this a path of the viewer (errors render as HTML) rather than of the API?"""
+    return path == "/" or path.startswith(PAGE_PREFIXES)
+
+
+def render(request: Request, name: str, http_status: int = 200, **values: Any) -> HTMLResponse:
+    principal = values.get("principal")
+    values.setdefault("can_review", principal is not None and principal.has("author"))
+    values.setdefault("csrf", page_csrf(request))
+    values.setdefault("story", None)
+    values["story_q"] = quote(values["story"], safe="") if values["story"] else ""  # once, not per link
+    body = templates.get_template(name).render(**values)
+    return HTMLResponse(body, status_code=http_status, headers=HEADERS)
+
+
+def error_page(request: Request, status: int, code: str, detail: str, field: str | None = None) -> Response:
+    """An error of a page, as HTML with the API's code and status (the API answers problem+json)."""
+    if status == 401:
+        return RedirectResponse(session.login_url(request), 303)
+    return render(request, "error.html", status, status=status, code=code, detail=detail, field=field,
+                  title=_TITLES.get(status, "Error"))
+
+
+# -- reading the query: the API's bounds, and "" as "not given" (what an empty form field sends) --
+
+def _text(request: Request, name: str, limit: int, default: str | None = None) -> str | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return default
+    if len(value) > limit:
+        raise Problem(422, "invalid_field", f"{name}: at most {limit} characters", name)
+    return value
+
+
+def _number(request: Request, name: str, low: int, high: int, default: int | None = None) -> int | None:
+    value = request.query_params.get(name)
+    if value is None or value.strip() == "":
+        return default
+    value = value.strip()
+    digits = value[1:] if value.startswith("-") else value
+    if not digits.isascii() or not digits.isdigit():
+        raise Problem(422, "invalid_field", f"{name}: a whole number is expected, got {value[:40]!r}", name)
+    if len(digits) > 20 or not low <= int(value) <= high:  # the length first: never int() of 10^6 digits
+        shown = value if len(value) <= 24 else f"{value[:12]}... ({len(digits)} digits)"
+        raise Problem(422, "invalid_field", f"{name}: must be between {low:,} and {high:,}, got {shown}", name)
+    return int(value)
+
+
+def _story(request: Request, principal: Principal, story: str, *, counts: bool = False) -> dict[str, Any]:
+    """The story once it exists and this key may see it, else 404: its head (``story_head``:
+    id, title, position, last chapter), or with ``counts`` the whole ``story`` view."""
+    if len(story) > MAX_STORY_ID:
+        raise unknown_story(story[:MAX_STORY_ID])
+    visible(principal, story)
+    context = ctx(request)
+    found = context.reading(lambda: (context.services.views().story if counts else
+                                     context.services.views().story_head)(story))
+    if found is None:
+        raise unknown_story(story)
+    return found
+
+
+def _packet_form(request: Request, principal: Principal, story: str) -> tuple[dict[str, Any], int]:
+    """The packet request a page's query asks for (default: the writer at the last planned
+    chapter), once the story is visible, and the log's end."""
+    last = _story(request, principal, story)["last_chapter"]
+    role = _text(request, "role", 20, "writer")
+    if role not in ROLES:
+        raise Problem(422, "invalid_field", f"role: one of {', '.join(ROLES)}, got {role!r}", "role")
+    form = {"role": role, "chapter": _number(request, "chapter", 1, MAX_CHAPTER, last or 1),
+            "scene": _text(request, "scene", MAX_ID), "budget": _number(request, "budget", 0, MAX_BUDGET)}
+    return form, ctx(request).services.ledger.position()
+
+
+def _packet(request: Request, form: dict[str, Any], story: str, at: int | None, *, record: bool) -> dict[str, Any]:
+    """The packet's JSON, as ``GET /v1/stories/{story}/packet`` answers it."""
+    context = ctx(request)
+    wanted = PacketRequest(story, form["role"], form["chapter"], form["scene"], form["budget"])
+    packet = context.reading(context.services.packet, wanted, at=at, record=record and at is None)
+    return json.loads(packet.to_json())
+
+
+def _summary(data: dict[str, Any]) -> str:
+    """One line of an event's data for a list: its most telling fields."""
+    parts = []
+    for name in ("chapter", "kind", "key", "name", "proposal_id", "draft_id", "scene_id", "valid_from", "reason"):
+        if data.get(name) not in (None, ""):
+            parts.append(f"{name}={data[name]}")
+    return ", ".join(parts)[:300]
+
+
+def _events(request: Request, story: str, after: int, until: int) -> tuple[list[dict[str, Any]], bool]:
+    ledger = ctx(request).services.ledger
+    events: list[dict[str, Any]] = []
+    if until <= after:
+        return events, False
+    # As GET /v1/events: a story's entries among at most SCAN_LIMIT of the log, never the whole range.
+    for scanned, logged in enumerate(ledger.history(start=after + 1, stop=until)):
+        if len(events) >= EVENTS_SHOWN or scanned >= SCAN_LIMIT:
+            return events, True
+        if logged.story_id != story:
+            continue
+        events.append({"position": logged.position, "type": logged.type, "summary": _summary(logged.data)})
+    return events, False
+
+
+# -- pages ----------------------------------------------------------------------------------------
+
+@router.get("/login")
+def login_page(request: Request) -> Response:
+    return render(request, "login.html", next=session.safe_next(request.query_params.get("next")), error=None)
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    form = await _form(request)
+    target = session.safe_next(form.get("next"))
+    token = (form.get("key") or "").strip()
+    context = ctx(request)
+    principal = None
+    if token and len(token) <= session.MAX_TOKEN:
+        principal = await run_in_threadpool(context.keys.check, token)
+    if principal is None:
+        return render(request, "login.html", 401, next=target, error="That key is unknown or revoked.")
+    response = RedirectResponse(target, 303)
+    response.set_cookie(session.COOKIE, token, max_age=session.MAX_AGE, httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https", path="/")
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    check_csrf(request, (await _form(request)).get("csrf"))
+    response = RedirectResponse("/login", 303)
+    response.delete_cookie(session.COOKIE, path="/", httponly=True, samesite="strict")
+    return response
+
+
+@router.get("/")
+def overview(request: Request, principal: Principal = Depends(viewer)) -> Response:
+    context = ctx(request)
+    services = context.services
+
+    def read() -> tuple[list[dict[str, Any]], Any, int]:
+        return services.views().stories(principal.stories), services.status(), services.ledger.position()
+
+    stories, status, end = context.reading(read)
+    return render(request, "overview.html", principal=principal, stories=stories, models=list(status.items()), end=end)
+
+
+@router.get("/stories/{story}/packet")
+def packet_page(request: Request, story: str, principal: Principal = Depends(viewer)) -> Response:
+    form, end = _packet_form(request, principal, story)
+    form["at"] = _number(request, "at", 0, MAX_POSITION)
+    form["status"] = _text(request, "status", 20)
+    if form["status"] is not None and form["status"] not in STATUSES:
+        raise Problem(422, "invalid_field", f"status: one of {', '.join(STATUSES)}, got {form['status']!r}", "status")
+    packet = _packet(request, form, story, form["at"], record=True)
+    everything = {k: v for k, v in request.query_params.items() if k != "status"}
+    return render(request, "packet.html", principal=principal, story=story, page="packet", p=packet, form=form,
+                  end=end, roles=ROLES, statuses=STATUSES, bar=budget_bar(packet), groups=by_tier(packet, form["status"]),
+                  recorded=form["at"] is None, all_url=f"/stories/{quote(story, safe='')}/packet?{urlencode(everything)}")
+
+
+@router.get("/stories/{story}/compare")
+def compare_page(request: Request, story: str, principal: Principal = Depends(viewer)) -> Response:
+    form, end = _packet_form(request, principal, story)
+    form["from_"] = _number(request, "from", 0, MAX_POSITION)
+    form["to"] = _number(request, "to", 0, MAX_POSITION)
+    values: dict[str, Any] = {"principal": principal, "story": story, "page": "compare", "form": form, "end": end,
+                              "roles": ROLES, "statuses": STATUSES, "before": None}
+    if form["from_"] is None:
+        return render(request, "compare.html", **values)
+    before = _packet(request, form, story, form["from_"], record=False)
+    after = _packet(request, form, story, form["to"], record=False)
+    events, more = _events(request, story, form["from_"], form["to"] if form["to"] is not None else end)
+    values |= {"before": before, "after": after, "changes": diff_packets(before, after), "events": events,
+               "events_more": more, "shown": EVENTS_SHOWN, "scanned": SCAN_LIMIT}
+    return render(request, "compare.html", **values)
+
+
+@router.get("/stories/{story}/canon")
+def canon_page(request: Request, story: str, principal: Principal = Depends(viewer)) -> Response:
+    found = _story(request, principal, story, counts=True)
+    chapters = [c["chapter"] for c in found["chapters"]]
+    as_of = _number(request, "as_of", 1, MAX_CHAPTER, chapters[-1] if chapters else 1)
+    kind = _text(request, "kind", MAX_KIND)
+    context = ctx(request)
+    entries = context.reading(lambda: context.services.views().canon_as_of(story, as_of, kind))
+    grouped = [(k, list(group)) for k, group in groupby(entries, key=lambda e: e["kind"])]
+    return render(request, "canon.html", principal=principal, story=story, page="canon", as_of=as_of, kind=kind,
+                  kinds=sorted(found["entries_by_kind"]), grouped=grouped)
+
+
+@router.get("/stories/{story}/canon/{kind}/{key}")
+def entry_page(request: Request, story: str, kind: str, key: str, principal: Principal = Depends(viewer)) -> Response:
+    _story(request, principal, story)
+    context = ctx(request)
+    entry = None
+    if len(kind) <= MAX_KIND and len(key) <= MAX_ID:
+        entry = context.reading(lambda: context.services.views().entry(story, kind, key))
+    if entry is None:
+        raise Problem(404, "unknown_canon_entry", f"no confirmed {kind[:MAX_KIND]} {key[:MAX_ID]!r} in story {story!r}", "key")
+    return render(request, "entry.html", principal=principal, story=story, page="canon", entry=entry)
+
+
+@router.get("/stories/{story}/events/{position}")
+def event_page(request: Request, story: str, position: str, principal: Principal = Depends(viewer)) -> Response:
+    _story(request, principal, story)
+    if not position.isdigit() or len(position) > 12 or not 1 <= int(position) <= MAX_POSITION:
+        raise Problem(422, "invalid_field", f"position: a log position is a whole number from 1, got {position[:40]!r}",
+                      "position")
+    at = int(position)
+    services = ctx(request).services
+    logged = next(iter(services.ledger.history(start=at, stop=at)), None) if at <= services.ledger.position() else None
+    if logged is None or logged.position != at or logged.story_id != story:
+        raise Problem(404, "unknown_event", f"story {story!r} has no event at position {at}", "position")
+    lineage = ctx(request).reading(services.auditor.lineage, story, [at])[at]
+    data = json.dumps(logged.data, indent=2, ensure_ascii=False, default=str, sort_keys=True)
+    return render(request, "event.html", principal=principal, story=story, event=logged, lineage=lineage, data=data)
+
+
+@router.get("/packets/{packet_id}/audit")
+def audit_page(request: Request, packet_id: str, principal: Principal = Depends(viewer)) -> Response:
+    context = ctx(request)
+    record = issued_record(context.services.ledger, principal, packet_id)
+    report = context.reading(context.services.auditor.audit, packet_id).as_dict()
+    return render(request, "audit.html", principal=principal, story=record.story_id, page="packet", report=report)
+
+
+# -- the review queue ------------------------------------------------------------------------------
+
+def _author(principal: Principal) -> None:
+    if not principal.has("author"):
+        raise Problem(403, "forbidden", f"the review queue needs a key of scope author or above; this key is "
+                                        f"{principal.scope}")
+
+
+@router.get("/stories/{story}/review")
+def review_page(request: Request, story: str, principal: Principal = Depends(viewer)) -> Response:
+    _author(principal)
+    _story(request, principal, story)
+    context = ctx(request)
+
+    def read() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        views = context.services.views()
+        proposals = views.proposals(story, "proposed")
+        for proposal in proposals:
+            entry = views.entry(story, proposal["kind"], proposal["key"])
+            proposal["current"] = entry["versions"][-1] if entry else None
+        return proposals, views.drafts(story, status="submitted")
+
+    proposals, drafts = context.reading(read)
+    result = None
+    if "status" in request.query_params:
+        q = request.query_params
+        result = {"what": (q.get("what") or "")[:40], "status": (q.get("status") or "")[:20],
+                  "code": (q.get("code") or "")[:80], "message": (q.get("message") or "")[:300]}
+        result["ok"] = result["status"] in ("applied", "duplicate", "unchanged")
+    return render(request, "review.html", principal=principal, story=story, page="review", proposals=proposals,
+                  drafts=drafts, result=result, fresh=lambda: f"web-{uuid.uuid4().hex}")
+
+
+async def _form(request: Request) -> dict[str, str]:
+    body = await bounded_body(request, MAX_FORM)
+    try:
+        fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=20)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise Problem(422, "invalid_request", f"the form could not be read: {str(e)[:100]}") from None
+    return {name: values[0] for name, values in fields.items()}
+
+
+@router.post("/stories/{story}/review")
+async def review_post(request: Request, story: str, principal: Principal = Depends(viewer)) -> Response:
+    form = await _form(request)
+    check_csrf(request, form.get("csrf"))
+    _author(principal)
+    visible(principal, story[:MAX_STORY_ID])
+    action = form.get("action", "")
+    if action not in ACTIONS:
+        raise Problem(422, "invalid_field", f"action: one of {', '.join(ACTIONS)}", "action")
+    raw: dict[str, Any] = {"type": action, "command_id": form.get("command_id", ""), "story_id": story,
+                           ACTIONS[action]: form.get("id", "")}
+    if action.startswith("reject"):
+        raw["reason"] = form.get("reason", "")
+    try:
+        command = parse_command(raw)
+    except CanonError as e:
+        return _back(story, action, "rejected", e)
+    ledger = ctx(request).services.ledger
+    result = (await run_in_threadpool(apply_for, ledger, [command], principal, atomic=True))[0]
+    return _back(story, action, result.status, result.error)
+
+
+def _back(story: str, action: str, status: str, error: CanonError | None) -> Response:
+    """Post, redirect, get: the queue again, saying what became of the command."""
+    query = {"what": action, "status": status}
+    if error is not None:
+        query |= {"code": error.code, "message": error.message[:300]}
+    return RedirectResponse(f"/stories/{quote(story, safe='')}/review?{urlencode(query)}", 303)

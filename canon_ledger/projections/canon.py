@@ -1,0 +1,283 @@
+"""The canon projection: confirmed canon and accepted text -> the packet tables.
+
+It subscribes only to the event types below. Draft and proposal events are not among
+them: a draft or an unconfirmed proposal has no way into these tables. Canon arrives
+only as CanonEntry events (confirmation), chapter text only as Chapter.TextAccepted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from canon_ledger.domain.topics import stored_topics
+from sqlalchemy import and_, bindparam, func, or_, select, text, update
+
+from canon_ledger.domain.canon import CanonEntry
+from canon_ledger.domain.chapter import Chapter
+from canon_ledger.domain.story import Story, with_default_budgets
+from canon_ledger.domain.tokens import TokenCounter
+from canon_ledger.domain.volume import Volume
+from canon_ledger.projections import rendering as r
+from canon_ledger.projections.canon_tables import CanonTables
+from canon_ledger.projections.sql_ops import Op, Run, Update, Upsert
+from canon_ledger.projections.token_memo import TokenMemo
+
+HANDLED = (
+    Story.Started,
+    Chapter.Planned,
+    Chapter.SceneCardAdded,
+    Chapter.TextAccepted,
+    Chapter.SummaryRecorded,
+    Volume.Opened,
+    Volume.SummaryRecorded,
+    CanonEntry.Established,
+    CanonEntry.Revised,
+    CanonEntry.Retired,
+)
+
+
+def _valid_to_statement(t: CanonTables) -> Any:
+    cn = t.canon
+    later = cn.alias("later")
+    next_from = (
+        select(func.min(later.c.valid_from))
+        .where(later.c.story_id == cn.c.story_id, later.c.kind == cn.c.kind, later.c.key == cn.c.key,
+               or_(later.c.valid_from > cn.c.valid_from,
+                   and_(later.c.valid_from == cn.c.valid_from, later.c.step > cn.c.step)))
+        .scalar_subquery()
+    )
+    # Only rows whose value changes are written (usually the step before the new one).
+    return (update(cn)
+            .where(cn.c.story_id == bindparam("b_story"), cn.c.kind == bindparam("b_kind"), cn.c.key == bindparam("b_key"),
+                   cn.c.valid_to.is_distinct_from(next_from))
+            .values(valid_to=next_from))
+
+
+def _counter(tokens: TokenCounter) -> Any:
+    """``texts -> counts``: the counter's own batch method when it has one (one call per page
+    instead of one per text), else one ``count`` per text. Both give the same numbers."""
+    many = getattr(tokens, "count_many", None)
+    if many is not None:
+        return many
+    return lambda texts: [tokens.count(t) for t in texts]
+
+
+def _valid_to(steps: list[tuple[int, int]]) -> dict[int, int | None]:
+    """step -> valid_to for one entry's (valid_from, step) pairs: the valid_from of the first
+    step after it in (valid_from, step) order, None while it is still in force."""
+    out: dict[int, int | None] = {}
+    for vf, st in steps:
+        later = [v for v, s in steps if v > vf or (v == vf and s > st)]
+        out[st] = min(later) if later else None
+    return out
+
+
+def _valid_to_unnest(t: CanonTables) -> Any:
+    """``_valid_to_statement`` for many entries at once (PostgreSQL arrays)."""
+    cn = t.canon.name
+    return text(
+        f'UPDATE "{cn}" AS cn SET valid_to = (SELECT min(l.valid_from) FROM "{cn}" AS l '
+        'WHERE l.story_id = cn.story_id AND l.kind = cn.kind AND l."key" = cn."key" '
+        'AND (l.valid_from > cn.valid_from OR (l.valid_from = cn.valid_from AND l.step > cn.step))) '
+        'FROM unnest(CAST(:stories AS varchar[]), CAST(:kinds AS varchar[]), CAST(:keys AS varchar[])) AS v(s, k, e) '
+        'WHERE cn.story_id = v.s AND cn.kind = v.k AND cn."key" = v.e AND cn.valid_to IS DISTINCT FROM ('
+        f'SELECT min(l.valid_from) FROM "{cn}" AS l WHERE l.story_id = cn.story_id AND l.kind = cn.kind '
+        'AND l."key" = cn."key" AND (l.valid_from > cn.valid_from OR (l.valid_from = cn.valid_from AND l.step > cn.step)))')
+
+
+class _Page:
+    """What one ``ops`` call gathers: texts to count in one batch, and canon rows by entry."""
+
+    __slots__ = ("pending", "steps")
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[dict[str, Any], str, str]] = []  # (row, tokens column, text)
+        self.steps: dict[tuple[str, str, str], list[tuple[int, dict[str, Any]]]] = {}  # entry -> its steps
+
+    def count(self, row: dict[str, Any], column: str, text: str) -> None:
+        """Count ``text``'s tokens into ``row[column]`` with the rest of the page (one batch)."""
+        self.pending.append((row, column, text))
+
+    def step(self, e: Any, row: dict[str, Any]) -> None:
+        """The canon row of one timeline step; emitted with the page (see ``_canon_rows``)."""
+        self.steps.setdefault((e.story_id, e.kind, e.key), []).append((e.originator_version, row))
+
+
+class CanonProjection:
+    name = "canon"
+    # Its writes find rows by primary key only: a rebuild may build the other indexes last.
+    defer_indexes = True
+    # Events per transaction when the runner is left at its default: a fifth of the commits of
+    # pages of 1,000, and most entries' timelines fall within one page (valid_to in Python).
+    page_size = 5000
+
+    def __init__(self, tables: CanonTables, tokens: TokenCounter, memo: TokenMemo | None = None) -> None:
+        self.t = tables
+        self.tokens = tokens
+        # None (the audit's scratch replay): every text is counted, independently of any memo.
+        self.memo = memo
+        self.topics = stored_topics(*HANDLED)
+        self._valid_to = _valid_to_statement(tables) if tables.version >= 3 else None
+        self._valid_to_pg = _valid_to_unnest(tables) if tables.version >= 3 else None
+        self._count_many = _counter(tokens)
+        self._handlers: dict[type, Any] = {}
+
+    def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
+        """Ops for (position, event) pairs, in order, ending with each touched story's position.
+        ``conn``: the transaction the ops will run in; with a memo, token counts are looked up
+        (and the missing ones stored) there."""
+        ops: list[Op] = []
+        touched: dict[str, int] = {}
+        page = _Page()  # per call: ops() may run in several threads at once
+        handlers = self._handlers
+        for position, e in events:
+            cls = type(e)
+            handler = handlers.get(cls, False)
+            if handler is False:
+                handler = handlers[cls] = getattr(self, "_on_" + cls.__qualname__.replace(".", "_"), None)
+            if handler is None:
+                continue
+            ops.extend(handler(e, position, page))
+            touched[e.story_id] = position
+        ops.extend(self._canon_rows(page.steps))
+        stored: list[Op] = []  # the memo's store of fresh counts, last: after the page's rows
+        if page.pending:
+            texts = [t for _, _, t in page.pending]
+            if self.memo is not None and conn is not None:
+                counts = self.memo.counts(conn, texts, self._count_many, later=stored)
+            else:
+                counts = self._count_many(texts)
+            for (row, column, _), n in zip(page.pending, counts, strict=True):
+                row[column] = n
+        ops.extend(Update(self.t.stories, {"story_id": s}, {"position": p}) for s, p in touched.items())
+        return ops + stored
+
+    def quarantined(self, position: int, e: Any) -> list[Op]:
+        """A story event at ``position`` could not be projected (the runner quarantined it):
+        the story's packets move to that position, so they say so (and an audit replays it)."""
+        story = getattr(e, "story_id", None)
+        return [Update(self.t.stories, {"story_id": story}, {"position": position})] if isinstance(story, str) else []
+
+    def _valid_to_many(self, conn: Any, params: list[dict[str, Any]]) -> bool:
+        """PostgreSQL: every entry of the page in one statement (entries as arrays)."""
+        if conn.dialect.name != "postgresql":
+            return False
+        conn.execute(self._valid_to_pg, {"stories": [p["b_story"] for p in params],
+                                         "kinds": [p["b_kind"] for p in params], "keys": [p["b_key"] for p in params]})
+        return True
+
+    def _canon_rows(self, steps: dict[tuple[str, str, str], list[tuple[int, dict[str, Any]]]]) -> list[Op]:
+        """The canon rows of this page, each with its ``valid_to`` where the page holds the
+        entry's whole timeline so far (its first step is here: later steps come later in the
+        log, so none is missing); the other entries get the SQL re-derivation instead."""
+        ops: list[Op] = []
+        for (story, kind, key), rows in steps.items():
+            whole = self.t.version >= 3 and [st for st, _ in rows] == list(range(1, len(rows) + 1))
+            if whole:
+                ends = _valid_to([(row["valid_from"], st) for st, row in rows])
+                for st, row in rows:
+                    row["valid_to"] = ends[st]
+                # Set when the row is inserted; a re-delivered event keeps the stored value,
+                # which already accounts for every later step.
+                ops.extend(Upsert(self.t.canon, row, ("valid_to",)) for _, row in rows)
+            else:
+                ops.extend(Upsert(self.t.canon, row) for _, row in rows)
+                if self.t.version >= 3:
+                    ops.append(Run("valid_to", self._valid_to, {"b_story": story, "b_kind": kind, "b_key": key},
+                                   deferred=True, many=self._valid_to_many))
+        return ops
+
+    # -- story, chapters, volumes -----------------------------------------------------------------
+    def _on_Story_Started(self, e: Any, p: int, page: _Page) -> list[Op]:
+        row = {"story_id": e.story_id, "title": e.title, "guardrails_text": r.guardrails(e.style_guardrails),
+               "contract_text": r.output_contract(e.output_contract), "budgets": with_default_budgets(e.budgets),
+               "source": p, "position": p}
+        page.count(row, "guardrails_tokens", row["guardrails_text"])
+        page.count(row, "contract_tokens", row["contract_text"])
+        return [Upsert(self.t.stories, row)]
+
+    def _on_Chapter_Planned(self, e: Any, p: int, page: _Page) -> list[Op]:
+        row = {"story_id": e.story_id, "chapter": e.number, "volume": e.volume,
+               "goals_text": r.goals(e.number, e.goals), "goals_source": p}
+        page.count(row, "goals_tokens", row["goals_text"])
+        return [Upsert(self.t.chapters, row)]
+
+    def _on_Chapter_SceneCardAdded(self, e: Any, p: int, page: _Page) -> list[Op]:
+        story, chapter, scene = e.story_id, e.chapter, e.scene_id
+        row = {"story_id": story, "chapter": chapter, "scene_id": scene,
+               "text": r.scene_card(chapter, scene, e.summary, e.tags), "source": p}
+        page.count(row, "tokens", row["text"])
+        ops: list[Op] = [Upsert(self.t.scene_cards, row)]
+        tags = self.t.scene_tags
+        for tag_type, keys in sorted(e.tags.items()):
+            ops.extend(
+                Upsert(tags, {"story_id": story, "chapter": chapter, "scene_id": scene, "tag_type": tag_type,
+                              "ordinal": i, "key": k})
+                for i, k in enumerate(keys)
+            )
+        return ops
+
+    def _on_Chapter_TextAccepted(self, e: Any, p: int, page: _Page) -> list[Op]:
+        values = {"text": r.chapter_text(e.chapter, e.text), "text_source": p}
+        page.count(values, "text_tokens", values["text"])
+        return [Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values)]
+
+    def _on_Chapter_SummaryRecorded(self, e: Any, p: int, page: _Page) -> list[Op]:
+        values = {"summary_text": r.chapter_summary(e.chapter, e.text), "summary_source": p}
+        page.count(values, "summary_tokens", values["summary_text"])
+        return [Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values)]
+
+    def _on_Volume_Opened(self, e: Any, p: int, page: _Page) -> list[Op]:
+        return [Upsert(self.t.volumes, {"story_id": e.story_id, "volume": e.number})]
+
+    def _on_Volume_SummaryRecorded(self, e: Any, p: int, page: _Page) -> list[Op]:
+        row = {"story_id": e.story_id, "volume": e.volume, "summary_text": r.volume_summary(e.volume, e.text),
+               "summary_source": p}
+        page.count(row, "summary_tokens", row["summary_text"])
+        return [Upsert(self.t.volumes, row)]
+
+    # -- canon ------------------------------------------------------------------------------------
+    def _on_CanonEntry_Established(self, e: Any, p: int, page: _Page) -> list[Op]:
+        return self._version(e, p, page)
+
+    def _on_CanonEntry_Revised(self, e: Any, p: int, page: _Page) -> list[Op]:
+        return self._version(e, p, page)
+
+    def _version(self, e: Any, p: int, page: _Page) -> list[Op]:
+        v = e.version
+        fields = v.get("fields") or {}
+        story, kind, key, step, valid_from = e.story_id, e.kind, e.key, e.originator_version, v["valid_from"]
+        row = {
+            "story_id": story, "kind": kind, "key": key, "step": step, "valid_from": valid_from, "retired": False,
+            "name": v["name"], "state": fields.get("state"), "hidden_until": fields.get("hidden_until"),
+            "text": r.canon_version(kind, key, v), "source": p,
+        }
+        page.count(row, "tokens", row["text"])
+        if self.t.version >= 2:
+            row["aliases"] = list(v.get("aliases") or [])
+        page.step(e, row)
+        names = {v["name"].casefold(), *(a.casefold() for a in v.get("aliases") or [] if a)}
+        aliases = self.t.aliases
+        ops: list[Op] = [Upsert(aliases, {"story_id": story, "kind": kind, "key": key, "step": step, "alias": a,
+                                          "valid_from": valid_from}) for a in sorted(names)]
+        for i, node in enumerate(fields.get("nodes") or []):
+            node_row = {
+                "story_id": story, "chain": key, "step": step, "ordinal": i, "node_id": node["id"],
+                "node_kind": node.get("kind", "node"), "valid_from": valid_from,
+                "hidden_until": node.get("hidden_until"), "text": r.chain_node(key, node), "source": p,
+            }
+            page.count(node_row, "tokens", node_row["text"])
+            ops.append(Upsert(self.t.chain_nodes, node_row))
+        return ops
+
+    def _on_CanonEntry_Retired(self, e: Any, p: int, page: _Page) -> list[Op]:
+        row = {
+            "story_id": e.story_id, "kind": e.kind, "key": e.key, "step": e.originator_version,
+            "valid_from": e.valid_from, "retired": True, "name": e.key, "state": None, "hidden_until": None,
+            "text": r.retirement(e.kind, e.key, e.valid_from, e.reason), "source": p,
+        }
+        page.count(row, "tokens", row["text"])
+        if self.t.version >= 2:
+            row["aliases"] = []
+        page.step(e, row)
+        return []

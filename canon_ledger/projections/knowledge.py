@@ -1,0 +1,171 @@
+"""The knowledge projection: documents and accepted chapter text -> chunks and topics; wiki
+pages -> pages and what they cite; and, kept incrementally, whether each page is stale.
+
+Staleness is derived from events alone: a chunk event recomputes only the pages of that
+chunk's topic (never a sweep over all chunks). A reverted edit brings the hash back, and
+with it a fresh page, at no cost. Drafts never reach this model: chapter text arrives only
+as ``Chapter.TextAccepted``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from canon_ledger.domain.topics import stored_topics
+from sqlalchemy import and_, bindparam, case, exists, func, literal, select, update
+
+from canon_ledger.domain.chapter import Chapter
+from canon_ledger.domain.chunking import chunk_chapter
+from canon_ledger.domain.document import Document
+from canon_ledger.domain.tokens import TokenCounter
+from canon_ledger.domain.wiki import WikiPage
+from canon_ledger.projections.knowledge_tables import KnowledgeTables
+from canon_ledger.projections.sql_ops import Delete, Op, Run, Update, Upsert
+
+HANDLED = (
+    Document.Ingested, Document.Restructured, Document.ChunkAdded, Document.ChunkEdited, Document.ChunkRemoved,
+    WikiPage.PageCompiled, Chapter.TextAccepted,
+)
+
+
+TOPIC_DEPTH = 2
+
+
+def topic_of(section_id: str) -> str:
+    """A topic is a document's section down to the second heading level (a single H1 title
+    and its H2 sections, or H1 chapters): ``coll/doc#a/b/c`` -> ``coll/doc#a/b``."""
+    doc_key, _, path = section_id.partition("#")
+    return f"{doc_key}#{'/'.join(path.split('/')[:TOPIC_DEPTH])}"
+
+
+class KnowledgeProjection:
+    name = "knowledge"
+
+    def __init__(self, tables: KnowledgeTables, tokens: TokenCounter) -> None:
+        self.t = tables
+        self.tokens = tokens
+        self.topics = stored_topics(*HANDLED)
+        self._restale = self._staleness_statement()
+
+    def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
+        ops: list[Op] = []
+        for position, e in events:
+            handler = getattr(self, "_on_" + type(e).__qualname__.replace(".", "_"))
+            ops.extend(handler(e, position))
+        return ops
+
+    # -- documents and chunks -------------------------------------------------------------
+    def _on_Document_Ingested(self, e: Any, p: int) -> list[Op]:
+        ops: list[Op] = [Upsert(self.t.documents, {"collection_id": e.collection_id, "document_id": e.document_id,
+                                                   "title": e.title, "source": p})]
+        ops += self._topics(e.collection_id, e.document_id, e.sections, p)
+        touched: set[str] = set()
+        for chunk in e.chunks:
+            ops.append(self._chunk_row(e.collection_id, e.document_id, chunk, p))
+            touched.add(topic_of(chunk["section_id"]))
+        return ops + [self._recompute(e.collection_id, t, p) for t in sorted(touched)]
+
+    def _on_Document_Restructured(self, e: Any, p: int) -> list[Op]:
+        ops: list[Op] = [Upsert(self.t.documents, {"collection_id": e.collection_id, "document_id": e.document_id,
+                                                   "title": e.title, "source": p}),
+                         Delete(self.t.topics, {"collection_id": e.collection_id, "document_id": e.document_id})]
+        return ops + self._topics(e.collection_id, e.document_id, e.sections, p)
+
+    def _on_Document_ChunkAdded(self, e: Any, p: int) -> list[Op]:
+        document_id = e.chunk["chunk_id"].rsplit("#", 1)[0].partition("/")[2]
+        return [self._chunk_row(e.collection_id, document_id, e.chunk, p),
+                self._recompute(e.collection_id, topic_of(e.chunk["section_id"]), p)]
+
+    def _on_Document_ChunkEdited(self, e: Any, p: int) -> list[Op]:
+        return [Update(self.t.chunks, {"collection_id": e.collection_id, "chunk_id": e.chunk_id},
+                       {"text": e.text, "hash": e.hash, "tokens": self.tokens.count(e.text), "source": p}),
+                self._recompute(e.collection_id, topic_of(e.chunk_id.rsplit("/", 1)[0]), p)]
+
+    def _on_Document_ChunkRemoved(self, e: Any, p: int) -> list[Op]:
+        return [Update(self.t.chunks, {"collection_id": e.collection_id, "chunk_id": e.chunk_id},
+                       {"removed": True, "source": p}),
+                self._recompute(e.collection_id, topic_of(e.chunk_id.rsplit("/", 1)[0]), p)]
+
+    def _on_Chapter_TextAccepted(self, e: Any, p: int) -> list[Op]:
+        c = chunk_chapter(e.story_id, e.chapter, e.text, self.tokens)
+        collection, document_id, title, sections, chunks = c.collection, c.document_id, c.title, c.sections, c.chunks
+        ops: list[Op] = [
+            Upsert(self.t.documents, {"collection_id": collection, "document_id": document_id, "title": title, "source": p}),
+            Delete(self.t.topics, {"collection_id": collection, "document_id": document_id}),
+            # A later accepted draft replaces the chapter's text: its old chunks go first.
+            Update(self.t.chunks, {"collection_id": collection, "document_id": document_id}, {"removed": True, "source": p}),
+        ]
+        ops += self._topics(collection, document_id, [{"section_id": s.section_id, "breadcrumb": list(s.breadcrumb)}
+                                                      for s in sections], p)
+        ops += [self._chunk_row(collection, document_id, c.as_dict(), p) for c in chunks]
+        return ops + [self._recompute(collection, t, p) for t in sorted({topic_of(s.section_id) for s in sections})]
+
+    def _topics(self, collection: str, document_id: str, sections: list[dict[str, Any]], p: int) -> list[Op]:
+        ops: list[Op] = []
+        seen: set[str] = set()
+        for s in sections:
+            topic = topic_of(s["section_id"])
+            if topic in seen:
+                continue
+            seen.add(topic)
+            ops.append(Upsert(self.t.topics, {"collection_id": collection, "topic_id": topic, "document_id": document_id,
+                                              "title": " > ".join(s["breadcrumb"][:TOPIC_DEPTH + 1]),
+                                              "ordinal": len(seen),
+                                              "source": p}))
+        return ops
+
+    def _chunk_row(self, collection: str, document_id: str, chunk: dict[str, Any], p: int) -> Upsert:
+        return Upsert(self.t.chunks, {
+            "collection_id": collection, "chunk_id": chunk["chunk_id"], "document_id": document_id,
+            "topic_id": topic_of(chunk["section_id"]), "section_id": chunk["section_id"], "ordinal": chunk["ordinal"],
+            "text": chunk["text"], "hash": chunk["hash"], "tokens": self.tokens.count(chunk["text"]),
+            "removed": False, "source": p,
+        })
+
+    # -- pages ----------------------------------------------------------------------------------
+    def _on_WikiPage_PageCompiled(self, e: Any, p: int) -> list[Op]:
+        page = e.page
+        key = {"collection_id": e.collection_id, "topic_id": e.topic_id}
+        ops: list[Op] = [
+            Upsert(self.t.pages, {**key, "title": page["title"], "tldr": page["tldr"], "body": page["body"],
+                                  "tags": list(page["tags"]), "wikilinks": list(page["wikilinks"]),
+                                  "method": page["method"], "source_set_hash": page["source_set_hash"],
+                                  "embedding_key": page.get("embedding_key"), "embedding": page.get("embedding"),
+                                  "compiled": p, "edited": 0, "set_changed": 0, "drift_since": None}),
+            Delete(self.t.page_sources, key),
+        ]
+        ops += [Upsert(self.t.page_sources, {**key, "chunk_id": s["chunk_id"], "hash_at_compile": s["hash"]})
+                for s in page["sources"]]
+        return ops + [self._recompute(e.collection_id, e.topic_id, p)]
+
+    # -- staleness ------------------------------------------------------------------------------
+    def _recompute(self, collection: str, topic: str, position: int) -> Run:
+        return Run("restale", self._restale, {"c": collection, "t": topic, "p": position})
+
+    def _staleness_statement(self) -> Any:
+        pages, sources, chunks = self.t.pages, self.t.page_sources, self.t.chunks
+        c, t = bindparam("c"), bindparam("t")
+        edited = (
+            select(func.count())
+            .select_from(sources.outerjoin(chunks, and_(chunks.c.collection_id == sources.c.collection_id,
+                                                        chunks.c.chunk_id == sources.c.chunk_id)))
+            .where(sources.c.collection_id == c, sources.c.topic_id == t,
+                   (chunks.c.chunk_id.is_(None)) | (chunks.c.removed == literal(True))
+                   | (chunks.c.hash != sources.c.hash_at_compile))
+            .scalar_subquery()
+        )
+        uncited = (
+            select(func.count())
+            .select_from(chunks)
+            .where(chunks.c.collection_id == c, chunks.c.topic_id == t, chunks.c.removed == literal(False),
+                   ~exists().where(sources.c.collection_id == c, sources.c.topic_id == t,
+                                   sources.c.chunk_id == chunks.c.chunk_id))
+            .scalar_subquery()
+        )
+        return (
+            update(pages)
+            .where(pages.c.collection_id == c, pages.c.topic_id == t)
+            .values(edited=edited, set_changed=uncited,
+                    drift_since=case((edited + uncited == 0, None),
+                                     else_=func.coalesce(pages.c.drift_since, bindparam("p"))))
+        )

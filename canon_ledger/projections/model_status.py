@@ -1,0 +1,107 @@
+"""How far a read model trails the log: what ``canon status``, ``/readyz`` and a search's
+stages report while a worker catches up.
+
+Read only: nothing here writes a row or moves a tracking position. Counting stops at
+``SCAN`` entries of the model's topics (a backlog that long is reported as at least that
+many, ``capped``), so a status read stays cheap whatever the backlog.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from canon_ledger.projections.retrieval import Put, changes
+
+SCAN = 2000  # entries of a model's topics read to size its backlog
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    name: str
+    position: int  # the serving build's tracking position
+    pending: int  # entries of the model's topics after it, up to the log's end (at most SCAN)
+    capped: bool  # more than ``pending`` are waiting
+    seconds: float  # since the oldest pending entry was appended (0 when none)
+    texts: int | None = None  # texts not yet indexed / embedded in those entries (retrieval models)
+
+    def as_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"position": self.position, "behind": self.pending, "behind_capped": self.capped,
+                                "behind_seconds": round(self.seconds, 3)}
+        if self.texts is not None:
+            body["backlog_texts"] = self.texts
+        return body
+
+
+def _projection(models: Any) -> Any:
+    return models.runner(models.active()).projection
+
+
+def pending_records(models: Any, log: Any, end: int, limit: int = SCAN) -> tuple[int, list[Any]]:
+    """(tracking position, stored records of the model's topics after it up to ``end``)."""
+    position = models.position()
+    if position >= end:
+        return position, []
+    return position, log.records(position + 1, limit, end, _projection(models).topics)
+
+
+class TextCounts:
+    """Texts each log entry brings one retrieval model (to index or to embed), by collection.
+    A pure function of the entry, and an entry's position never changes: so each is decoded
+    and chunked once per process, not again by every status read and every request while a
+    worker catches up (re-chunking the pending chapters was most of such a packet's time:
+    docs/benchmarks.md, issue 18). A page that arrives with the embedding it was compiled with
+    needs no embedding. Keeps the last ``LIMIT`` entries."""
+
+    LIMIT = 20_000
+
+    def __init__(self) -> None:
+        self._known: OrderedDict[tuple[str, int], dict[str, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def of(self, projection: Any, log: Any, record: Any) -> dict[str, int]:
+        key = (projection.name, record.id)
+        with self._lock:
+            known = self._known.get(key)
+        if known is not None:
+            return known
+        given = getattr(projection, "given", None)
+        counts: dict[str, int] = {}
+        for change in changes(log.decode(record), projection.tokens):
+            if isinstance(change, Put) and not (given is not None and given(change)):
+                counts[change.collection_id] = counts.get(change.collection_id, 0) + 1
+        with self._lock:
+            self._known[key] = counts
+            if len(self._known) > self.LIMIT:
+                self._known.popitem(last=False)
+        return counts
+
+
+def texts_waiting(models: Any, log: Any, records: Sequence[Any], counts: TextCounts,
+                  collections: Sequence[str] | None = None) -> int:
+    """Texts the retrieval model ``models`` has yet to index (keyword) or embed (vectors) in
+    ``records``, of ``collections`` (None: all)."""
+    projection = _projection(models)
+    wanted = set(collections) if collections is not None else None
+    return sum(n for record in records for collection, n in counts.of(projection, log, record).items()
+               if wanted is None or collection in wanted)
+
+
+def collections_in(models: Any, log: Any, records: Sequence[Any], counts: TextCounts) -> set[str]:
+    """The collections ``records`` index texts into (for the retrieval model ``models``)."""
+    projection = _projection(models)
+    return {collection for record in records for collection in counts.of(projection, log, record)}
+
+
+def model_status(name: str, models: Any, log: Any, end: int, *, texts: TextCounts | None = None) -> ModelStatus:
+    """``texts``: count the texts waiting too (for a retrieval model), with these counts."""
+    position, records = pending_records(models, log, end)
+    seconds = 0.0
+    if records:
+        seconds = max(0.0, time.time() - log.decode(records[0]).timestamp.timestamp())
+    return ModelStatus(name, position, len(records), len(records) >= SCAN, seconds,
+                       texts_waiting(models, log, records, texts) if texts is not None else None)

@@ -1,0 +1,436 @@
+"""Catch-up for one build of a projection: pages of events -> row ops -> one transaction
+that also moves the tracking row.
+
+The tracking row is updated in the same transaction as the rows it covers, so every event
+is applied exactly once even across crashes (kill -9 mid-rebuild, rerun: same tables).
+Catch-up is driven by whoever needs the read model current (a packet request, a rebuild):
+no polling loop, no polling lag. Concurrent catch-ups serialise on the tracking row; the
+loser finds the work done.
+
+Poison: an event the projection cannot turn into rows (any exception but a store fault) is
+**quarantined** for that build: a row in ``rm_quarantine`` (position, type, the story or
+collection it belongs to, the error), written in the same transaction as the tracking row,
+and the build moves on. One bad event then costs its own effect only, never the read model.
+A rebuild starts a new build with no quarantine, so it retries every such event.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from sqlalchemy import Column, Index, Integer, MetaData, String, Table, Text, bindparam, delete, insert, select, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import InterfaceError, OperationalError
+
+from canon_ledger.projections import driver_sql
+from canon_ledger.projections.driver_sql import PipelineFailed, pipelined
+from canon_ledger.projections.sql_ops import Op, execute
+
+PAGE_SIZE = 1000  # events per transaction, unless the projection prefers another size (``page_size``)
+ANALYZE_AFTER = 5000  # a catch-up this big changes the planner's picture: refresh its statistics
+Progress = Callable[[int, int], None]
+Appended = tuple[int, str, Any]  # (position, topic, the stored record) of an event this process appended
+
+tracking_metadata = MetaData()
+tracking = Table(
+    "rm_tracking", tracking_metadata,
+    Column("projection", String(100), primary_key=True),
+    Column("position", Integer, nullable=False),
+)
+
+
+class EventLog(Protocol):
+    def position(self) -> int: ...
+
+    def read(self, start: int, limit: int, stop: int | None, topics: Sequence[str]) -> list[tuple[int, Any]]:
+        """Decoded (position, event) pairs from ``start`` on, at most ``limit``, up to ``stop``."""
+        ...
+
+    def watch(self, listener: Callable[[list[Appended]], None]) -> None:
+        """Have ``listener`` called with (position, topic, record) of what this process appends."""
+        ...
+
+    def decode(self, record: Any) -> Any:
+        """The event of an appended record, as ``read`` would give it."""
+        ...
+
+
+class Projection(Protocol):
+    name: str
+    topics: list[str]
+
+    def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
+        """Ops for (position, event) pairs. ``conn``: the page's transaction, which the ops will
+        run in (the canon projection reads and fills its token memo there); None outside one."""
+        ...
+
+
+quarantine = Table(
+    "rm_quarantine", tracking_metadata,
+    Column("projection", String(100), primary_key=True),  # the build's tracking name
+    Column("position", Integer, primary_key=True),
+    Column("event_type", String(200), nullable=False),
+    Column("scope", String(200)),  # the story (or collection) the event belongs to
+    Column("error", Text, nullable=False),
+    Index("rm_quarantine_scope", "projection", "scope"),
+)
+
+# Faults of the store itself (a lost connection, a lock timeout, a read-only file): the event
+# is not to blame, so it is never quarantined for them; the catch-up fails and is retried.
+STORE_FAULTS = (OperationalError, InterfaceError)
+
+
+def _scope(event: Any) -> str | None:
+    scope = getattr(event, "story_id", None) or getattr(event, "collection_id", None)
+    return None if scope is None else str(scope).replace("\x00", "")[:200]
+
+
+def _error(exc: BaseException) -> str:
+    """The error, short and single-line: no SQL, no parameters (they may hold user text)."""
+    cause = getattr(exc, "orig", None) or exc
+    lines = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {lines[0] if lines else ''}".replace("\x00", "")[:500]
+
+
+def project_safely(conn: Connection, projection: Projection, page: list[tuple[int, Any]],
+                   name: str) -> list[tuple[int, Any, str]]:
+    """Write ``page``'s rows in ``conn``'s transaction; if that fails, event by event, each in
+    a savepoint, quarantining (under tracking ``name``) every event whose rows fail. Returns
+    the (position, event, error) quarantined. A store fault is raised, never quarantined."""
+    try:
+        with conn.begin_nested():
+            execute(conn, projection.ops(page, conn))
+        return []
+    except STORE_FAULTS:
+        raise
+    except Exception:  # noqa: BLE001 - some event of the page is poison: find which
+        pass
+    bad: list[tuple[int, Any, str]] = []
+    for position, event in page:
+        try:
+            with conn.begin_nested():
+                execute(conn, projection.ops([(position, event)], conn))
+        except STORE_FAULTS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - quarantined, with its error
+            bad.append((position, event, _error(exc)))
+            conn.execute(insert(quarantine).values(
+                projection=name, position=position, event_type=type(event).__qualname__[:200],
+                scope=_scope(event), error=_error(exc)))
+            later = getattr(projection, "quarantined", None)
+            if later is not None:  # what the projection records of it (a story's position)
+                execute(conn, later(position, event))
+    return bad
+
+
+def quarantined(conn: Connection, name: str | None = None) -> list[dict[str, Any]]:
+    """Quarantined events, of one build (tracking ``name``) or of all, in log order."""
+    stmt = select(quarantine).order_by(quarantine.c.projection, quarantine.c.position)
+    if name is not None:
+        stmt = stmt.where(quarantine.c.projection == name)
+    return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def tracked(conn: Connection, name: str, *, lock: bool = False) -> int | None:
+    stmt = select(tracking.c.position).where(tracking.c.projection == name)
+    if lock and conn.dialect.name == "postgresql":
+        stmt = stmt.with_for_update()
+    return conn.execute(stmt).scalar()
+
+
+def start_tracking(conn: Connection, name: str) -> None:
+    if tracked(conn, name) is None:
+        conn.execute(insert(tracking).values(projection=name, position=0))
+
+
+def stop_tracking(conn: Connection, name: str) -> None:
+    conn.execute(delete(quarantine).where(quarantine.c.projection == name))
+    conn.execute(delete(tracking).where(tracking.c.projection == name))
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a page is decoded, projected and written.
+
+    A page allocates tens of thousands of small dicts, lists and tuples, none of them in a
+    cycle (reference counting frees them); each allocation burst would otherwise trigger
+    collections that walk every live object, about half of the projection's CPU time on
+    a 100k-event log. Collection resumes (and catches up) when the page is done."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+class Quiet:
+    """A range (p, g] of the log known to hold none of one projection's events.
+
+    A fact about the log and the projection's topics, learnt from catch-ups and from what this
+    process appends; it only grows. A build whose tracking row is at or past p therefore
+    reflects the log up to g with no read: most packet requests follow a PacketIssued, which
+    is no canon event."""
+
+    def __init__(self) -> None:
+        self.p, self.g = 0, 0
+
+    def note(self, first: int, last: int) -> None:
+        """None of the projection's events lie in (first, last]."""
+        if first <= self.g and last >= self.p:  # overlapping or touching: one range
+            self.p, self.g = min(self.p, first), max(self.g, last)
+        elif first > self.g:  # a later range: the one the next request asks about
+            self.p, self.g = first, last
+
+    def reflects(self, position: int, target: int) -> bool:
+        """Does a build tracked at ``position`` reflect the log up to ``target``?"""
+        return position >= target or (self.p <= position and target <= self.g)
+
+    def appended(self, events: Sequence[tuple[Any, ...]], topics: Sequence[str]) -> None:
+        """Events just appended, as (position, topic, ...): extend the range over them if they
+        follow it directly, without a gap, and none is the projection's."""
+        if follows(events, self.g) and not any(e[1] in topics for e in events):
+            self.g = events[-1][0]
+
+
+def follows(events: Sequence[tuple[Any, ...]], last: int) -> bool:
+    """Do ``events`` (position first) take up exactly the positions after ``last``, no gap?"""
+    return bool(events) and all(e[0] == last + i for i, e in enumerate(events, start=1))
+
+
+class Tail:
+    """Events of one projection that this process appended right after what it knew of the log:
+    (after, last] holds exactly ``records`` (position, stored record) of the projection's
+    topics. A catch-up starting inside it projects them from memory instead of reading them
+    back (a command's packet, alternated with and without: 0.7 ms less after the apply on
+    PostgreSQL here, 0.2 ms on SQLite)."""
+
+    def __init__(self, after: int) -> None:
+        self.after = self.last = after
+        self.records: list[tuple[int, Any]] = []
+
+    def extend(self, events: Sequence[Appended], topics: Sequence[str]) -> None:
+        self.records += [(e[0], e[2]) for e in events if e[1] in topics]
+        self.last = events[-1][0]
+
+    def reflected(self, position: int) -> None:
+        """The model reflects the log up to ``position``: forget what it has projected."""
+        if position > self.after:
+            self.after = position
+            self.records = [r for r in self.records if r[0] > position]
+
+
+QUIET_GAP = 1000  # positions of others' events a read model may trail by without a write
+
+
+class BuildGone(Exception):
+    """The build's tracking row is gone: a rebuild switched builds and dropped this one."""
+
+
+class Unclaimed(Exception):
+    """A prefetched page's writes went out, but the tracking row was no longer where the page
+    was read from: the transaction must be rolled back (PostgreSQL's pipelined claim)."""
+
+
+# Moves the tracking row only if it is where a prefetched page was read from.
+_CLAIM = (update(tracking).where(tracking.c.projection == bindparam("name"), tracking.c.position == bindparam("start"))
+          .values(position=bindparam("reached")))
+
+
+class ProjectionRunner:
+    def __init__(self, projection: Projection, tracking_name: str, log: EventLog, write_engine: Engine,
+                 read_engine: Engine | None = None, page_size: int = PAGE_SIZE, tables: Sequence[Any] = ()) -> None:
+        self.projection = projection
+        self.tracking_name = tracking_name
+        self.log = log
+        self.write_engine = write_engine
+        self.read_engine = read_engine or write_engine
+        self.page_size = page_size
+        self.tables = list(tables)
+        self.quiet = Quiet()
+        self.tail: Tail | None = None
+        self.at: int | None = None  # the tracking position this process last read or wrote (it never moves back)
+
+    def appended(self, events: list[Appended]) -> None:
+        """What this process just appended: grows the quiet range over others' events, or
+        keeps the projection's own in the tail (at most a page; past that, the log is read)."""
+        topics = self.projection.topics
+        if self.tail is None:
+            if not follows(events, self.quiet.g):
+                return
+            if not any(e[1] in topics for e in events):
+                self.quiet.appended(events, topics)
+                return
+            self.tail = Tail(self.quiet.g)
+        elif not follows(events, self.tail.last):
+            return  # someone else wrote in between; what the tail holds stays true
+        self.tail.extend(events, topics)
+        if len(self.tail.records) > self.page_size:
+            self.tail = None
+
+    def _from_tail(self, position: int, goal: int) -> list[tuple[int, Any]] | None:
+        """The projection's events in (position, goal], if the tail holds all of them."""
+        tail = self.tail
+        if tail is None or goal > tail.last or not self.quiet.reflects(position, tail.after):
+            return None
+        return [(p, self.log.decode(record)) for p, record in tail.records if position < p <= goal]
+
+    def _reflected(self, position: int) -> None:
+        self.at = max(self.at or 0, position)
+        self.quiet.note(position, position)
+        if self.tail is not None:
+            if position >= self.tail.last:
+                self.tail = None
+            else:
+                self.tail.reflected(position)
+
+    def position(self) -> int:
+        with self.read_engine.begin() as conn:
+            return tracked(conn, self.tracking_name) or 0
+
+    def catch_up(self, target: int | None = None, progress: Progress | None = None, pause: float = 0.0,
+                 *, final_analyze: bool = True, start: int | None = None) -> int:
+        """Apply events until the read model reflects ``target`` (default: the log's end).
+        ``final_analyze=False``: the caller refreshes statistics itself when it is done.
+        ``start``: the tracking position, when the caller has just read it."""
+        goal = self.log.position() if target is None else target
+        position = start = self.position() if start is None else start
+        self.at = max(self.at or 0, position)
+        if position >= goal:
+            self._reflected(position)  # learnt even when nothing was left to do
+            return position
+        # The first page is read before the write transaction: a packet request's catch-up
+        # mostly finds one event or none, and then this is its only read of the log (none at
+        # all when this process appended them).
+        first_page = self._from_tail(position, goal)
+        if first_page is None:
+            first_page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)
+        if not first_page and goal - position <= QUIET_GAP:
+            # Only other models' events since (a PacketIssued, say): this model already reflects
+            # the goal. Say so without a write transaction; the tracking row moves with the next
+            # event of ours, or once the gap grows past QUIET_GAP (the check reads that range).
+            self.quiet.note(position, goal)
+            if self.tail is not None:
+                self.tail.reflected(goal)
+            return goal
+        prefetched: tuple[int, list[tuple[int, Any]]] | None = (position, first_page)
+        del first_page
+        long = goal - start >= ANALYZE_AFTER
+        first = True
+        careful = False
+        while True:
+            try:
+                with self.write_engine.begin() as conn:
+                    # SQLite's write engine begins IMMEDIATE; PostgreSQL locks the row: one catcher at a time.
+                    reached = self.step(conn, goal, prefetched, careful=careful)
+            except Unclaimed:
+                prefetched = None  # rolled back: read where the row is now
+                continue
+            except (BuildGone, *STORE_FAULTS):
+                raise
+            except Exception:
+                if careful:
+                    raise
+                # Rolled back: the page holds an event the projection cannot apply. Again,
+                # carefully: event by event where it fails, quarantining the poison.
+                prefetched, careful = None, True
+                continue
+            prefetched, careful = None, False
+            if progress is not None:
+                progress(reached, goal)
+            if reached >= goal:
+                self._reflected(reached)
+                if final_analyze and reached - start >= ANALYZE_AFTER:
+                    self.analyze()
+                return reached
+            if long and first:
+                # Statistics from the first page already tell the planner which index finds one
+                # entry (the primary key): with none (a fresh build), SQLite may prefer a
+                # covering index that reads every entry of a kind, per statement.
+                self.analyze()
+            first = False
+            if pause:
+                time.sleep(pause)
+
+    def analyze(self) -> None:
+        """Refresh planner statistics (SQLite has none until asked; autovacuum may be off)."""
+        with self.write_engine.begin() as conn:
+            for table in self.tables:
+                conn.exec_driver_sql(f'ANALYZE "{table.name}"')
+
+    def step(self, conn: Connection, goal: int, prefetched: tuple[int, list[tuple[int, Any]]] | None = None,
+             *, careful: bool = False) -> int:
+        """One page inside the caller's transaction; returns the position now reflected.
+        ``prefetched``: (the tracking position it was read after, that page), used if the
+        tracking row still says so (another catcher may have moved it). ``careful``: in a
+        savepoint, quarantining what cannot be projected (``project_safely``), so the
+        transaction survives a poison event."""
+        if prefetched is not None and not careful:
+            start, page = prefetched
+            reached = self._reached(page, goal)
+            if self._project(conn, page, claim=(start, reached)):
+                return reached
+            del page
+        position = tracked(conn, self.tracking_name, lock=True)
+        if position is None:
+            raise BuildGone(self.tracking_name)
+        if position >= goal:
+            return position
+        page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)
+        reached = self._reached(page, goal)
+        if careful:
+            with gc_paused():
+                project_safely(conn, self.projection, page, self.tracking_name)
+        else:
+            self._project(conn, page)
+        conn.execute(update(tracking).where(tracking.c.projection == self.tracking_name).values(position=reached))
+        return reached
+
+    def _reached(self, page: list[tuple[int, Any]], goal: int) -> int:
+        return page[-1][0] if len(page) == self.page_size else goal
+
+    def _project(self, conn: Connection, page: list[tuple[int, Any]], claim: tuple[int, int] | None = None) -> bool:
+        """Write the page's rows in ``conn``'s transaction; with ``claim`` (start, reached), only
+        if the tracking row moves from ``start`` to ``reached`` (see ``_claim_and_write``)."""
+        with gc_paused():
+            ops = self.projection.ops(page, conn)  # may read (the token memo): before any pipeline
+            if claim is None:
+                execute(conn, ops)
+            elif not self._claim_and_write(conn, ops, *claim):
+                return False
+            # Freed while the GC is off: each free takes back an allocation from the GC's count,
+            # so re-enabling it does not start by walking the whole page just to find it garbage.
+            page.clear()
+            del ops
+        return True
+
+    def _claim_and_write(self, conn: Connection, ops: list[Op], start: int, reached: int) -> bool:
+        """Move the tracking row from ``start`` to ``reached`` (which locks it until commit: one
+        statement instead of a locking read and a later update), then write ``ops``. If the row
+        is elsewhere (another catcher moved it), nothing is written: False on SQLite. On
+        PostgreSQL the claim goes to the server with the writes in one pipeline (a round trip
+        instead of one per statement), so a failed claim, or any error there (a build another
+        process dropped), raises ``Unclaimed``: the caller rolls back and takes the ordinary
+        path, which says what went wrong."""
+        params = {"name": self.tracking_name, "start": start, "reached": reached}
+        try:
+            with pipelined(conn) as driver:
+                if driver is None:
+                    if conn.execute(_CLAIM, params).rowcount != 1:
+                        return False
+                    execute(conn, ops)
+                    return True
+                claimed = driver.cursor()  # its row count is there once the pipeline has synced
+                driver_sql.execute(claimed, conn, _CLAIM, params)
+                execute(conn, ops)
+        except PipelineFailed as e:
+            raise Unclaimed(self.tracking_name) from e
+        if claimed.rowcount != 1:
+            raise Unclaimed(self.tracking_name)
+        return True
