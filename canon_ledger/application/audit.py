@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from canon_ledger.application.ledger import CanonLedger
-from canon_ledger.application.packets.compiler import COMPILER, compile_packet
 from canon_ledger.application.packets.packet import Item, Packet, Stage
 from canon_ledger.application.packets.ports import CanonReader, CanonSnapshot, Recall
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.packets.replay import RecordedRecall
+from canon_ledger.application.packets.compiler import COMPILER
+from canon_ledger.application.packets.replay import RecordedRecall, compile_packet
 from canon_ledger.domain.errors import NotFound
 from canon_ledger.domain.packet_log import PacketRecord, dropped_summary
 from canon_ledger.domain.receipt import CommandReceipt, event_ref

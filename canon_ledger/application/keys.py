@@ -24,8 +24,9 @@ from canon_ledger.domain.errors import NotFound, RuleViolated
 
 TOKEN_PREFIX = "cl_"
 CHECK_TTL = 2.0  # seconds a checked token's answer is reused
-KEY_TOPICS = stored_topics(ApiKey.Issued, ApiKey.Revoked)
-ISSUED_TOPICS = stored_topics(ApiKey.Issued)
+# The event classes are made by the library's @event decorator, which mypy cannot see.
+KEY_TOPICS = stored_topics(ApiKey.Issued, ApiKey.Revoked)  # type: ignore[attr-defined]
+ISSUED_TOPICS = stored_topics(ApiKey.Issued)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class Keys:
     def revoke(self, name: str) -> bool:
         """True if revoked now, False if it was already; unknown names are refused."""
         try:
-            claim = self.ledger.repository.get(ids.api_key_name_id(name))
+            claim: ApiKeyName = self.ledger.repository.get(ids.api_key_name_id(name))
         except AggregateNotFoundError:
             raise NotFound("unknown_key", f"no key is named {name!r}", "name") from None
         key: ApiKey = self.ledger.repository.get(ids.api_key_id(claim.token_hash))
@@ -83,7 +84,7 @@ class Keys:
         while True:
             page = self.ledger.read(start, 1000, topics=KEY_TOPICS)
             for position, e in page:
-                if isinstance(e, ApiKey.Issued):
+                if isinstance(e, ApiKey.Issued):  # type: ignore[attr-defined]
                     keys[e.originator_id] = KeyInfo(e.name, e.scope, tuple(e.stories), False, position)
                 elif e.originator_id in keys:
                     info = keys[e.originator_id]

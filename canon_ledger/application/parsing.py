@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from canon_ledger.domain.bounds import MAX_INT_DIGITS, MAX_JSON_DEPTH, MAX_LINE_BYTES
 from canon_ledger.domain.commands import COMMAND_ADAPTER, Command
@@ -20,7 +21,7 @@ _CODES = {
 }
 
 
-def _describe(problem: dict[str, Any]) -> tuple[str, str | None, str]:
+def _describe(problem: ErrorDetails) -> tuple[str, str | None, str]:
     loc = [str(part) for part in problem["loc"]]
     kind = problem["type"]
     if kind == "union_tag_invalid":

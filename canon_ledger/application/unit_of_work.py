@@ -17,7 +17,7 @@ A = TypeVar("A", bound=Aggregate)
 
 
 class UnitOfWork:
-    def __init__(self, repository: Repository) -> None:
+    def __init__(self, repository: Repository[UUID]) -> None:
         self._repository = repository
         self._seen: dict[UUID, Aggregate | None] = {}
         # Per command (see ``begin``): each aggregate it touched, with its pending count then.
@@ -44,7 +44,7 @@ class UnitOfWork:
         found = self._seen[aggregate_id]
         if found is not None and not isinstance(found, cls):
             raise TypeError(f"{aggregate_id} is a {type(found).__name__}, not a {cls.__name__}")
-        return found  # type: ignore[return-value]
+        return found
 
     def add(self, aggregate: Aggregate) -> None:
         self._touched.setdefault(aggregate.id, 0)  # new: every pending event is this command's

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
@@ -61,7 +62,7 @@ def check_key(scope: str, stories: list[str], name: str) -> None:
 
 class ApiKey(Aggregate):
     @staticmethod
-    def create_id(token_hash: str, **_: Any):  # type: ignore[override]
+    def create_id(token_hash: str, **_: Any) -> UUID:
         return ids.api_key_id(token_hash)
 
     @event("Issued")
@@ -92,7 +93,7 @@ class ApiKeyName(Aggregate):
     """The unique name of a key, pointing at it."""
 
     @staticmethod
-    def create_id(name: str, **_: Any):  # type: ignore[override]
+    def create_id(name: str, **_: Any) -> UUID:
         return ids.api_key_name_id(name)
 
     @event("Claimed")

@@ -9,6 +9,7 @@ the last timeline step with ``valid_from <= K`` (ties: the later confirmation wi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from eventsourcing.domain import Aggregate, event
@@ -29,6 +30,21 @@ KINDS = (
     "development_chain",
 )
 PROPOSED, CONFIRMED, REJECTED = "proposed", "confirmed", "rejected"
+
+
+def valid_to(valid_froms: Sequence[int]) -> list[int | None]:
+    """Each timeline step's end, for an entry's steps in confirmation order (their
+    ``valid_from`` chapters): the chapter from which a later step takes over, None while the
+    step is still in force. Steps are ordered by (valid_from, confirmation); each one ends where
+    the next in that order begins, so a step tied with a later one ends where it begins and is
+    never in force. Step ``i`` is in force at chapter K iff ``valid_from <= K < valid_to``
+    (``valid_to`` None: no upper bound). The read side's SQL form of this rule is
+    ``canon_ledger.projections.as_of_sql``."""
+    order = sorted(range(len(valid_froms)), key=lambda i: (valid_froms[i], i))
+    ends: list[int | None] = [None] * len(valid_froms)
+    for step, following in zip(order, order[1:]):
+        ends[step] = valid_froms[following]
+    return ends
 
 
 def require_kind(kind: str) -> None:
@@ -178,12 +194,13 @@ class CanonEntry(Aggregate):
         self.timeline.append(dict(version))
 
     def as_of(self, chapter: int) -> dict[str, Any] | None:
-        """The step in force at ``chapter``; a retirement step means 'not in canon'."""
-        current = None
-        for step in self.timeline:
-            if step["valid_from"] <= chapter and (current is None or step["valid_from"] >= current["valid_from"]):
-                current = step
-        return current
+        """The step in force at ``chapter`` (see ``valid_to``), None before the first one; a
+        retirement step means 'not in canon'."""
+        ends = valid_to([step["valid_from"] for step in self.timeline])
+        for step, end in zip(self.timeline, ends):
+            if step["valid_from"] <= chapter and (end is None or chapter < end):
+                return step
+        return None
 
     def retire(self, valid_from: int, reason: str) -> None:
         require_positive(valid_from, "valid_from")

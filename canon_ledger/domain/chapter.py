@@ -7,6 +7,7 @@ never need to read draft events at all: drafts stay in the Draft aggregate.
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
@@ -36,7 +37,7 @@ def _card(summary: str, tags: dict[str, list[str]]) -> dict[str, Any]:
 
 class Chapter(Aggregate):
     @staticmethod
-    def create_id(story_id: str, number: int, **_: Any):  # type: ignore[override]
+    def create_id(story_id: str, number: int, **_: Any) -> UUID:
         return ids.chapter_id(story_id, number)
 
     @event("Planned")

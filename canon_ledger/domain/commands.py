@@ -1,6 +1,6 @@
 """The authoring app's command vocabulary: one pydantic discriminated union on ``type``.
 
-This is a public contract (DESIGN §4): fields may be added, never renamed. The same models
+This is a public contract: fields may be added, never renamed. The same models
 serve the Python API, ``canon apply`` and the published JSON Schema (``canon schema``).
 """
 
@@ -33,26 +33,28 @@ def _bounded_fields(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-def _text(max_length: int, min_length: int = 0, pattern: str | None = None) -> Any:
-    """A string of at most ``max_length`` characters that both stores can hold."""
-    return Annotated[str, StringConstraints(min_length=min_length, max_length=max_length, pattern=pattern),
-                     AfterValidator(_storable)]
+def _length(max_length: int, min_length: int = 0, pattern: str | None = None) -> StringConstraints:
+    """With ``_STORABLE``: a string of at most ``max_length`` characters that both stores can hold.
+    Written out as ``Annotated[str, _length(...), _STORABLE]`` so that type checkers read a ``str``."""
+    return StringConstraints(min_length=min_length, max_length=max_length, pattern=pattern)
 
 
-def _list(item: Any) -> Any:
-    return Annotated[list[item], Field(max_length=b.MAX_LIST)]
-
-
+_STORABLE = AfterValidator(_storable)
 _NO_SPACE = r"^[^\s\x00-\x1f]+$"
-Id = _text(b.MAX_ID, 1, _NO_SPACE)
-StoryId = _text(b.MAX_STORY_ID, 1, _NO_SPACE)
-Key = _text(b.MAX_ID, 1)
-Name = _text(b.MAX_NAME, 1)
-Line = _text(b.MAX_LINE_TEXT)
-Alias = _text(b.MAX_ALIAS)
-Tag = _text(b.MAX_ID)
-CanonText = _text(b.MAX_CANON_TEXT)
-Summary = _text(b.MAX_CANON_TEXT, 1)
+Id = Annotated[str, _length(b.MAX_ID, 1, _NO_SPACE), _STORABLE]
+StoryId = Annotated[str, _length(b.MAX_STORY_ID, 1, _NO_SPACE), _STORABLE]
+Key = Annotated[str, _length(b.MAX_ID, 1), _STORABLE]
+Name = Annotated[str, _length(b.MAX_NAME, 1), _STORABLE]
+Line = Annotated[str, _length(b.MAX_LINE_TEXT), _STORABLE]
+Alias = Annotated[str, _length(b.MAX_ALIAS), _STORABLE]
+Tag = Annotated[str, _length(b.MAX_ID), _STORABLE]
+CanonText = Annotated[str, _length(b.MAX_CANON_TEXT), _STORABLE]
+Summary = Annotated[str, _length(b.MAX_CANON_TEXT, 1), _STORABLE]
+# Lists of at most MAX_LIST items.
+Lines = Annotated[list[Line], Field(max_length=b.MAX_LIST)]
+Keys = Annotated[list[Key], Field(max_length=b.MAX_LIST)]
+Aliases = Annotated[list[Alias], Field(max_length=b.MAX_LIST)]
+Tags = Annotated[list[Tag], Field(max_length=b.MAX_LIST)]
 Number = Annotated[int, Field(ge=1, le=b.MAX_CHAPTER, strict=True,
                               description=f"A chapter or volume number, 1..{b.MAX_CHAPTER:,}.")]
 Fields = Annotated[dict[str, Any], AfterValidator(_bounded_fields), Field(
@@ -154,7 +156,7 @@ class StartStory(_StoryCommand):
 
     type: Literal["start_story"] = Field(description="The command type: `start_story`.")
     title: Name = Field(description=f"The story's title, 1..{b.MAX_NAME:,} characters.")
-    style_guardrails: _list(Line) = Field(description=(
+    style_guardrails: Lines = Field(description=(
         f"Style rules every writing worker must follow, one per string (0..{b.MAX_LIST} strings of at most "
         f"{b.MAX_LINE_TEXT:,} characters; [] for none). P0 (never trimmed) of every planner, writer, qa and chat "
         "packet, as a bulleted list."))
@@ -178,7 +180,7 @@ class PlanChapter(_StoryCommand):
     volume: Number = Field(description=(
         f"The volume the chapter belongs to, {_CHAPTERS}: that volume's summary is the chapter's \"current volume "
         "summary\" (P2) and earlier volumes' summaries are P3."))
-    goals: _list(Line) = Field(description=(
+    goals: Lines = Field(description=(
         f"What the chapter must achieve, one goal per string (0..{b.MAX_LIST} strings of at most "
         f"{b.MAX_LINE_TEXT:,} characters). P0 (never trimmed) of the chapter's planner, writer and qa packets, and "
         "part of the L1 retrieval query."))
@@ -196,15 +198,15 @@ class AddSceneCard(_StoryCommand):
     summary: Line = Field(description=(
         f"What happens in the scene, at most {b.MAX_LINE_TEXT:,} characters. P0 (never trimmed) of the chapter's "
         "planner, writer and qa packets with the tag lists, and part of the L1 retrieval query."))
-    characters: _list(Key) = Field(description=_tags("characters", "character"))
-    locations: _list(Key) = Field(description=_tags("locations", "location"))
-    threads: _list(Key) = Field(description=_tags("threads", "thread"))
-    callbacks: _list(Key) = Field(description=(
+    characters: Keys = Field(description=_tags("characters", "character"))
+    locations: Keys = Field(description=_tags("locations", "location"))
+    threads: Keys = Field(description=_tags("threads", "thread"))
+    callbacks: Keys = Field(description=(
         f"Keys of confirmed entries of any kind ({_KINDS}) the scene calls back to, e.g. a world rule "
         f"(0..{b.MAX_LIST} keys of 1..{b.MAX_ID} characters, [] for none). Each must name an entry confirmed in "
         "this story under some kind (`scene_card_tags_must_be_confirmed_canon`); every entry of that key in force "
         "as of the chapter is carried in P1, as for the other tags."))
-    items: _list(Key) = Field(description=_tags("items", "item"))
+    items: Keys = Field(description=_tags("items", "item"))
 
 
 class ProposeCanon(_StoryCommand):
@@ -222,7 +224,7 @@ class ProposeCanon(_StoryCommand):
     key: Key = Field(description=_KEY)
     name: Name = Field(description=(
         f"The entry's display name, 1..{b.MAX_NAME:,} characters; it heads the entry's text in packets."))
-    aliases: _list(Alias) = Field(description=(
+    aliases: Aliases = Field(description=(
         f"Other names of the entry (0..{b.MAX_LIST} strings of at most {b.MAX_ALIAS} characters; [] for none), "
         "shown as \"also ...\" in packets and kept casefolded for look-ups."))
     text: CanonText = Field(description=(
@@ -230,7 +232,7 @@ class ProposeCanon(_StoryCommand):
         "rendered in packets under the name line, before `fields`."))
     fields: Fields = Field(description=_FIELDS)
     valid_from: Number = Field(description=_VALID_FROM)
-    tags: _list(Tag) = Field(default_factory=list, description=(
+    tags: Tags = Field(default_factory=list, description=(
         f"Free labels of the entry, e.g. `magic` (0..{b.MAX_LIST} strings of at most {b.MAX_ID} characters; "
         "default []). Kept with the version in the log; no packet or view reads them today. Not scene-card tags."))
 
@@ -288,7 +290,7 @@ class SubmitDraft(_StoryCommand):
     chapter: Number = Field(description=f"The planned chapter it drafts, {_CHAPTERS} (`unknown_chapter`).")
     draft_id: Id = Field(description=(
         f"The draft's id, 1..{b.MAX_ID} {_ID_CHARS}, unique in the story (`draft_id_must_be_unique`)."))
-    text: _text(b.MAX_CHAPTER_TEXT, 1) = Field(description=(
+    text: Annotated[str, _length(b.MAX_CHAPTER_TEXT, 1), _STORABLE] = Field(description=(
         f"The chapter text, 1..{b.MAX_CHAPTER_TEXT:,} characters (markdown or plain text)."))
 
 
@@ -339,8 +341,8 @@ class RecordVolumeSummary(_StoryCommand):
         "and qa packets of the volume's chapters, P3 of later volumes' chapters, P1 of chat packets."))
 
 
-CollectionId = _text(b.MAX_COLLECTION_ID, 1, r"^[^\s/#\x00-\x1f]+$")
-DocumentId = _text(b.MAX_DOCUMENT_ID, 1, r"^[^\s#\x00-\x1f]+$")
+CollectionId = Annotated[str, _length(b.MAX_COLLECTION_ID, 1, r"^[^\s/#\x00-\x1f]+$"), _STORABLE]
+DocumentId = Annotated[str, _length(b.MAX_DOCUMENT_ID, 1, r"^[^\s#\x00-\x1f]+$"), _STORABLE]
 
 
 class IngestDocument(_Command):
@@ -358,7 +360,7 @@ class IngestDocument(_Command):
         "characters or `#` (`canon ingest` uses the file's path); chunk ids read `collection/document#section/n`."))
     title: Name = Field(description=(
         f"The document's title, 1..{b.MAX_NAME:,} characters: the first part of every chunk's breadcrumb."))
-    text: _text(b.MAX_DOCUMENT_TEXT) = Field(description=(
+    text: Annotated[str, _length(b.MAX_DOCUMENT_TEXT), _STORABLE] = Field(description=(
         f"The whole document, markdown or plain text, at most {b.MAX_DOCUMENT_TEXT:,} characters (5 MiB); "
         "headings make the sections."))
     max_chunk_tokens: Annotated[int, Field(ge=32, le=8192, strict=True)] = Field(
@@ -372,10 +374,10 @@ class EditChunk(_Command):
     stale); a body equal to the one it has changes nothing. Not a story command: no `story_id`."""
 
     type: Literal["edit_chunk"] = Field(description="The command type: `edit_chunk`.")
-    chunk_id: _text(b.MAX_CHUNK_ID, 3) = Field(description=(
+    chunk_id: Annotated[str, _length(b.MAX_CHUNK_ID, 3), _STORABLE] = Field(description=(
         f"The chunk to edit, 3..{b.MAX_CHUNK_ID:,} characters, as `collection/document#section-path/n` "
         "(`unknown_chunk`)."))
-    text: _text(b.MAX_CHAPTER_TEXT) = Field(description=(
+    text: Annotated[str, _length(b.MAX_CHAPTER_TEXT), _STORABLE] = Field(description=(
         f"The chunk's new body, at most {b.MAX_CHAPTER_TEXT:,} characters; its breadcrumb prefix is kept."))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
@@ -21,7 +22,7 @@ from canon_ledger.domain.errors import NotFound
 
 class Document(Aggregate):
     @staticmethod
-    def create_id(collection_id: str, document_id: str, **_: Any):  # type: ignore[override]
+    def create_id(collection_id: str, document_id: str, **_: Any) -> UUID:
         return ids.document_id(collection_id, document_id)
 
     @event("Ingested")

@@ -4,6 +4,7 @@ copies the text onto the Chapter."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
@@ -18,7 +19,7 @@ SUBMITTED, ACCEPTED, REJECTED = "submitted", "accepted", "rejected"
 
 class Draft(Aggregate):
     @staticmethod
-    def create_id(story_id: str, draft_id: str, **_: Any):  # type: ignore[override]
+    def create_id(story_id: str, draft_id: str, **_: Any) -> UUID:
         return ids.draft_id(story_id, draft_id)
 
     @event("Submitted")

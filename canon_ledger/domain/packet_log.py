@@ -26,6 +26,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
@@ -34,7 +35,7 @@ from canon_ledger.domain import ids
 
 class PacketRecord(Aggregate):
     @staticmethod
-    def create_id(packet_id: str, **_: Any):  # type: ignore[override]
+    def create_id(packet_id: str, **_: Any) -> UUID:
         return ids.packet_id(packet_id)
 
     class PacketIssued(Aggregate.Created):

@@ -9,6 +9,7 @@ day; the nightly compile may use at most its own cap, leaving the rest for chat.
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
@@ -24,7 +25,7 @@ class QuotaRefused(CanonError):
 
 class QuotaDay(Aggregate):
     @staticmethod
-    def create_id(provider: str, day: str, **_: Any):  # type: ignore[override]
+    def create_id(provider: str, day: str, **_: Any) -> UUID:
         return ids.quota_day_id(provider, day)
 
     @event("Opened")

@@ -9,6 +9,7 @@ which is how an audit names the command behind every fact.
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
@@ -17,7 +18,7 @@ from canon_ledger.domain import ids
 
 class CommandReceipt(Aggregate):
     @staticmethod
-    def create_id(command_id: str, **_: Any):  # type: ignore[override]
+    def create_id(command_id: str, **_: Any) -> UUID:
         return ids.receipt_id(command_id)
 
     class Recorded(Aggregate.Created):

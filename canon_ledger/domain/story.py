@@ -7,6 +7,7 @@ state; the public methods decide (and refuse) before triggering them.
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
@@ -14,7 +15,7 @@ from canon_ledger.domain import ids
 
 ROLES = ("planner", "writer", "qa", "summarizer", "chat")
 
-# Defaults sized after seed 000: a chapter-350 writer packet carries ~12K tokens of canon.
+# Defaults sized so that a late chapter's writer packet holds its canon (docs/benchmarks.md).
 DEFAULT_BUDGETS = {"planner": 12000, "writer": 12000, "qa": 8000, "summarizer": 16000, "chat": 4000}
 
 
@@ -25,7 +26,7 @@ def with_default_budgets(budgets: dict[str, int]) -> dict[str, int]:
 
 class Story(Aggregate):
     @staticmethod
-    def create_id(story_id: str, **_: Any):  # type: ignore[override]
+    def create_id(story_id: str, **_: Any) -> UUID:
         return ids.story_id(story_id)
 
     @event("Started")

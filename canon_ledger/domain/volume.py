@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
@@ -12,7 +13,7 @@ from canon_ledger.domain.chapter import require_positive
 
 class Volume(Aggregate):
     @staticmethod
-    def create_id(story_id: str, number: int, **_: Any):  # type: ignore[override]
+    def create_id(story_id: str, number: int, **_: Any) -> UUID:
         return ids.volume_id(story_id, number)
 
     @event("Opened")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
@@ -40,7 +41,7 @@ def embedding_key(title: str, tldr: str, tags: list[str]) -> str:
 
 class WikiPage(Aggregate):
     @staticmethod
-    def create_id(collection_id: str, topic_id: str, **_: Any):  # type: ignore[override]
+    def create_id(collection_id: str, topic_id: str, **_: Any) -> UUID:
         return ids.wiki_page_id(collection_id, topic_id)
 
     @event("Opened")

@@ -9,11 +9,12 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from canon_ledger.application.audit import Auditor
+from canon_ledger.application.knowledge.ports import Embedder, PageWriter
 from canon_ledger.application.knowledge.quota import Quota, QuotaPolicy
 from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.application.packets.service import PacketService
 from canon_ledger.application.retrieval.metered import MeteredEmbedder
-from canon_ledger.application.retrieval.search import HybridSearch
+from canon_ledger.application.retrieval.search import HybridSearch, QueryEmbedder
 from canon_ledger.domain.errors import NotFound
 from canon_ledger.infrastructure.packet_retrieval import StoryRetriever
 from canon_ledger.infrastructure.read_store import engines
@@ -64,7 +65,7 @@ def vectors_spec(tokens: Any, embedder: Any) -> ProjectionSpec:
                           lambda tables: VectorProjection(tables, tokens, embedder))
 
 
-def choose_embedder(choice: str | None = None) -> tuple[Any, str]:
+def choose_embedder(choice: str | None = None) -> tuple[QueryEmbedder | None, str]:
     """(embedder or None, note for the embed stage). ``auto`` (the default): the packaged MiniLM
     (part of every install); if it cannot be found, None: search and L1 are keyword only and
     their embed stage says why (a word-hashing embedder is never fused unless asked for).
@@ -231,13 +232,15 @@ class Services:
         from canon_ledger.application.knowledge.compile import WikiCompiler
         from canon_ledger.infrastructure.providers.offline import ExtractiveWriter, HashingEmbedder
 
+        writer: PageWriter
+        embedder: Embedder
         if provider == "offline":
             writer, embedder = ExtractiveWriter(), HashingEmbedder()
         elif provider == "gemini":
             from canon_ledger.infrastructure.providers.gemini import GeminiEmbedder, GeminiProvider
 
-            writer = GeminiProvider(**options)
-            embedder = GeminiEmbedder(writer)
+            gemini = GeminiProvider(**options)
+            writer, embedder = gemini, GeminiEmbedder(gemini)
         else:
             raise ValueError(f"unknown provider {provider!r} (offline or gemini)")
         return WikiCompiler(self.ledger, self.knowledge_reader, self.knowledge.catch_up, writer, embedder,
@@ -298,7 +301,7 @@ class Services:
 
 
 def bootstrap(url: str | None = None, *, page_size: int | None = None, quota_policy: QuotaPolicy | None = None,
-              embedder: str | Any | None = None, fed: bool = False) -> Services:
+              embedder: str | QueryEmbedder | None = None, fed: bool = False) -> Services:
     """``embedder``: a name for ``choose_embedder`` or an embedder object (default: $CANON_EMBEDDER, else auto).
     ``fed``: a worker keeps the knowledge, keyword and vector models current (``Services.fed``)."""
     from canon_ledger.infrastructure.stepback_cache import SqlStepBackCache
@@ -320,7 +323,8 @@ def bootstrap(url: str | None = None, *, page_size: int | None = None, quota_pol
         knowledge = ReadModels(knowledge_spec(tokens), ledger, write, read, page_size)
         retrieval = ReadModels(retrieval_spec(tokens, config.is_postgres), ledger, write, read, page_size)
         # A metered embedder (Gemini) reserves every index call in the quota ledger.
-        indexer = MeteredEmbedder(embedder, quota, "gemini") if getattr(embedder, "uses_quota", False) else embedder
+        indexer = (MeteredEmbedder(embedder, quota, "gemini")
+                   if embedder is not None and getattr(embedder, "uses_quota", False) else embedder)
         vectors = None if embedder is None else ReadModels(vectors_spec(tokens, indexer), ledger, write, read, page_size)
         stepback_cache = SqlStepBackCache(write, read)
         for models in (canon, authoring_models, knowledge, retrieval, vectors):

@@ -1,4 +1,4 @@
-"""``canon``: the command line (DESIGN §8).
+"""``canon``: the command line (every verb: ``canon --help``; docs/commands.md).
 
 Exit status: 0 success; 1 some command was rejected or lost a race (details on stdout);
 2 bad usage or unreadable input; 3 the store is unavailable. Any non-zero exit prints a
@@ -197,7 +197,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_packet(args: argparse.Namespace) -> int:
-    from canon_ledger.application.packets.packet import render_text
+    from canon_ledger.application.packets.render import render_text
     from canon_ledger.application.packets.recipes import Request
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
@@ -310,7 +310,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     documents = _documents(args.paths)
     services = bootstrap(args.db)
     counts: dict[str, int] = {}
-    failed = []
+    failed: list[dict[str, Any]] = []
     try:
         silent = quiet(args.format)
         shown = bar(f"ingest {args.collection}", "doc", disable=silent, total=len(documents))

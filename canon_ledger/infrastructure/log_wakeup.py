@@ -9,7 +9,7 @@
   the log's end is re-read every ``safety`` seconds all the same (a lost connection, a
   notification missed while reconnecting);
 - on SQLite there are no notifications: the log's end is read every ``poll`` seconds
-  (50 ms: one indexed ``max()``).
+  (one indexed ``max()``).
 
 The invariant callers rely on: a return with ``end > position`` means the entries up to
 ``end`` are committed and readable; a return at the timeout changes nothing.

@@ -15,9 +15,9 @@ from typing import Any
 
 from canon_ledger.application.knowledge.lint import lint
 from canon_ledger.application.packets.packet import Stage
-from canon_ledger.application.packets.ports import Recall, Recalled
+from canon_ledger.application.packets.ports import Recall, Recalled, Retriever
 from canon_ledger.application.retrieval.feedback import OFF
-from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult, TermStats
+from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult, RetrievalSnapshot, TermStats
 from canon_ledger.application.retrieval.ports import Hit
 from canon_ledger.domain.chunking import chapter_document, story_collection
 from canon_ledger.domain.wiki import PAGE_PREFIX
@@ -32,11 +32,11 @@ def _document(doc_id: str) -> str | None:
     return tail.partition("#")[0] if slash else None
 
 
-class EarlierChapters:
+class EarlierChapters(RetrievalSnapshot):
     """A retrieval snapshot that sees only documents before one chapter of the story: the
     indexes filter by document before ranking (``below``), and every id is checked again."""
 
-    def __init__(self, inner: Any, chapter: int) -> None:
+    def __init__(self, inner: RetrievalSnapshot, chapter: int) -> None:
         self.inner = inner
         self.before = chapter_document(chapter)
         self.vector_model = inner.vector_model
@@ -45,26 +45,36 @@ class EarlierChapters:
         document = _document(doc_id)
         return document is not None and document.startswith("chapter-") and document < self.before
 
-    def _below(self, collection_ids: Sequence[str]) -> str:
+    def _below(self, collection_ids: Sequence[str], below: str | None = None) -> str:
+        """The tighter of this chapter's bound and the caller's ``below``."""
         [collection] = collection_ids  # a packet searches its story's collection only
-        return f"{collection}/{self.before}"
+        bound = f"{collection}/{self.before}"
+        return bound if below is None else min(bound, below)
 
-    def keyword(self, query: str, collection_ids: Sequence[str], limit: int) -> KeywordResult:
-        r = self.inner.keyword(query, collection_ids, limit, below=self._below(collection_ids))
+    def keyword(self, query: str, collection_ids: Sequence[str], limit: int,
+                below: str | None = None) -> KeywordResult:
+        r = self.inner.keyword(query, collection_ids, limit, below=self._below(collection_ids, below))
         return KeywordResult([h for h in r.hits if self._keep(h.id)], r.terms,
                              f"{r.method}, chapters before {self.before[len('chapter-'):].lstrip('0')}")
 
-    def keyword_weighted(self, weights: Mapping[str, float], collection_ids: Sequence[str], limit: int) -> list[Hit]:
-        hits = self.inner.keyword_weighted(weights, collection_ids, limit, below=self._below(collection_ids))
+    def keyword_weighted(self, weights: Mapping[str, float], collection_ids: Sequence[str], limit: int,
+                         below: str | None = None) -> list[Hit]:
+        hits = self.inner.keyword_weighted(weights, collection_ids, limit,
+                                           below=self._below(collection_ids, below))
         return [h for h in hits if self._keep(h.id)]
 
     def term_stats(self, doc_ids: Sequence[str], collection_ids: Sequence[str]) -> TermStats:
         # Feedback text only from earlier chapters; the df are the collection's, as BM25's IDF.
         return self.inner.term_stats([i for i in doc_ids if self._keep(i)], collection_ids)
 
-    def vector(self, query_vector: Sequence[float], collection_ids: Sequence[str], limit: int) -> list[Hit]:
-        hits = self.inner.vector(query_vector, collection_ids, limit, below=self._below(collection_ids))
+    def vector(self, query_vector: Sequence[float], collection_ids: Sequence[str], limit: int,
+               below: str | None = None) -> list[Hit]:
+        hits = self.inner.vector(query_vector, collection_ids, limit, below=self._below(collection_ids, below))
         return [h for h in hits if self._keep(h.id)]
+
+    def vectors(self, ids: Sequence[str], collection_ids: Sequence[str]) -> dict[str, list[float]]:
+        # Vector feedback (Rocchio) learns only from earlier chapters' chunks.
+        return self.inner.vectors([i for i in ids if self._keep(i)], collection_ids)
 
     def docs(self, ids: Sequence[str]) -> dict[str, Doc]:
         return self.inner.docs([i for i in ids if self._keep(i)])
@@ -73,7 +83,7 @@ class EarlierChapters:
         return None  # the table of contents names later chapters too
 
 
-class StoryRetriever:
+class StoryRetriever(Retriever):
     """The packet compiler's Retriever port, over the live knowledge and retrieval read models."""
 
     def __init__(self, position: Callable[[], int], catch_up: Callable[[int], None],

@@ -13,8 +13,7 @@ the event log (read models, with their tracking rows in the same transaction) or
 commits; a crash may only lose the last commits, and the next catch-up redoes them from the
 log. The event store's own connections keep full durability, and each of its commits makes
 every read-model commit before it durable too (one write-ahead log, flushed in order). The
-fsync was most of a read-your-writes catch-up here: 3.9 -> 1.8 ms on SQLite, 7.9 -> 4.2 ms
-on PostgreSQL (the same command-then-packet, alternated, under load).
+fsync was most of a read-your-writes catch-up (docs/benchmarks.md, "commits without fsync").
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import create_engine, event
 from sqlalchemy.pool import StaticPool
 
+from canon_ledger.application.audit import Scratch
 from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.domain.tokens import TokenCounter
 from canon_ledger.projections.canon import CanonProjection
@@ -21,7 +22,7 @@ PAGE = 5000  # events read per query
 BATCH = 50_000  # the story's events projected per batch
 
 
-class ScratchCanon:
+class ScratchCanon(Scratch):
     """A reader over an in-memory build of one story's canon up to ``position``."""
 
     def __init__(self, ledger: CanonLedger, tokens: TokenCounter, story_id: str, position: int) -> None:

@@ -7,8 +7,12 @@ ignored on read and replaced on the next write (an upsert), and ``purge`` drops 
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Column, Float, MetaData, String, Table, Text, delete, select
 from sqlalchemy.engine import Engine
+
+from canon_ledger.application.retrieval.stepback import StepBackCache
 
 TABLE = "stepback_cache_v1"
 
@@ -24,7 +28,7 @@ stepback_cache = Table(
 )
 
 
-class SqlStepBackCache:
+class SqlStepBackCache(StepBackCache):
     def __init__(self, write_engine: Engine, read_engine: Engine | None = None) -> None:
         """``read_engine``: reads need no write lock (on SQLite the write engine begins IMMEDIATE)."""
         self.write_engine = write_engine
@@ -51,12 +55,14 @@ class SqlStepBackCache:
             return conn.execute(delete(stepback_cache).where(stepback_cache.c.expires_at <= now)).rowcount
 
 
-def _upsert(dialect: str):  # type: ignore[no-untyped-def]
+def _upsert(dialect: str) -> Any:
     """INSERT .. ON CONFLICT: both stores speak it, each through its own SQLAlchemy dialect."""
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
-    elif dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    else:
-        raise NotImplementedError(f"no step-back cache upsert for {dialect}")
-    return dialect_insert(stepback_cache)
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(stepback_cache)
+    if dialect == "sqlite":
+        from sqlalchemy.dialects import sqlite
+
+        return sqlite.insert(stepback_cache)
+    raise NotImplementedError(f"no step-back cache upsert for {dialect}")

@@ -1,6 +1,6 @@
 """Where events live: a database URL turned into an eventsourcing persistence setup.
 
-Accepted forms (SQLAlchemy URL syntax, DESIGN §8): ``sqlite:///relative.db``,
+Accepted forms (SQLAlchemy URL syntax): ``sqlite:///relative.db``,
 ``sqlite:////absolute/path.db`` and ``postgresql://user[:password]@host[:port]/db``
 (``postgresql+psycopg://`` too). The default is ``sqlite:///canon.db``.
 """

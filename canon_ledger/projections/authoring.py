@@ -6,6 +6,7 @@ Nothing on the packet path imports this module or reads these tables; a test hol
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import singledispatchmethod
 from typing import Any
 
 from canon_ledger.domain.topics import stored_topics
@@ -58,32 +59,55 @@ def authoring_tables(tag: str, version: int = VERSION) -> AuthoringTables:
     return AuthoringTables(tag, version, md, drafts, proposals)
 
 
-HANDLED = (Draft.Submitted, Draft.Accepted, Draft.Rejected,
-           CanonProposal.Proposed, CanonProposal.Confirmed, CanonProposal.Rejected)
-
-
 class AuthoringProjection:
+    """One row per draft and per proposal, with its latest status and the position that set it.
+
+    ``on`` gives one event's ops, dispatched on the event's type: one ``on.register`` per
+    handled type, and ``HANDLED`` (hence ``topics``) is read from that registry."""
+
     name = "authoring"
 
     def __init__(self, tables: AuthoringTables) -> None:
         self.t = tables
-        self.topics = stored_topics(*HANDLED)
+        self.topics = stored_topics(*self.HANDLED)
 
     def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
         ops: list[Op] = []
-        for p, e in events:
-            kind = type(e).__qualname__
-            if kind == "Draft.Submitted":
-                ops.append(Upsert(self.t.drafts, {"story_id": e.story_id, "draft_id": e.draft_id, "chapter": e.chapter,
-                                           "status": "submitted", "text": e.text, "reason": None, "source": p}))
-            elif kind in ("Draft.Accepted", "Draft.Rejected"):
-                ops.append(Update(self.t.drafts, {"story_id": e.story_id, "draft_id": e.draft_id},
-                                  {"status": kind.split(".")[1].lower(), "reason": getattr(e, "reason", None), "source": p}))
-            elif kind == "CanonProposal.Proposed":
-                ops.append(Upsert(self.t.proposals, {"story_id": e.story_id, "proposal_id": e.proposal_id, "kind": e.kind,
-                                              "key": e.key, "name": e.name, "text": e.text, "valid_from": e.valid_from,
-                                              "status": "proposed", "reason": None, "source": p}))
-            else:
-                ops.append(Update(self.t.proposals, {"story_id": e.story_id, "proposal_id": e.proposal_id},
-                                  {"status": kind.split(".")[1].lower(), "reason": getattr(e, "reason", None), "source": p}))
+        on = self.on  # bound once per page
+        for position, event in events:
+            ops += on(event, position)
         return ops
+
+    @singledispatchmethod
+    def on(self, event: object, position: int) -> list[Op]:
+        """The ops of one event at ``position``: none for a type this projection does not handle."""
+        return []
+
+    @on.register
+    def _(self, event: Draft.Submitted, position: int) -> list[Op]:
+        return [Upsert(self.t.drafts, {"story_id": event.story_id, "draft_id": event.draft_id, "chapter": event.chapter,
+                                       "status": "submitted", "text": event.text, "reason": None, "source": position})]
+
+    @on.register
+    def _(self, event: Draft.Accepted | Draft.Rejected, position: int) -> list[Op]:
+        return [Update(self.t.drafts, {"story_id": event.story_id, "draft_id": event.draft_id},
+                       {"status": _status(event), "reason": getattr(event, "reason", None), "source": position})]
+
+    @on.register
+    def _(self, event: CanonProposal.Proposed, position: int) -> list[Op]:
+        return [Upsert(self.t.proposals, {"story_id": event.story_id, "proposal_id": event.proposal_id,
+                                          "kind": event.kind, "key": event.key, "name": event.name, "text": event.text,
+                                          "valid_from": event.valid_from, "status": "proposed", "reason": None,
+                                          "source": position})]
+
+    @on.register
+    def _(self, event: CanonProposal.Confirmed | CanonProposal.Rejected, position: int) -> list[Op]:
+        return [Update(self.t.proposals, {"story_id": event.story_id, "proposal_id": event.proposal_id},
+                       {"status": _status(event), "reason": getattr(event, "reason", None), "source": position})]
+
+    HANDLED = tuple(t for t in on.dispatcher.registry if t is not object)
+
+
+def _status(event: Any) -> str:
+    """A draft's or proposal's status after ``event``: its name (``Draft.Accepted`` -> accepted)."""
+    return type(event).__qualname__.split(".")[1].lower()

@@ -1,57 +1,27 @@
 """The canon projection: confirmed canon and accepted text -> the packet tables.
 
-It subscribes only to the event types below. Draft and proposal events are not among
-them: a draft or an unconfirmed proposal has no way into these tables. Canon arrives
-only as CanonEntry events (confirmation), chapter text only as Chapter.TextAccepted.
+It subscribes only to the event types ``on`` is registered for (``HANDLED``). Draft and
+proposal events are not among them: a draft or an unconfirmed proposal has no way into these
+tables. Canon arrives only as CanonEntry events (confirmation), chapter text only as
+Chapter.TextAccepted.
 """
 
 from __future__ import annotations
 
+from functools import singledispatchmethod
 from typing import Any
 
-from canon_ledger.domain.topics import stored_topics
-from sqlalchemy import and_, bindparam, func, or_, select, text, update
-
-from canon_ledger.domain.canon import CanonEntry
+from canon_ledger.domain.canon import CanonEntry, valid_to
 from canon_ledger.domain.chapter import Chapter
 from canon_ledger.domain.story import Story, with_default_budgets
 from canon_ledger.domain.tokens import TokenCounter
+from canon_ledger.domain.topics import stored_topics
 from canon_ledger.domain.volume import Volume
+from canon_ledger.projections import as_of_sql
 from canon_ledger.projections import rendering as r
 from canon_ledger.projections.canon_tables import CanonTables
 from canon_ledger.projections.sql_ops import Op, Run, Update, Upsert
 from canon_ledger.projections.token_memo import TokenMemo
-
-HANDLED = (
-    Story.Started,
-    Chapter.Planned,
-    Chapter.SceneCardAdded,
-    Chapter.TextAccepted,
-    Chapter.SummaryRecorded,
-    Volume.Opened,
-    Volume.SummaryRecorded,
-    CanonEntry.Established,
-    CanonEntry.Revised,
-    CanonEntry.Retired,
-)
-
-
-def _valid_to_statement(t: CanonTables) -> Any:
-    cn = t.canon
-    later = cn.alias("later")
-    next_from = (
-        select(func.min(later.c.valid_from))
-        .where(later.c.story_id == cn.c.story_id, later.c.kind == cn.c.kind, later.c.key == cn.c.key,
-               or_(later.c.valid_from > cn.c.valid_from,
-                   and_(later.c.valid_from == cn.c.valid_from, later.c.step > cn.c.step)))
-        .scalar_subquery()
-    )
-    # Only rows whose value changes are written (usually the step before the new one).
-    return (update(cn)
-            .where(cn.c.story_id == bindparam("b_story"), cn.c.kind == bindparam("b_kind"), cn.c.key == bindparam("b_key"),
-                   cn.c.valid_to.is_distinct_from(next_from))
-            .values(valid_to=next_from))
-
 
 def _counter(tokens: TokenCounter) -> Any:
     """``texts -> counts``: the counter's own batch method when it has one (one call per page
@@ -60,29 +30,6 @@ def _counter(tokens: TokenCounter) -> Any:
     if many is not None:
         return many
     return lambda texts: [tokens.count(t) for t in texts]
-
-
-def _valid_to(steps: list[tuple[int, int]]) -> dict[int, int | None]:
-    """step -> valid_to for one entry's (valid_from, step) pairs: the valid_from of the first
-    step after it in (valid_from, step) order, None while it is still in force."""
-    out: dict[int, int | None] = {}
-    for vf, st in steps:
-        later = [v for v, s in steps if v > vf or (v == vf and s > st)]
-        out[st] = min(later) if later else None
-    return out
-
-
-def _valid_to_unnest(t: CanonTables) -> Any:
-    """``_valid_to_statement`` for many entries at once (PostgreSQL arrays)."""
-    cn = t.canon.name
-    return text(
-        f'UPDATE "{cn}" AS cn SET valid_to = (SELECT min(l.valid_from) FROM "{cn}" AS l '
-        'WHERE l.story_id = cn.story_id AND l.kind = cn.kind AND l."key" = cn."key" '
-        'AND (l.valid_from > cn.valid_from OR (l.valid_from = cn.valid_from AND l.step > cn.step))) '
-        'FROM unnest(CAST(:stories AS varchar[]), CAST(:kinds AS varchar[]), CAST(:keys AS varchar[])) AS v(s, k, e) '
-        'WHERE cn.story_id = v.s AND cn.kind = v.k AND cn."key" = v.e AND cn.valid_to IS DISTINCT FROM ('
-        f'SELECT min(l.valid_from) FROM "{cn}" AS l WHERE l.story_id = cn.story_id AND l.kind = cn.kind '
-        'AND l."key" = cn."key" AND (l.valid_from > cn.valid_from OR (l.valid_from = cn.valid_from AND l.step > cn.step)))')
 
 
 class _Page:
@@ -104,6 +51,9 @@ class _Page:
 
 
 class CanonProjection:
+    """``on`` gives one event's ops, dispatched on the event's type: one ``on.register`` per
+    handled type, and ``HANDLED`` (hence ``topics``) is read from that registry."""
+
     name = "canon"
     # Its writes find rows by primary key only: a rebuild may build the other indexes last.
     defer_indexes = True
@@ -116,11 +66,11 @@ class CanonProjection:
         self.tokens = tokens
         # None (the audit's scratch replay): every text is counted, independently of any memo.
         self.memo = memo
-        self.topics = stored_topics(*HANDLED)
-        self._valid_to = _valid_to_statement(tables) if tables.version >= 3 else None
-        self._valid_to_pg = _valid_to_unnest(tables) if tables.version >= 3 else None
+        self.topics = stored_topics(*self.HANDLED)
+        self._handled = frozenset(self.HANDLED)
+        self._valid_to = as_of_sql.valid_to_update(tables.canon.name)
+        self._valid_to_pg = as_of_sql.valid_to_update_many(tables.canon.name)
         self._count_many = _counter(tokens)
-        self._handlers: dict[type, Any] = {}
 
     def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
         """Ops for (position, event) pairs, in order, ending with each touched story's position.
@@ -129,15 +79,11 @@ class CanonProjection:
         ops: list[Op] = []
         touched: dict[str, int] = {}
         page = _Page()  # per call: ops() may run in several threads at once
-        handlers = self._handlers
+        on, handled = self.on, self._handled  # bound once per page
         for position, e in events:
-            cls = type(e)
-            handler = handlers.get(cls, False)
-            if handler is False:
-                handler = handlers[cls] = getattr(self, "_on_" + cls.__qualname__.replace(".", "_"), None)
-            if handler is None:
+            if type(e) not in handled:
                 continue
-            ops.extend(handler(e, position, page))
+            ops.extend(on(e, position, page))
             touched[e.story_id] = position
         ops.extend(self._canon_rows(page.steps))
         stored: list[Op] = []  # the memo's store of fresh counts, last: after the page's rows
@@ -172,23 +118,28 @@ class CanonProjection:
         log, so none is missing); the other entries get the SQL re-derivation instead."""
         ops: list[Op] = []
         for (story, kind, key), rows in steps.items():
-            whole = self.t.version >= 3 and [st for st, _ in rows] == list(range(1, len(rows) + 1))
+            whole = [st for st, _ in rows] == list(range(1, len(rows) + 1))
             if whole:
-                ends = _valid_to([(row["valid_from"], st) for st, row in rows])
-                for st, row in rows:
-                    row["valid_to"] = ends[st]
+                for (_, row), end in zip(rows, valid_to([row["valid_from"] for _, row in rows]), strict=True):
+                    row["valid_to"] = end
                 # Set when the row is inserted; a re-delivered event keeps the stored value,
                 # which already accounts for every later step.
                 ops.extend(Upsert(self.t.canon, row, ("valid_to",)) for _, row in rows)
             else:
                 ops.extend(Upsert(self.t.canon, row) for _, row in rows)
-                if self.t.version >= 3:
-                    ops.append(Run("valid_to", self._valid_to, {"b_story": story, "b_kind": kind, "b_key": key},
-                                   deferred=True, many=self._valid_to_many))
+                ops.append(Run("valid_to", self._valid_to, {"b_story": story, "b_kind": kind, "b_key": key},
+                               deferred=True, many=self._valid_to_many))
         return ops
 
     # -- story, chapters, volumes -----------------------------------------------------------------
-    def _on_Story_Started(self, e: Any, p: int, page: _Page) -> list[Op]:
+    @singledispatchmethod
+    def on(self, event: object, position: int, page: _Page) -> list[Op]:
+        """The ops of one event at ``position`` (texts to count go to ``page``): none for a type
+        this projection does not handle."""
+        return []
+
+    @on.register
+    def _(self, e: Story.Started, p: int, page: _Page) -> list[Op]:
         row = {"story_id": e.story_id, "title": e.title, "guardrails_text": r.guardrails(e.style_guardrails),
                "contract_text": r.output_contract(e.output_contract), "budgets": with_default_budgets(e.budgets),
                "source": p, "position": p}
@@ -196,13 +147,15 @@ class CanonProjection:
         page.count(row, "contract_tokens", row["contract_text"])
         return [Upsert(self.t.stories, row)]
 
-    def _on_Chapter_Planned(self, e: Any, p: int, page: _Page) -> list[Op]:
+    @on.register
+    def _(self, e: Chapter.Planned, p: int, page: _Page) -> list[Op]:
         row = {"story_id": e.story_id, "chapter": e.number, "volume": e.volume,
                "goals_text": r.goals(e.number, e.goals), "goals_source": p}
         page.count(row, "goals_tokens", row["goals_text"])
         return [Upsert(self.t.chapters, row)]
 
-    def _on_Chapter_SceneCardAdded(self, e: Any, p: int, page: _Page) -> list[Op]:
+    @on.register
+    def _(self, e: Chapter.SceneCardAdded, p: int, page: _Page) -> list[Op]:
         story, chapter, scene = e.story_id, e.chapter, e.scene_id
         row = {"story_id": story, "chapter": chapter, "scene_id": scene,
                "text": r.scene_card(chapter, scene, e.summary, e.tags), "source": p}
@@ -217,33 +170,32 @@ class CanonProjection:
             )
         return ops
 
-    def _on_Chapter_TextAccepted(self, e: Any, p: int, page: _Page) -> list[Op]:
+    @on.register
+    def _(self, e: Chapter.TextAccepted, p: int, page: _Page) -> list[Op]:
         values = {"text": r.chapter_text(e.chapter, e.text), "text_source": p}
         page.count(values, "text_tokens", values["text"])
         return [Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values)]
 
-    def _on_Chapter_SummaryRecorded(self, e: Any, p: int, page: _Page) -> list[Op]:
+    @on.register
+    def _(self, e: Chapter.SummaryRecorded, p: int, page: _Page) -> list[Op]:
         values = {"summary_text": r.chapter_summary(e.chapter, e.text), "summary_source": p}
         page.count(values, "summary_tokens", values["summary_text"])
         return [Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values)]
 
-    def _on_Volume_Opened(self, e: Any, p: int, page: _Page) -> list[Op]:
+    @on.register
+    def _(self, e: Volume.Opened, p: int, page: _Page) -> list[Op]:
         return [Upsert(self.t.volumes, {"story_id": e.story_id, "volume": e.number})]
 
-    def _on_Volume_SummaryRecorded(self, e: Any, p: int, page: _Page) -> list[Op]:
+    @on.register
+    def _(self, e: Volume.SummaryRecorded, p: int, page: _Page) -> list[Op]:
         row = {"story_id": e.story_id, "volume": e.volume, "summary_text": r.volume_summary(e.volume, e.text),
                "summary_source": p}
         page.count(row, "summary_tokens", row["summary_text"])
         return [Upsert(self.t.volumes, row)]
 
     # -- canon ------------------------------------------------------------------------------------
-    def _on_CanonEntry_Established(self, e: Any, p: int, page: _Page) -> list[Op]:
-        return self._version(e, p, page)
-
-    def _on_CanonEntry_Revised(self, e: Any, p: int, page: _Page) -> list[Op]:
-        return self._version(e, p, page)
-
-    def _version(self, e: Any, p: int, page: _Page) -> list[Op]:
+    @on.register
+    def _(self, e: CanonEntry.Established | CanonEntry.Revised, p: int, page: _Page) -> list[Op]:
         v = e.version
         fields = v.get("fields") or {}
         story, kind, key, step, valid_from = e.story_id, e.kind, e.key, e.originator_version, v["valid_from"]
@@ -252,9 +204,8 @@ class CanonProjection:
             "name": v["name"], "state": fields.get("state"), "hidden_until": fields.get("hidden_until"),
             "text": r.canon_version(kind, key, v), "source": p,
         }
+        row["aliases"] = list(v.get("aliases") or [])
         page.count(row, "tokens", row["text"])
-        if self.t.version >= 2:
-            row["aliases"] = list(v.get("aliases") or [])
         page.step(e, row)
         names = {v["name"].casefold(), *(a.casefold() for a in v.get("aliases") or [] if a)}
         aliases = self.t.aliases
@@ -270,14 +221,15 @@ class CanonProjection:
             ops.append(Upsert(self.t.chain_nodes, node_row))
         return ops
 
-    def _on_CanonEntry_Retired(self, e: Any, p: int, page: _Page) -> list[Op]:
+    @on.register
+    def _(self, e: CanonEntry.Retired, p: int, page: _Page) -> list[Op]:
         row = {
             "story_id": e.story_id, "kind": e.kind, "key": e.key, "step": e.originator_version,
-            "valid_from": e.valid_from, "retired": True, "name": e.key, "state": None, "hidden_until": None,
+            "valid_from": e.valid_from, "retired": True, "name": e.key, "state": None, "hidden_until": None, "aliases": [],
             "text": r.retirement(e.kind, e.key, e.valid_from, e.reason), "source": p,
         }
         page.count(row, "tokens", row["text"])
-        if self.t.version >= 2:
-            row["aliases"] = []
         page.step(e, row)
         return []
+
+    HANDLED = tuple(t for t in on.dispatcher.registry if t is not object)

@@ -25,7 +25,10 @@ Version history (packet bytes must not depend on the version: issued packets sta
   (``is_active``). "Active threads as of K" read every thread's step in force and dropped the
   resolved ones (1,250 index entries for 106 threads at chapter 1,000 of the benchmark story).
   Both stores use a partial index only when the query states its condition in the same
-  words, so the reader takes it from ``is_active`` too, with literals, not parameters.
+  words, so the reader's ``canon_sql.ACTIVE`` says ``is_active`` with literals, not parameters.
+
+Only the current version's shape is defined: a store whose active build is older refuses to
+serve until ``canon rebuild`` (``read_models.Outdated``).
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class CanonTables:
 
 
 def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
+    """The tables of build ``tag``, in this version's shape (``version`` is recorded only)."""
     md = MetaData()
 
     def name(base: str) -> str:
@@ -141,24 +145,19 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("text", Text, nullable=False),
         Column("tokens", Integer, nullable=False),
         Column("source", Integer, nullable=False),
+        Column("aliases", JSON),  # the entry's names, for lookups
+        # The chapter the entry's next step takes over (NULL: still in force): ``as_of_sql``.
+        Column("valid_to", Integer),
     ]
-    if version >= 2:
-        canon_columns.append(Column("aliases", JSON))
-    if version >= 3:
-        canon_columns.append(Column("valid_to", Integer))
     canon = Table(name("canon"), md, *canon_columns)
-    if version >= 2:
-        Index(f"ix_{name('canon')}_key", canon.c.story_id, canon.c.key)
-    if version == 2:
-        # v3 dropped it: with no statistics yet (a fresh build) SQLite preferred it to the
-        # primary key for per-entry lookups and went quadratic.
-        Index(f"ix_{name('canon')}_kind_from", canon.c.story_id, canon.c.kind, canon.c.valid_from)
-    if version >= 4:
-        Index(f"ix_{name('canon')}_in_force", canon.c.story_id, canon.c.kind, canon.c.valid_to, canon.c.valid_from,
-              *(canon.c[c] for c in IN_FORCE_COVERS))
-    if version >= 5:
-        Index(f"ix_{name('canon')}_active", canon.c.story_id, canon.c.kind, canon.c.valid_to, canon.c.valid_from,
-              *(canon.c[c] for c in IN_FORCE_COVERS), sqlite_where=is_active(canon), postgresql_where=is_active(canon))
+    Index(f"ix_{name('canon')}_key", canon.c.story_id, canon.c.key)
+    # "In force at chapter K, by kind": one index range (``valid_to IS NULL``) plus the few
+    # steps revised later (``valid_to > K``), read without the wide rows (no text).
+    Index(f"ix_{name('canon')}_in_force", canon.c.story_id, canon.c.kind, canon.c.valid_to, canon.c.valid_from,
+          *(canon.c[c] for c in IN_FORCE_COVERS))
+    # The same, of the steps neither retired nor resolved only (active threads).
+    Index(f"ix_{name('canon')}_active", canon.c.story_id, canon.c.kind, canon.c.valid_to, canon.c.valid_from,
+          *(canon.c[c] for c in IN_FORCE_COVERS), sqlite_where=is_active(canon), postgresql_where=is_active(canon))
     aliases = Table(
         name("aliases"), md,
         Column("story_id", String(200), primary_key=True),

@@ -1,9 +1,9 @@
 """PostgreSQL on the latency path: the driver's SQL on psycopg's own cursor, and pipelines.
 
-A statement through SQLAlchemy cost ~0.1 ms of Python more than the same SQL on the driver,
-and psycopg sends a transaction's ``BEGIN`` as a round trip of its own (~0.15-0.3 ms here)
-unless it is pipelined with the first statement. Statements are built once by their owners
-and compiled here once each; rows come back as the driver's tuples (read by position).
+A statement through SQLAlchemy costs Python time the same SQL on the driver does not, and
+psycopg sends a transaction's ``BEGIN`` as a round trip of its own unless it is pipelined with
+the first statement (docs/benchmarks.md, "The reader runs the driver's SQL"). Statements are built once by their owners
+and compiled here once each; rows come back as the driver's tuples, or read by column name (``named``).
 """
 
 from __future__ import annotations
@@ -34,13 +34,21 @@ def execute(cursor: Any, conn: Connection, stmt: Any, params: dict[str, Any]) ->
     cursor.execute(sql, {**literals, **params} if literals else params)
 
 
-def driver_rows(conn: Connection, stmt: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """The rows of ``stmt`` run in ``conn``'s transaction (PostgreSQL only). A transaction's
-    first statement goes in a pipeline, with the ``BEGIN`` psycopg sends before it."""
+def named(cursor: Any) -> Any:
+    """psycopg's row factory of rows read by column name (``row.kind``)."""
+    from psycopg.rows import namedtuple_row
+
+    return namedtuple_row(cursor)
+
+
+def driver_rows(conn: Connection, stmt: Any, params: dict[str, Any], *, named_rows: bool = False) -> list[Any]:
+    """The rows of ``stmt`` run in ``conn``'s transaction (PostgreSQL only), as tuples or, with
+    ``named_rows``, read by column name. A transaction's first statement goes in a pipeline,
+    with the ``BEGIN`` psycopg sends before it."""
     from psycopg.pq import TransactionStatus  # imported here: SQLite-only processes never load the driver
 
-    driver = conn.connection.driver_connection
-    with driver.cursor() as cursor:
+    driver: Any = conn.connection.driver_connection  # psycopg's connection
+    with driver.cursor(row_factory=named) if named_rows else driver.cursor() as cursor:
         if driver.info.transaction_status == TransactionStatus.IDLE:
             with driver.pipeline():
                 execute(cursor, conn, stmt, params)
@@ -65,7 +73,7 @@ def pipelined(conn: Connection) -> Iterator[Any]:
         return
     import psycopg
 
-    driver = conn.connection.driver_connection
+    driver: Any = conn.connection.driver_connection  # psycopg's connection
     try:
         with driver.pipeline():
             yield driver

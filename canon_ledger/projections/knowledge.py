@@ -9,7 +9,8 @@ as ``Chapter.TextAccepted``.
 
 from __future__ import annotations
 
-from typing import Any
+from functools import singledispatchmethod
+from typing import TYPE_CHECKING, Any
 
 from canon_ledger.domain.topics import stored_topics
 from sqlalchemy import and_, bindparam, case, exists, func, literal, select, update
@@ -22,11 +23,8 @@ from canon_ledger.domain.wiki import WikiPage
 from canon_ledger.projections.knowledge_tables import KnowledgeTables
 from canon_ledger.projections.sql_ops import Delete, Op, Run, Update, Upsert
 
-HANDLED = (
-    Document.Ingested, Document.Restructured, Document.ChunkAdded, Document.ChunkEdited, Document.ChunkRemoved,
-    WikiPage.PageCompiled, Chapter.TextAccepted,
-)
-
+if TYPE_CHECKING:
+    from sqlalchemy.sql.elements import BindParameter
 
 TOPIC_DEPTH = 2
 
@@ -39,66 +37,85 @@ def topic_of(section_id: str) -> str:
 
 
 class KnowledgeProjection:
+    """``on`` gives one event's ops, dispatched on the event's type: one ``on.register`` per
+    handled type, and ``HANDLED`` (hence ``topics``) is read from that registry."""
+
     name = "knowledge"
 
     def __init__(self, tables: KnowledgeTables, tokens: TokenCounter) -> None:
         self.t = tables
         self.tokens = tokens
-        self.topics = stored_topics(*HANDLED)
+        self.topics = stored_topics(*self.HANDLED)
         self._restale = self._staleness_statement()
 
     def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
         ops: list[Op] = []
-        for position, e in events:
-            handler = getattr(self, "_on_" + type(e).__qualname__.replace(".", "_"))
-            ops.extend(handler(e, position))
+        on = self.on  # bound once per page
+        for position, event in events:
+            ops += on(event, position)
         return ops
 
+    @singledispatchmethod
+    def on(self, event: object, position: int) -> list[Op]:
+        """The ops of one event at ``position``: none for a type this projection does not handle."""
+        return []
+
     # -- documents and chunks -------------------------------------------------------------
-    def _on_Document_Ingested(self, e: Any, p: int) -> list[Op]:
-        ops: list[Op] = [Upsert(self.t.documents, {"collection_id": e.collection_id, "document_id": e.document_id,
-                                                   "title": e.title, "source": p})]
-        ops += self._topics(e.collection_id, e.document_id, e.sections, p)
+    @on.register
+    def _(self, event: Document.Ingested, position: int) -> list[Op]:
+        ops: list[Op] = [Upsert(self.t.documents, {"collection_id": event.collection_id,
+                                                   "document_id": event.document_id,
+                                                   "title": event.title, "source": position})]
+        ops += self._topics(event.collection_id, event.document_id, event.sections, position)
         touched: set[str] = set()
-        for chunk in e.chunks:
-            ops.append(self._chunk_row(e.collection_id, e.document_id, chunk, p))
+        for chunk in event.chunks:
+            ops.append(self._chunk_row(event.collection_id, event.document_id, chunk, position))
             touched.add(topic_of(chunk["section_id"]))
-        return ops + [self._recompute(e.collection_id, t, p) for t in sorted(touched)]
+        return ops + [self._recompute(event.collection_id, t, position) for t in sorted(touched)]
 
-    def _on_Document_Restructured(self, e: Any, p: int) -> list[Op]:
-        ops: list[Op] = [Upsert(self.t.documents, {"collection_id": e.collection_id, "document_id": e.document_id,
-                                                   "title": e.title, "source": p}),
-                         Delete(self.t.topics, {"collection_id": e.collection_id, "document_id": e.document_id})]
-        return ops + self._topics(e.collection_id, e.document_id, e.sections, p)
+    @on.register
+    def _(self, event: Document.Restructured, position: int) -> list[Op]:
+        key = {"collection_id": event.collection_id, "document_id": event.document_id}
+        ops: list[Op] = [Upsert(self.t.documents, {**key, "title": event.title, "source": position}),
+                         Delete(self.t.topics, key)]
+        return ops + self._topics(event.collection_id, event.document_id, event.sections, position)
 
-    def _on_Document_ChunkAdded(self, e: Any, p: int) -> list[Op]:
-        document_id = e.chunk["chunk_id"].rsplit("#", 1)[0].partition("/")[2]
-        return [self._chunk_row(e.collection_id, document_id, e.chunk, p),
-                self._recompute(e.collection_id, topic_of(e.chunk["section_id"]), p)]
+    @on.register
+    def _(self, event: Document.ChunkAdded, position: int) -> list[Op]:
+        document_id = event.chunk["chunk_id"].rsplit("#", 1)[0].partition("/")[2]
+        return [self._chunk_row(event.collection_id, document_id, event.chunk, position),
+                self._recompute(event.collection_id, topic_of(event.chunk["section_id"]), position)]
 
-    def _on_Document_ChunkEdited(self, e: Any, p: int) -> list[Op]:
-        return [Update(self.t.chunks, {"collection_id": e.collection_id, "chunk_id": e.chunk_id},
-                       {"text": e.text, "hash": e.hash, "tokens": self.tokens.count(e.text), "source": p}),
-                self._recompute(e.collection_id, topic_of(e.chunk_id.rsplit("/", 1)[0]), p)]
+    @on.register
+    def _(self, event: Document.ChunkEdited, position: int) -> list[Op]:
+        return [Update(self.t.chunks, {"collection_id": event.collection_id, "chunk_id": event.chunk_id},
+                       {"text": event.text, "hash": event.hash, "tokens": self.tokens.count(event.text),
+                        "source": position}),
+                self._recompute(event.collection_id, topic_of(event.chunk_id.rsplit("/", 1)[0]), position)]
 
-    def _on_Document_ChunkRemoved(self, e: Any, p: int) -> list[Op]:
-        return [Update(self.t.chunks, {"collection_id": e.collection_id, "chunk_id": e.chunk_id},
-                       {"removed": True, "source": p}),
-                self._recompute(e.collection_id, topic_of(e.chunk_id.rsplit("/", 1)[0]), p)]
+    @on.register
+    def _(self, event: Document.ChunkRemoved, position: int) -> list[Op]:
+        return [Update(self.t.chunks, {"collection_id": event.collection_id, "chunk_id": event.chunk_id},
+                       {"removed": True, "source": position}),
+                self._recompute(event.collection_id, topic_of(event.chunk_id.rsplit("/", 1)[0]), position)]
 
-    def _on_Chapter_TextAccepted(self, e: Any, p: int) -> list[Op]:
-        c = chunk_chapter(e.story_id, e.chapter, e.text, self.tokens)
+    @on.register
+    def _(self, event: Chapter.TextAccepted, position: int) -> list[Op]:
+        c = chunk_chapter(event.story_id, event.chapter, event.text, self.tokens)
         collection, document_id, title, sections, chunks = c.collection, c.document_id, c.title, c.sections, c.chunks
         ops: list[Op] = [
-            Upsert(self.t.documents, {"collection_id": collection, "document_id": document_id, "title": title, "source": p}),
+            Upsert(self.t.documents, {"collection_id": collection, "document_id": document_id, "title": title,
+                                      "source": position}),
             Delete(self.t.topics, {"collection_id": collection, "document_id": document_id}),
             # A later accepted draft replaces the chapter's text: its old chunks go first.
-            Update(self.t.chunks, {"collection_id": collection, "document_id": document_id}, {"removed": True, "source": p}),
+            Update(self.t.chunks, {"collection_id": collection, "document_id": document_id},
+                   {"removed": True, "source": position}),
         ]
         ops += self._topics(collection, document_id, [{"section_id": s.section_id, "breadcrumb": list(s.breadcrumb)}
-                                                      for s in sections], p)
-        ops += [self._chunk_row(collection, document_id, c.as_dict(), p) for c in chunks]
-        return ops + [self._recompute(collection, t, p) for t in sorted({topic_of(s.section_id) for s in sections})]
+                                                      for s in sections], position)
+        ops += [self._chunk_row(collection, document_id, c.as_dict(), position) for c in chunks]
+        topics = sorted({topic_of(s.section_id) for s in sections})
+        return ops + [self._recompute(collection, t, position) for t in topics]
 
     def _topics(self, collection: str, document_id: str, sections: list[dict[str, Any]], p: int) -> list[Op]:
         ops: list[Op] = []
@@ -123,20 +140,23 @@ class KnowledgeProjection:
         })
 
     # -- pages ----------------------------------------------------------------------------------
-    def _on_WikiPage_PageCompiled(self, e: Any, p: int) -> list[Op]:
-        page = e.page
-        key = {"collection_id": e.collection_id, "topic_id": e.topic_id}
+    @on.register
+    def _(self, event: WikiPage.PageCompiled, position: int) -> list[Op]:
+        page = event.page
+        key = {"collection_id": event.collection_id, "topic_id": event.topic_id}
         ops: list[Op] = [
             Upsert(self.t.pages, {**key, "title": page["title"], "tldr": page["tldr"], "body": page["body"],
                                   "tags": list(page["tags"]), "wikilinks": list(page["wikilinks"]),
                                   "method": page["method"], "source_set_hash": page["source_set_hash"],
                                   "embedding_key": page.get("embedding_key"), "embedding": page.get("embedding"),
-                                  "compiled": p, "edited": 0, "set_changed": 0, "drift_since": None}),
+                                  "compiled": position, "edited": 0, "set_changed": 0, "drift_since": None}),
             Delete(self.t.page_sources, key),
         ]
         ops += [Upsert(self.t.page_sources, {**key, "chunk_id": s["chunk_id"], "hash_at_compile": s["hash"]})
                 for s in page["sources"]]
-        return ops + [self._recompute(e.collection_id, e.topic_id, p)]
+        return ops + [self._recompute(event.collection_id, event.topic_id, position)]
+
+    HANDLED = tuple(t for t in on.dispatcher.registry if t is not object)
 
     # -- staleness ------------------------------------------------------------------------------
     def _recompute(self, collection: str, topic: str, position: int) -> Run:
@@ -144,7 +164,8 @@ class KnowledgeProjection:
 
     def _staleness_statement(self) -> Any:
         pages, sources, chunks = self.t.pages, self.t.page_sources, self.t.chunks
-        c, t = bindparam("c"), bindparam("t")
+        c: BindParameter[Any] = bindparam("c")
+        t: BindParameter[Any] = bindparam("t")
         edited = (
             select(func.count())
             .select_from(sources.outerjoin(chunks, and_(chunks.c.collection_id == sources.c.collection_id,

@@ -11,11 +11,13 @@ from dataclasses import dataclass
 
 from sqlalchemy import JSON, Boolean, Column, Index, Integer, MetaData, String, Table, Text
 
+from canon_ledger.projections.read_models import TableSet
+
 VERSION = 1
 
 
 @dataclass(frozen=True)
-class KnowledgeTables:
+class KnowledgeTables(TableSet):
     tag: str
     version: int
     metadata: MetaData

@@ -9,11 +9,18 @@ from typing import Any
 from sqlalchemy import false, select
 from sqlalchemy.engine import Connection, Engine
 
-from canon_ledger.application.knowledge.ports import ChunkView, PageView, StaleTopic, TopicView
+from canon_ledger.application.knowledge.ports import (
+    ChunkView,
+    KnowledgeReader,
+    KnowledgeSnapshot,
+    PageView,
+    StaleTopic,
+    TopicView,
+)
 from canon_ledger.projections.knowledge_tables import KnowledgeTables
 
 
-class SqlKnowledgeReader:
+class SqlKnowledgeReader(KnowledgeReader):
     def __init__(self, engine: Engine, builds: Callable[[Connection], KnowledgeTables]) -> None:
         self.engine = engine
         self._builds = builds
@@ -30,7 +37,7 @@ def _page(r: Any) -> PageView:
                     r["set_changed"], r["drift_since"])
 
 
-class SqlKnowledgeSnapshot:
+class SqlKnowledgeSnapshot(KnowledgeSnapshot):
     def __init__(self, conn: Connection, tables: KnowledgeTables) -> None:
         self.c = conn
         self.t = tables

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert, literal, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from canon_ledger.application.packets.ports import Freshness
+from canon_ledger.domain.errors import CanonError
 from canon_ledger.projections.driver_sql import driver_rows
 from canon_ledger.projections.runner import (
     PAGE_SIZE,
@@ -84,14 +86,24 @@ class RebuildReport:
                 "events_per_second": round(self.events / self.seconds, 1) if self.seconds else None}
 
 
+class Outdated(CanonError):
+    """The active build was made by an earlier schema version, which this code no longer reads."""
+
+    def __init__(self, projection: str, tag: str, version: int, current: int) -> None:
+        super().__init__("read_model_outdated",
+                         f"the {projection} read model is build {tag} (schema version {version}); this version of "
+                         f"Canon Ledger reads schema version {current}: run `canon rebuild`")
+
+
 def _version_of(tag: str) -> int | None:
     """The schema version in a build tag ``v{version}_{generation}``."""
     head = tag.split("_", 1)[0]
     return int(head[1:]) if head.startswith("v") and head[1:].isdigit() else None
 
 
-class ReadModels:
-    """One projection's builds in one database."""
+class ReadModels(Freshness):
+    """One projection's builds in one database. Its four ways to ask for a current read model
+    (``catch_up``, ``reach``, ``knows``, ``reflects``) are told apart in ``runner``'s docstring."""
 
     def __init__(self, spec: ProjectionSpec, log: EventLog, write_engine: Engine, read_engine: Engine,
                  page_size: int = PAGE_SIZE) -> None:
@@ -104,7 +116,7 @@ class ReadModels:
         self._runners: dict[str, ProjectionRunner] = {}
         self._serving: str | None = None  # the tag this process last saw serving
         # One catch-up at a time in this process, and appends noted between them: the runner's
-        # memory of the log (``Quiet``, ``Tail``, ``at``) is shared by every request thread.
+        # memory of the log (``memory``, ``at``) is shared by every request thread.
         # Across processes the tracking row's lock does the same.
         self._lock = threading.RLock()
         r = registry
@@ -172,11 +184,14 @@ class ReadModels:
 
     # -- serving ---------------------------------------------------------------------------
     def serving(self, conn: Connection) -> tuple[Build, int]:
-        """The serving build and its tracking position, in one statement of ``conn``'s transaction."""
+        """The serving build and its tracking position, in one statement of ``conn``'s transaction;
+        ``Outdated`` if an earlier schema version made it (nothing reads or writes it then)."""
         if conn.dialect.name == "postgresql":  # often a packet's first statement: with its BEGIN
             [row] = driver_rows(conn, self._serving_stmt, {})
         else:
             row = conn.execute(self._serving_stmt).one()
+        if row[1] != self.spec.version:
+            raise Outdated(self.spec.name, row[0], row[1], self.spec.version)
         self._serving = row[0]
         return Build(row[0], row[1]), row[2] or 0
 
@@ -205,7 +220,7 @@ class ReadModels:
         tracking row never moves back, not even across a switch (a new build serves only once
         caught up to the log's end), so what a catch-up or an append taught stays true."""
         runner = self._serving_runner()
-        return runner is not None and target <= runner.quiet.g
+        return runner is not None and target <= runner.memory.reflected_up_to
 
     def reach(self, target: int) -> int:
         """``catch_up(target)``, with no read at all when this process ``knows`` it is done, and
@@ -226,7 +241,7 @@ class ReadModels:
     def reflects(self, position: int, target: int) -> bool:
         """Does the serving build, read at tracking ``position``, reflect the log up to ``target``?"""
         runner = self._serving_runner()
-        return position >= target or (runner is not None and runner.quiet.reflects(position, target))
+        return position >= target or (runner is not None and runner.memory.reflects(position, target))
 
     def _appended(self, events: list[Appended]) -> None:
         # Never wait here: the writer has committed and its caller is waiting for the answer.

@@ -3,7 +3,10 @@
 Both read the same events as the knowledge projection and see the same documents: a
 document's chunks, a chapter's accepted text chunked the same way (drafts never), and each
 compiled wiki page as its title, TLDR and tags. ``changes`` turns an event into what to
-(re)index or drop; each projection turns that into idempotent row ops.
+(re)index or drop; each projection's ``on`` turns that into idempotent row ops. ``changes``
+is the one dispatch on the event's type (``functools.singledispatch``, one registration per
+handled type, ``HANDLED`` read from its registry): both projections and the read models'
+status counts (``model_status.TextCounts``) share it.
 
 The vector projection embeds inside its catch-up, never on a command. ``prefetch`` lets the
 caller embed a backlog before the write transaction opens, so a slow model does not hold the
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import singledispatch
 from typing import Any
 
 import numpy as np
@@ -28,10 +32,6 @@ from canon_ledger.domain.wiki import WikiPage, page_doc_id
 from canon_ledger.projections.retrieval_tables import RetrievalTables, VectorTables
 from canon_ledger.projections.retrieval_text import key64, term_counts
 from canon_ledger.projections.sql_ops import Delete, Op, Run, Upsert
-
-HANDLED = (Document.Ingested, Document.ChunkAdded, Document.ChunkEdited, Document.ChunkRemoved,
-           WikiPage.PageCompiled, Chapter.TextAccepted)
-
 
 @dataclass(frozen=True)
 class Put:
@@ -69,30 +69,70 @@ def _document_of(chunk_id: str) -> str:
     return chunk_id.rsplit("#", 1)[0].partition("/")[2]
 
 
-def changes(event: Any, tokens: TokenCounter) -> list[Change]:
-    if isinstance(event, Document.Ingested):
-        return [Put(event.collection_id, c["chunk_id"], "chunk", event.document_id, c["text"]) for c in event.chunks]
-    if isinstance(event, Document.ChunkAdded):
-        c = event.chunk
-        return [Put(event.collection_id, c["chunk_id"], "chunk", _document_of(c["chunk_id"]), c["text"])]
-    if isinstance(event, Document.ChunkEdited):
-        return [Put(event.collection_id, event.chunk_id, "chunk", _document_of(event.chunk_id), event.text)]
-    if isinstance(event, Document.ChunkRemoved):
-        return [Drop(event.collection_id, event.chunk_id)]
-    if isinstance(event, WikiPage.PageCompiled):
-        page = event.page
-        embedded = (page["embedder"], page["embedding"]) if page.get("embedder") and page.get("embedding") else None
-        return [Put(event.collection_id, page_doc_id(event.topic_id), "page", event.topic_id,
-                    page_text(page["title"], page["tldr"], page["tags"]), embedded)]
-    if isinstance(event, Chapter.TextAccepted):
-        # The knowledge projection's chunking, so the chunk ids are the same ones.
-        c = chunk_chapter(event.story_id, event.chapter, event.text, tokens)
-        return [DropDocument(c.collection, c.document_id),
-                *(Put(c.collection, chunk.chunk_id, "chunk", c.document_id, chunk.text) for chunk in c.chunks)]
-    raise TypeError(f"not a retrieval event: {type(event).__qualname__}")
+@singledispatch
+def changes(event: object, tokens: TokenCounter) -> list[Change]:
+    """What ``event`` (re)indexes or drops: nothing for a type no retrieval model handles."""
+    return []
 
 
-class KeywordProjection:
+@changes.register
+def _(event: Document.Ingested, tokens: TokenCounter) -> list[Change]:
+    return [Put(event.collection_id, c["chunk_id"], "chunk", event.document_id, c["text"]) for c in event.chunks]
+
+
+@changes.register
+def _(event: Document.ChunkAdded, tokens: TokenCounter) -> list[Change]:
+    c = event.chunk
+    return [Put(event.collection_id, c["chunk_id"], "chunk", _document_of(c["chunk_id"]), c["text"])]
+
+
+@changes.register
+def _(event: Document.ChunkEdited, tokens: TokenCounter) -> list[Change]:
+    return [Put(event.collection_id, event.chunk_id, "chunk", _document_of(event.chunk_id), event.text)]
+
+
+@changes.register
+def _(event: Document.ChunkRemoved, tokens: TokenCounter) -> list[Change]:
+    return [Drop(event.collection_id, event.chunk_id)]
+
+
+@changes.register
+def _(event: WikiPage.PageCompiled, tokens: TokenCounter) -> list[Change]:
+    page = event.page
+    embedded = (page["embedder"], page["embedding"]) if page.get("embedder") and page.get("embedding") else None
+    return [Put(event.collection_id, page_doc_id(event.topic_id), "page", event.topic_id,
+                page_text(page["title"], page["tldr"], page["tags"]), embedded)]
+
+
+@changes.register
+def _(event: Chapter.TextAccepted, tokens: TokenCounter) -> list[Change]:
+    # The knowledge projection's chunking, so the chunk ids are the same ones.
+    c = chunk_chapter(event.story_id, event.chapter, event.text, tokens)
+    return [DropDocument(c.collection, c.document_id),
+            *(Put(c.collection, chunk.chunk_id, "chunk", c.document_id, chunk.text) for chunk in c.chunks)]
+
+
+HANDLED = tuple(t for t in changes.registry if t is not object)
+
+
+class _IndexProjection:
+    """What both retrieval projections share: an event's ``changes``, each turned into the
+    projection's own row ops (``_ops``)."""
+
+    tokens: TokenCounter
+
+    def on(self, event: object, position: int) -> list[Op]:
+        """The ops of one event at ``position``: none for a type ``changes`` does not handle."""
+        ops: list[Op] = []
+        for change in changes(event, self.tokens):
+            ops += self._ops(change, position)
+        return ops
+
+    def _ops(self, change: Change, p: int) -> list[Op]:
+        raise NotImplementedError
+
+
+class KeywordProjection(_IndexProjection):
     """Doc rows (and on SQLite, through triggers, FTS5); on PostgreSQL, postings and totals too."""
 
     name = "retrieval"
@@ -113,9 +153,8 @@ class KeywordProjection:
 
     def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
         ops: list[Op] = []
-        for position, e in events:
-            for change in changes(e, self.tokens):
-                ops += self._ops(change, position)
+        for position, event in events:
+            ops += self.on(event, position)
         return ops
 
     def _ops(self, change: Change, p: int) -> list[Op]:
@@ -159,7 +198,7 @@ def from_blob(blob: bytes) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f4")
 
 
-class VectorProjection:
+class VectorProjection(_IndexProjection):
     """One embedding model's vectors for every indexed chunk and page."""
 
     def __init__(self, tables: VectorTables, tokens: TokenCounter, embedder: Any, batch: int = 32) -> None:
@@ -220,9 +259,8 @@ class VectorProjection:
     def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
         self.embed(self._wanted(events))
         ops: list[Op] = []
-        for position, e in events:
-            for change in changes(e, self.tokens):
-                ops += self._ops(change, position)
+        for position, event in events:
+            ops += self.on(event, position)
         for op in ops:  # what this page used is no longer needed ahead
             if isinstance(op, Upsert) and op.table is self.t.vectors:
                 self._ready.pop(op.values["hash"], None)

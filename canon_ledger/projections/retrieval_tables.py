@@ -34,13 +34,15 @@ from sqlalchemy import (
     event,
 )
 
+from canon_ledger.projections.read_models import TableSet
+
 VERSION = 1
 VECTORS_VERSION = 1
 FTS_TOKENIZER = "unicode61 remove_diacritics 0"  # the terms arrive analysed; it only splits them
 
 
 @dataclass(frozen=True)
-class RetrievalTables:
+class RetrievalTables(TableSet):
     tag: str
     version: int
     metadata: MetaData
@@ -124,7 +126,7 @@ def collection_token(collection_id: str) -> str:
 
 
 @dataclass(frozen=True)
-class VectorTables:
+class VectorTables(TableSet):
     tag: str
     version: int
     metadata: MetaData

@@ -34,7 +34,7 @@ from sqlalchemy import bindparam, false, select, text
 from sqlalchemy.engine import Connection, Engine
 
 from canon_ledger.application.retrieval.ports import Hit
-from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult, TermStats
+from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult, RetrievalSnapshot, TermStats
 from canon_ledger.domain.wiki import PAGE_PREFIX, page_summary
 from canon_ledger.projections.knowledge_tables import KnowledgeTables
 from canon_ledger.projections.retrieval import from_blob
@@ -115,7 +115,7 @@ class SqlRetrievalReader:
         return fresh
 
 
-class SqlRetrievalSnapshot:
+class SqlRetrievalSnapshot(RetrievalSnapshot):
     def __init__(self, conn: Connection, builds: Builds, reader: SqlRetrievalReader) -> None:
         self.c = conn
         self.b = builds
@@ -206,6 +206,7 @@ class SqlRetrievalSnapshot:
     def _postgres_df(self, vocabulary: list[str], collection_ids: Sequence[str]) -> tuple[int, dict[str, int]]:
         """N and df over the collections searched, as the postings BM25 takes them."""
         t = self.b.keyword
+        assert t.stats is not None and t.postings is not None  # a PostgreSQL build has both
         documents = int(self.c.execute(
             text(f"SELECT coalesce(sum(docs), 0) FROM {t.stats.name} WHERE collection_id = ANY(:colls)"),
             {"colls": list(collection_ids)}).scalar() or 0)
@@ -221,6 +222,7 @@ class SqlRetrievalSnapshot:
                        below: str | None) -> list[Hit]:
         """Each term's BM25 contribution times its weight (1 for a plain query)."""
         t = self.b.keyword
+        assert t.stats is not None and t.postings is not None  # a PostgreSQL build has both
         sql = text(f"""
             WITH s AS (
                 SELECT sum(docs)::float8 AS n, sum(total_length)::float8 / greatest(sum(docs), 1) AS avgdl

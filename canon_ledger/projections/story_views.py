@@ -20,6 +20,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
+from canon_ledger.projections.as_of_sql import IN_FORCE
+
 Tables = Callable[[Connection], Any]  # the serving build's table set, read in ``conn``'s transaction
 
 
@@ -107,11 +109,9 @@ class StoryViews:
             t = self._names(conn)
             rows = _rows(conn, f"""
                 SELECT kind, key, step, valid_from, name, state, hidden_until, text, source, aliases
-                  FROM (SELECT e.*, row_number() OVER (PARTITION BY kind, key
-                                                       ORDER BY valid_from DESC, step DESC) AS rank_in_force
-                          FROM {t['canon']} e
-                         WHERE story_id = :s AND valid_from <= :k AND (CAST(:kind AS VARCHAR(40)) IS NULL OR kind = :kind)) ranked
-                 WHERE rank_in_force = 1 AND NOT retired{active_only}
+                  FROM {t['canon']}
+                 WHERE story_id = :s AND {IN_FORCE.format(chapter=":k")}
+                   AND (CAST(:kind AS VARCHAR(40)) IS NULL OR kind = :kind) AND NOT retired{active_only}
                  ORDER BY kind, key""", s=story_id, k=chapter, kind=kind)
         return [_entry_row(r) for r in rows]
 

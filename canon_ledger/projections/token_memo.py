@@ -89,7 +89,7 @@ class TokenMemo:
 
     def size(self, conn: Connection) -> int:
         return conn.exec_driver_sql(
-            f"SELECT count(*) FROM {token_memo.name} WHERE encoding = {_mark(conn)}", (self.encoding,)).scalar()
+            f"SELECT count(*) FROM {token_memo.name} WHERE encoding = {_mark(conn)}", (self.encoding,)).scalar_one()
 
     # -- SQL ---------------------------------------------------------------------------------
     def _lookup(self, conn: Connection, digests: list[bytes]) -> dict[bytes, int]:

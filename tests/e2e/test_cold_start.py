@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.test_cli import canon
 
-PROBE = ("import sys\nfrom infrastructure.cli import main\nrc = main(sys.argv[1:])\nsys.stdout.flush()\n"
+PROBE = ("import sys\nfrom canon_ledger.infrastructure.cli import main\nrc = main(sys.argv[1:])\nsys.stdout.flush()\n"
          "sys.stderr.write('\\nloaded: ' + ' '.join(m for m in ('onnxruntime', 'tokenizers', 'sqlalchemy', 'numpy') if m in sys.modules))\n"
          "sys.exit(rc)\n")
 

@@ -159,27 +159,34 @@ def test_rebuild_gives_identical_tables_and_packets_on_sqlite_and_postgres(tmp_p
     assert sq_before == sq_after and pg_before == pg_after
 
 
-def test_schema_change_from_v1_keeps_every_issued_packet_auditable(store_url) -> None:
+def test_a_store_whose_active_build_is_older_refuses_to_serve_until_rebuilt(store_url) -> None:
+    """One canon schema version is read. A store whose active build an earlier version made
+    (marked so in the registry, as the previous release left it) refuses packets with
+    ``read_model_outdated`` and changes nothing; ``rebuild`` makes a current build, and every
+    packet issued before audits OK and compiles to the same bytes again."""
+    from canon_ledger.domain.errors import CanonError
+
     tokens = token_counter()
     config = store_config(store_url)
     read, write = engines(config)
-    s = bootstrap(store_url)  # creates the store; then pretend the database was made by v1 code
+    s = bootstrap(store_url)
     try:
-        # Replace the fresh v2 build by a v1 build, as the previous release would have left it.
-        v1 = ReadModels(ProjectionSpec("canon", 1, canon_tables, lambda t: CanonProjection(t, tokens)),
-                        s.ledger, write, read)
-        v1_report = v1.rebuild()
-        assert v1_report.new.version == 1
         s.ledger.apply([parse_line(line) for line in sample_commands()])
         issued = _issue_all(s)
-        with read.begin() as conn:
-            assert "aliases" not in {c["name"] for c in inspect(conn).get_columns(f"rm_canon_{v1_report.new.tag}")}
-        report = s.canon.rebuild()  # the current code: schema v2
+        old = ReadModels(ProjectionSpec("canon", 1, canon_tables, lambda t: CanonProjection(t, tokens)),
+                         s.ledger, write, read)
+        assert old.rebuild().new.version == 1
+        position = s.ledger.position()
+        with pytest.raises(CanonError) as refused:
+            s.packets.packet(Request(STORY, "writer", 5))
+        assert refused.value.code == "read_model_outdated" and "run `canon rebuild`" in refused.value.message
+        assert s.ledger.position() == position  # nothing recorded
+        report = s.canon.rebuild()
         assert (report.old.version, report.new.version) == (1, canon_tables_module.VERSION)
-        with read.begin() as conn:
-            assert "aliases" in {c["name"] for c in inspect(conn).get_columns(f"rm_canon_{report.new.tag}")}
         for packet in issued:
             assert s.auditor.audit(packet.packet_id).ok
+        again = _issue_all(s)
+        assert [p.hash for p in again] == [p.hash for p in issued]
     finally:
         s.close()
         read.dispose()

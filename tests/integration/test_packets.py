@@ -11,6 +11,7 @@ from canon_ledger.application.packets.recipes import Request
 from canon_ledger.application.parsing import parse_command, parse_line
 from canon_ledger.domain.errors import CanonError, NotFound
 from canon_ledger.infrastructure.demo import STORY, sample_commands
+from canon_ledger.projections.canon_view import NO_SINCE
 
 MARKERS = ("DRAFT-REJECTED-MARKER", "REJECTED-PROPOSAL-MARKER", "UNCONFIRMED-PROPOSAL-MARKER", "DRAFT-PENDING-MARKER")
 ROLES = ("planner", "writer", "qa", "summarizer", "chat")
@@ -304,22 +305,6 @@ def test_p3_and_p4_are_read_only_while_the_budget_has_room(demo, monkeypatch):
             assert two.to_json() == three.to_json(), role
 
 
-@pytest.mark.parametrize("page", [1, 2])
-def test_world_rules_read_in_pages_give_the_same_packet(demo, monkeypatch, page):
-    """Paging the world rules by key (compiler 3) reads every rule exactly once, in order."""
-    from canon_ledger.application.packets import recipes
-    from canon_ledger.application.packets.compiler import compile_packet
-
-    demo.canon.catch_up()
-    with demo.packets.reader.snapshot() as snap:
-        request = Request(STORY, "writer", 5, budget=100_000)
-        whole = compile_packet(snap, request, demo.packets.tokens, demo.packets.retriever, compiler=2)
-        monkeypatch.setattr(recipes, "WORLD_RULE_PAGE", page)
-        paged = compile_packet(snap, request, demo.packets.tokens, demo.packets.retriever, compiler=3)
-    assert sum(i.kind == "world_rule" and i.tier == "P3" for i in whole.items) >= page  # several pages, a last empty one
-    assert paged.to_json() == whole.to_json()
-
-
 def test_a_process_that_finds_the_model_caught_up_stops_checking(demo, store_url, monkeypatch):
     """A new process (a server restart) whose read model is already at the log's end learns it
     from its first request; later requests read only their snapshot."""
@@ -351,13 +336,13 @@ def test_a_packet_after_this_processs_own_write_projects_it_without_reading_the_
 
 
 def test_active_threads_are_read_from_the_partial_index(demo):
-    """Canon v5: "active as of K" (neither retired nor resolved) is one range of a partial
+    """"Active as of K" (neither retired nor resolved) is one range of a partial
     index. Both stores take a partial index only when the query states its condition in the
     same words, so a bind parameter in the reader's condition would silently lose it."""
     demo.packets.packet(Request(STORY, "writer", 5), record=False)
     with demo.packets.reader.snapshot() as snap:
-        stmt = snap.q.entries("kind", False, True, False)
-        params = {"story": STORY, "chapter": 5, "since": None, "kind": "thread"}
+        stmt = snap.q["active_entries_of_kind"]
+        params = {"story": STORY, "chapter": 5, "since": NO_SINCE, "kind": "thread"}
         compiled = stmt.compile(dialect=snap.c.dialect)
         explain = "EXPLAIN QUERY PLAN " if snap.c.dialect.name == "sqlite" else "EXPLAIN "
         plan = snap.c.exec_driver_sql(explain + str(compiled), compiled.construct_params(params)

@@ -1,6 +1,6 @@
 """Canon lifecycle: proposed -> confirmed | rejected; confirmed -> revised | retired."""
 
-from canon_ledger.domain.canon import CanonEntry
+from canon_ledger.domain.canon import CanonEntry, valid_to
 from tests.unit.spec import confirm, given, propose, reject, retire, start
 
 
@@ -80,6 +80,14 @@ def test_as_of_a_chapter_sees_the_last_step_in_force():
     entry.revise(version={"valid_from": 20, "text": "healed"})
     assert entry.as_of(20)["text"] == "healed"
     assert entry.as_of(0) is None
+
+
+def test_each_step_ends_where_the_next_in_valid_from_order_begins():
+    # Confirmed in this order: from 1, from 40, from 20, from 20 again.
+    assert valid_to([1, 40, 20, 20]) == [20, None, 20, 40]
+    # The tied earlier confirmation ends where it begins: it is never in force.
+    assert valid_to([5, 5]) == [5, None]
+    assert valid_to([]) == []
 
 
 def test_unknown_kinds_are_refused_by_the_domain():

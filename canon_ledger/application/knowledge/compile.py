@@ -134,7 +134,7 @@ class WikiCompiler:
             "embedder": self.embedder.name if embedding is not None and self.embedder else None,
         }
         try:
-            aggregate = self.ledger.repository.get(ids.wiki_page_id(collection, topic_id))
+            aggregate: WikiPage = self.ledger.repository.get(ids.wiki_page_id(collection, topic_id))
         except AggregateNotFoundError:
             aggregate = WikiPage(collection_id=collection, topic_id=topic_id)
         aggregate.compile(page)
@@ -142,12 +142,14 @@ class WikiCompiler:
         return "compiled"
 
     def _embedding(self, current: PageView | None, key: str, draft: Any) -> list[float] | None:
-        if self.embedder is None:
+        embedder = self.embedder
+        if embedder is None:
             return None
         if current is not None and current.embedding_key == key and current.embedding is not None:
             return current.embedding  # title + tldr + tags unchanged: no new embedding call
         text = f"{draft.title}\n{draft.tldr}\n{' '.join(draft.tags)}"
-        return self._call(EMBED, lambda: self.embedder.embed([text])[0], self.embedder.uses_quota)
+        vector: list[float] = self._call(EMBED, lambda: embedder.embed([text])[0], embedder.uses_quota)
+        return vector
 
     def _call(self, kind: str, call: Callable[[], Any], metered: bool) -> Any:
         if not metered:

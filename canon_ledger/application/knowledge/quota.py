@@ -50,7 +50,7 @@ class Quota:
         day = self.today().isoformat()
         for _ in range(self.attempts):
             try:
-                aggregate = self.ledger.repository.get(ids.quota_day_id(provider, day))
+                aggregate: QuotaDay = self.ledger.repository.get(ids.quota_day_id(provider, day))
             except AggregateNotFoundError:
                 aggregate = QuotaDay(provider=provider, day=day)
             try:
@@ -83,7 +83,7 @@ class Quota:
     def status(self, provider: str) -> dict[str, Any]:
         day = self.today()
         try:
-            aggregate = self.ledger.repository.get(ids.quota_day_id(provider, day.isoformat()))
+            aggregate: QuotaDay = self.ledger.repository.get(ids.quota_day_id(provider, day.isoformat()))
         except AggregateNotFoundError:
             aggregate = QuotaDay(provider=provider, day=day.isoformat())
         caps = self.policy.caps()

@@ -1,4 +1,4 @@
-"""The packet: the workers' JSON contract (DESIGN §6), its hash, and a readable text form.
+"""The packet: the workers' JSON contract and its hash (its text form: ``render.render_text``).
 
 Field names here are a public contract: add, never rename. Bytes are deterministic: the
 same request at the same position gives the same JSON, hash and packet_id.
@@ -18,7 +18,7 @@ TIERS: tuple[Tier, ...] = ("P0", "P1", "P2", "P3", "P4")
 Status = Literal["included", "trimmed", "dropped"]
 
 
-# slots, not frozen: built for every candidate of every packet, and a frozen init costs ~4x.
+# slots, not frozen: built for every candidate of every packet, and a frozen init is slower.
 @dataclass(slots=True)
 class Item:
     tier: Tier
@@ -115,36 +115,5 @@ def canonical_json(obj: Any) -> str:
 
 
 def canonical_bytes(obj: Any) -> bytes:
-    """``canonical_json(obj).encode()``, ~20x faster (a property test holds them equal)."""
+    """``canonical_json(obj).encode()`` through orjson (a property test holds them equal)."""
     return orjson.dumps(obj)
-
-
-def render_text(packet: Packet) -> str:
-    """A context-viewer rendering: header, per-tier budget breakdown, stages, then the items."""
-    lines = [
-        f"packet {packet.packet_id}",
-        f"story {packet.story_id}  role {packet.role}  chapter {packet.chapter}"
-        + (f"  scene {packet.scene}" if packet.scene else "")
-        + f"  position {packet.position}",
-        f"budget {packet.budget} tokens ({packet.tokenizer}): used {packet.used_tokens}, "
-        f"left {packet.budget - packet.used_tokens}",
-        "",
-        "tier  included  trimmed  dropped  tokens  share",
-    ]
-    for t in packet.tiers():
-        share = f"{100 * t['tokens'] / packet.budget:5.1f}%" if packet.budget else "    -"
-        lines.append(f"{t['tier']:<5} {t['included']:>8} {t['trimmed']:>8} {t['dropped']:>8} {t['tokens']:>7}  {share}")
-    lines += ["", "stages:"]
-    lines += [f"  {s.step:<14} {s.status:<8} {s.detail}" for s in packet.stages]
-    for tier in TIERS:
-        items = [i for i in packet.items if i.tier == tier]
-        if not items:
-            continue
-        lines += ["", f"== {tier} =="]
-        for i in items:
-            src = ",".join(str(s) for s in i.sources)
-            lines.append(f"[{i.status}] {i.kind} {i.key} ({i.tokens} tokens; events {src}) - {i.reason}")
-            if i.status != "dropped":
-                lines += [f"    {line}" for line in i.text.splitlines()]
-    lines += ["", f"hash {packet.hash}"]
-    return "\n".join(lines)

@@ -2,6 +2,9 @@
 
 The compiler sees only this interface. Its implementation reads the canon tables and no
 others; drafts and proposals are not reachable through it.
+
+The views are slotted dataclasses, not frozen ones: one is built for every candidate of every
+packet, where a frozen ``__init__`` costs more. Treat them as values all the same.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 
-# slots, not frozen: built for every candidate of every packet, and a frozen init costs ~4x.
 @dataclass(slots=True)
 class Fact:
     """One packable piece of canon: its rendered text, token count and source event positions.
@@ -55,7 +57,6 @@ class SceneView:
     tags: tuple[tuple[str, str], ...]  # (tag type, key) in card order
 
 
-# slots, not frozen: built for every candidate of every packet, and a frozen init costs ~4x.
 @dataclass(slots=True)
 class EntryView:
     kind: str
@@ -69,7 +70,6 @@ class EntryView:
     fact: Fact
 
 
-# slots, not frozen: built for every candidate of every packet, and a frozen init costs ~4x.
 @dataclass(slots=True)
 class NodeView:
     chain: str

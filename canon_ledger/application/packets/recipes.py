@@ -1,18 +1,25 @@
-"""Per-role recipes: which canon facts are candidates, in which tier, in which order.
+"""Per-role recipes, declared as data: which canon facts are candidates, in which tier and order.
 
-Tiers follow seed 000: P0 hard constraints, P1 current state, P2 recent context, P3 distant
-reference, P4 supplementary. Order within a tier is fill priority.
+Tiers: P0 hard constraints (never trimmed), P1 current state, P2 recent context, P3 distant
+reference, P4 supplementary. A role's recipe is a tuple of ``Read``; the order of the reads
+within a tier is fill priority. Everything else about a role is derived from its recipe:
+the role names (``RECIPES``' keys, held equal to ``domain.story.ROLES``), which reads are read
+at once and which only while the budget has room (``staged``), which reads a store may
+fetch together before anything is read (``first_reads``), and whether L1 retrieval runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from functools import partial
+from functools import cache
+from typing import Any
 
-from canon_ledger.application.packets.ports import CanonSnapshot, ChapterView, EntryView, Fact, StoryView
+from canon_ledger.application.packets import render
 from canon_ledger.application.packets.packet import Tier
+from canon_ledger.application.packets.ports import CanonSnapshot, ChapterView, EntryView, Fact, SceneView, StoryView
 from canon_ledger.domain.errors import NotFound
+from canon_ledger.domain.story import ROLES
 from canon_ledger.domain.tokens import TokenCounter
 
 ROLE_TAGS = ("characters", "locations", "items", "threads", "callbacks")
@@ -21,9 +28,59 @@ RECENT_SUMMARIES = 3
 RECENT_TIMELINE = 5
 WORLD_RULE_PAGE = 64  # world rules read per statement, while the budget has room
 HISTORY_STEPS = 3  # earlier states per tagged character: the latest shifts, not the whole life
+RETRIEVAL = "L1 retrieval"  # the read the compiler makes through its Retriever, last in a recipe
 
 
-# slots, not frozen: built for every candidate of every packet, and a frozen init costs ~4x.
+@dataclass(frozen=True)
+class Read:
+    """One read of a recipe. ``read`` names what is read (a key of ``SOURCES``, or
+    ``RETRIEVAL``) and is the name a packet gives it when it was not read; ``kind`` is the
+    candidates' kind ("canon": each entry's own); ``reason`` starts every candidate's reason.
+    ``while_room``: read only after every other read, and only while the budget has room.
+    ``page``: entries of ``kind`` read this many at a time, in key order. ``hides``: an entry
+    hidden until a later chapter is listed without its text."""
+
+    tier: Tier
+    kind: str
+    read: str
+    reason: str
+    while_room: bool = False
+    page: int = 0
+    hides: bool = True
+
+
+Recipe = tuple[Read, ...]
+_SCENE: Recipe = (
+    Read("P0", "scene_card", "scene cards", "scene card"),
+    Read("P0", "chapter_goals", "chapter goals", "chapter goals"),
+    Read("P0", "style_guardrails", "style guardrails", "style guardrails"),
+    Read("P0", "output_contract", "output contract", "output contract"),
+    Read("P1", "canon", "tagged entries", "tagged"),
+    Read("P1", "thread", "active threads", "active thread"),
+    Read("P2", "chapter_summary", "recent chapter summaries", "recent chapter summary"),
+    Read("P2", "volume_summary", "current volume summary", "current volume summary"),
+    Read("P2", "timeline_event", "recent timeline", "recent timeline"),
+    Read("P3", "volume_summary", "earlier volume summaries", "earlier volume summary"),
+    Read("P3", "world_rule", "world rules", "world rule", while_room=True, page=WORLD_RULE_PAGE),
+    Read("P3", "history", "earlier character states", "earlier state", while_room=True),
+    Read("P4", "development_chain", "development chains", "development chain", while_room=True),
+    Read("P4", "chunk", RETRIEVAL, RETRIEVAL, while_room=True),  # or "wiki_page"
+)
+RECIPES: dict[str, Recipe] = {
+    "planner": (Read("P0", "scene_card", "scene cards, if planned", "scene card"), *_SCENE[1:]),
+    "writer": _SCENE,
+    "qa": _SCENE,
+    "summarizer": (Read("P0", "chapter_text", "chapter text", "accepted chapter text"),
+                   Read("P1", "role_lists", "role lists", "names the summary must use")),
+    "chat": (Read("P0", "story", "story", "project"),
+             Read("P0", "style_guardrails", "style guardrails", "style guardrails"),
+             Read("P1", "volume_summary", "volume summaries", "project overview"),
+             Read("P2", "chapter_summary", "latest chapter summaries", "latest chapter summary"),
+             Read("P3", "thread", "active threads", "open thread")),
+}
+
+
+# slots, not frozen: built for every candidate of every packet, and a frozen init is slower.
 @dataclass(slots=True)
 class Candidate:
     tier: Tier
@@ -32,7 +89,6 @@ class Candidate:
     fact: Fact
     reason: str
     blocked: str | None = None  # a reason it may not be packed at all (hidden, not yet canon)
-    trimmable: bool = True
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -48,7 +104,78 @@ class Request:
     budget: int | None = None
 
 
-def _hidden(e: EntryView, chapter: int) -> str | None:
+# The port reads whose arguments come from the request alone, by name: a store may fetch
+# them together before anything is read (``first_reads``), and ``Reading.get`` reads each once.
+Fetch = Callable[[CanonSnapshot, Request], Any]
+FETCH: dict[str, Fetch] = {
+    "chapter": lambda s, r: s.chapter(r.story_id, r.chapter),
+    "scenes": lambda s, r: s.scenes(r.story_id, r.chapter),
+    "threads": lambda s, r: s.entries_as_of(r.story_id, r.chapter, kinds=("thread",), active=True),
+    "recent summaries": lambda s, r: s.chapter_summaries(r.story_id, max(1, r.chapter - RECENT_SUMMARIES),
+                                                         r.chapter - 1),
+    "latest summaries": lambda s, r: s.chapter_summaries(r.story_id, max(1, r.chapter - RECENT_SUMMARIES + 1),
+                                                         r.chapter),
+    "volumes": lambda s, r: s.volume_summaries(r.story_id),
+    "timeline": lambda s, r: s.entries_as_of(r.story_id, r.chapter, kinds=("timeline_event",),
+                                             since=r.chapter - RECENT_TIMELINE),
+}
+
+
+def _page(s: CanonSnapshot, r: Request, read: Read, after: str) -> list[EntryView]:
+    return s.entries_as_of(r.story_id, r.chapter, kinds=(read.kind,), after=after, limit=read.page)
+
+
+class Reading:
+    """One packet's reads: a port result several reads use is read once (``get``); what one
+    read finds for a later one (the tagged characters, the scene-keys detail) is kept here."""
+
+    def __init__(self, snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> None:
+        self.snap, self.req, self.story, self.tokens, self.k = snap, req, story, tokens, req.chapter
+        self.detail = f"{req.role} reads no scene keys"
+        self.characters: list[EntryView] = []
+        self._got: dict[str, Any] = {}
+
+    def get(self, name: str) -> Any:
+        if name not in self._got:
+            self._got[name] = FETCH[name](self.snap, self.req)
+        return self._got[name]
+
+    def pages(self, read: Read) -> Iterator[tuple[list[Candidate], bool]]:
+        """The read's candidates, a page at a time, each with whether more follow; nothing is
+        read before the first page is asked for."""
+        after, more = "", True
+        while more and read.page:
+            rows = _page(self.snap, self.req, read, after)
+            after, more = rows[-1].key if rows else after, len(rows) == read.page
+            yield [_entry(read.tier, e, read.reason, self.k) for e in rows if not e.retired], more
+        if not read.page:
+            yield SOURCES[read.read][1](self, read), False
+
+    def whole(self, reads: Recipe | list[Read]) -> list[Candidate]:
+        return [c for read in reads for page, _ in self.pages(read) for c in page]
+
+    def planned(self) -> ChapterView:
+        chapter: ChapterView | None = self.get("chapter")
+        if chapter is None:
+            raise NotFound("unknown_chapter", f"chapter {self.k} of {self.req.story_id!r} has not been planned", "chapter")
+        return chapter
+
+    def cards(self, planned: bool) -> list[SceneView]:
+        """The scene cards asked for (all of the chapter's, or ``req.scene``'s)."""
+        chapter = self.planned() if planned else self.get("chapter")
+        scenes: list[SceneView] = self.get("scenes") if chapter else []
+        if self.req.scene is not None:
+            scenes = [s for s in scenes if s.scene_id == self.req.scene]
+            if not scenes:
+                raise NotFound("unknown_scene", f"chapter {self.k} has no scene card {self.req.scene!r}", "scene")
+        return scenes
+
+    def volume(self) -> int | None:
+        chapter = self.get("chapter")
+        return chapter.volume if chapter else None
+
+
+def _hidden(e: Any, chapter: int) -> str | None:
     """Why ``e``'s text may not be shown at ``chapter`` (its ``hidden_until`` is later), or None."""
     return f"hidden until chapter {e.hidden_until}" if e.hidden_until is not None and e.hidden_until > chapter else None
 
@@ -57,258 +184,143 @@ def _entry(tier: Tier, e: EntryView, reason: str, chapter: int) -> Candidate:
     return Candidate(tier, e.kind, e.key, e.fact, reason + (" (retired)" if e.retired else ""), _hidden(e, chapter))
 
 
-def _hard_constraints(story: StoryView, chapter: ChapterView | None, scenes: list) -> list[Candidate]:
-    out = [Candidate("P0", "scene_card", s.scene_id, s.card, f"scene card of chapter {chapter.number}", trimmable=False)
-           for s in scenes] if chapter else []
-    if chapter and chapter.goals.text:
-        out.append(Candidate("P0", "chapter_goals", str(chapter.number), chapter.goals, "chapter goals", trimmable=False))
-    if story.guardrails.text:
-        out.append(Candidate("P0", "style_guardrails", story.story_id, story.guardrails, "style guardrails", trimmable=False))
-    if story.contract.text:
-        out.append(Candidate("P0", "output_contract", story.story_id, story.contract, "output contract", trimmable=False))
-    return out
+def _one(read: Read, key: str, fact: Fact | None) -> list[Candidate]:
+    return [Candidate(read.tier, read.kind, key, fact, read.reason)] if fact is not None and fact.text else []
 
 
-def _tagged(snap: CanonSnapshot, story_id: str, k: int, scenes: list) -> tuple[list[Candidate], list[EntryView]]:
+def _numbered(read: Read, facts: Iterable[tuple[int, Fact]]) -> list[Candidate]:
+    return [Candidate(read.tier, read.kind, str(n), fact, read.reason) for n, fact in facts]
+
+
+def _cards(r: Reading, read: Read, planned: bool) -> list[Candidate]:
+    return [Candidate(read.tier, read.kind, s.scene_id, s.card, f"{read.reason} of chapter {r.k}")
+            for s in r.cards(planned)]
+
+
+def _tagged(r: Reading, read: Read) -> list[Candidate]:
+    """Each scene's tagged keys in force at the chapter; a key not in canon then is listed blocked."""
+    scenes, k = r.cards(False), r.k
+    r.detail = f"{len(scenes)} scene card(s), {sum(len(s.tags) for s in scenes)} tag(s)"
     wanted = [(scene.scene_id, tag_type, key) for scene in scenes for tag_type, key in sorted(
         scene.tags, key=lambda t: ROLE_TAGS.index(t[0]) if t[0] in ROLE_TAGS else len(ROLE_TAGS))]
     keys = tuple(sorted({key for _, _, key in wanted}))
-    in_force = snap.entries_as_of(story_id, k, keys=keys) if keys else []
     by_key: dict[str, list[EntryView]] = {}
-    for e in in_force:
+    for e in r.snap.entries_as_of(r.req.story_id, k, keys=keys) if keys else []:
         by_key.setdefault(e.key, []).append(e)
-    out, characters = [], []
+    out = []
     for scene_id, tag_type, key in wanted:
         kind = TAG_KIND.get(tag_type)
         matches = [e for e in by_key.get(key, []) if kind is None or e.kind == kind]
-        reason = f"tagged {tag_type} in scene {scene_id}"
+        reason = f"{read.reason} {tag_type} in scene {scene_id}"
         if not matches:
-            out.append(Candidate("P1", kind or "canon", key, Fact("", 0, ()), reason,
+            out.append(Candidate(read.tier, kind or read.kind, key, Fact("", 0, ()), reason,
                                  blocked=f"not in canon as of chapter {k}"))
         for e in matches:
-            out.append(_entry("P1", e, reason, k))
+            out.append(_entry(read.tier, e, reason, k))
             if e.kind == "character":
-                characters.append(e)
-    return out, characters
-
-
-Read = Callable[[], tuple[list[Candidate], bool]]  # the next page of a later read, and whether more follow
-
-
-@dataclass
-class Staged:
-    """A recipe read in stages (compiler 3): ``first`` always, then each of ``later`` (named,
-    in tier order) only while the budget has room for it. P0-P2 are always read; P3 "as
-    needed" and P4 "if budget remains" (seed 000) come later."""
-
-    first: list[Candidate]
-    later: list[tuple[str, Read]]
-    detail: str
-
-    def whole(self) -> tuple[list[Candidate], str]:
-        out = list(self.first)
-        for _, read in self.later:
-            more = True
-            while more:
-                page, more = read()
-                out += page
-        return out, self.detail
-
-
-def _once(read: Callable[[], list[Candidate]]) -> Read:
-    return lambda: (read(), False)
-
-
-class _KindPages:
-    """The entries of one kind in force at the chapter, in key order, a page at a time: late in
-    a serial most of P3's world rules find no room, and are then not read at all."""
-
-    def __init__(self, snap: CanonSnapshot, req: Request, kind: str, tier: Tier, reason: str, size: int) -> None:
-        self.snap, self.req, self.kind, self.tier, self.reason, self.size = snap, req, kind, tier, reason, size
-        self.after = ""
-
-    def __call__(self) -> tuple[list[Candidate], bool]:
-        k = self.req.chapter
-        rows = self.snap.entries_as_of(self.req.story_id, k, kinds=(self.kind,),
-                                       after=self.after, limit=self.size)
-        if rows:
-            self.after = rows[-1].key
-        return [_entry(self.tier, e, self.reason, k) for e in rows if not e.retired], len(rows) == self.size
-
-
-def _threads(snap: CanonSnapshot, req: Request) -> list[EntryView]:
-    return snap.entries_as_of(req.story_id, req.chapter, kinds=("thread",), active=True)
-
-
-def _recent_summaries(snap: CanonSnapshot, req: Request) -> list[tuple[int, Fact]]:
-    return snap.chapter_summaries(req.story_id, max(1, req.chapter - RECENT_SUMMARIES), req.chapter - 1)
-
-
-def _recent_timeline(snap: CanonSnapshot, req: Request) -> list[EntryView]:
-    return snap.entries_as_of(req.story_id, req.chapter, kinds=("timeline_event",), since=req.chapter - RECENT_TIMELINE)
-
-
-def _world_rules(snap: CanonSnapshot, req: Request) -> _KindPages:
-    return _KindPages(snap, req, "world_rule", "P3", "world rule", WORLD_RULE_PAGE)
-
-
-def scene_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> tuple[list[Candidate], str]:
-    """planner, writer and qa, every stage read at once (compilers 1 and 2)."""
-    return scene_staged(snap, req, story, tokens, hidden_history=False).whole()
-
-
-def scene_staged(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter, *,
-                 hidden_history: bool = True) -> Staged:
-    """planner, writer and qa: the chapter's scene keys drive the recall. ``hidden_history``
-    (compiler 4): an earlier state hidden until a later chapter is listed without its text,
-    as every other hidden entry is; compilers 1-3 listed it whole, and replay it so."""
-    k = req.chapter
-    chapter = snap.chapter(req.story_id, k)
-    if chapter is None and req.role != "planner":
-        raise NotFound("unknown_chapter", f"chapter {k} of {req.story_id!r} has not been planned", "chapter")
-    scenes = snap.scenes(req.story_id, k) if chapter else []
-    if req.scene is not None:
-        scenes = [s for s in scenes if s.scene_id == req.scene]
-        if not scenes:
-            raise NotFound("unknown_scene", f"chapter {k} has no scene card {req.scene!r}", "scene")
-    out = _hard_constraints(story, chapter, scenes)
-
-    tagged, characters = _tagged(snap, req.story_id, k, scenes)
-    out += tagged
-    out += [_entry("P1", e, "active thread", k) for e in _threads(snap, req)]
-
-    for n, fact in reversed(_recent_summaries(snap, req)):
-        out.append(Candidate("P2", "chapter_summary", str(n), fact, "recent chapter summary"))
-    volumes = snap.volume_summaries(req.story_id)
-    volume = chapter.volume if chapter else None
-    out += [Candidate("P2", "volume_summary", str(v), f, "current volume summary") for v, f in volumes if v == volume]
-    timeline = [e for e in _recent_timeline(snap, req) if not e.retired]
-    out += [_entry("P2", e, "recent timeline", k) for e in sorted(timeline, key=lambda e: (-e.valid_from, e.key))]
-
-    out += [Candidate("P3", "volume_summary", str(v), f, "earlier volume summary")
-            for v, f in reversed(volumes) if volume is None or v < volume]  # read with P2's anyway
-
-    def history() -> list[Candidate]:
-        steps = snap.superseded_steps(req.story_id, k, "character", tuple(c.key for c in characters), HISTORY_STEPS)
-        return [Candidate("P3", "history", f"{c.key}@{old.valid_from}", old.fact,
-                          f"earlier state of {c.key}, superseded from chapter {c.valid_from}",
-                          _hidden(old, k) if hidden_history else None)
-                for c in characters for old in steps.get(c.key, [])]
-
-    return Staged(out, [("world rules", _world_rules(snap, req)),
-                        ("earlier character states", _once(history)),
-                        ("development chains", _once(lambda: chain_candidates(snap, req)))],
-                  f"{len(scenes)} scene card(s), {sum(len(s.tags) for s in scenes)} tag(s)")
-
-
-def chain_candidates(snap: CanonSnapshot, req: Request) -> list[Candidate]:
-    """P4 from canon: the nodes of the development chains in force at the chapter."""
-    k, out = req.chapter, []
-    for node in snap.chain_nodes(req.story_id, k):
-        blocked = f"hidden until chapter {node.hidden_until}" if node.hidden_until and node.hidden_until > k else None
-        out.append(Candidate("P4", "development_chain", f"{node.chain}/{node.node_id}", node.fact,
-                             f"development chain {node.chain} ({node.node_kind})", blocked))
+                r.characters.append(e)
     return out
 
 
-def summarizer_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> tuple[list[Candidate], str]:
-    """The accepted chapter text plus the role lists it must name; no retrieval."""
-    chapter = snap.chapter(req.story_id, req.chapter)
-    if chapter is None:
-        raise NotFound("unknown_chapter", f"chapter {req.chapter} of {req.story_id!r} has not been planned", "chapter")
-    if chapter.text is None:
-        raise NotFound("chapter_has_no_accepted_text",
-                       f"chapter {req.chapter} has no accepted draft to summarise", "chapter")
-    out = [Candidate("P0", "chapter_text", str(chapter.number), chapter.text, "accepted chapter text", trimmable=False)]
-    scenes = snap.scenes(req.story_id, req.chapter)
+def _timeline(r: Reading, read: Read) -> list[Candidate]:
+    timeline = [e for e in r.get("timeline") if not e.retired]
+    return [_entry(read.tier, e, read.reason, r.k) for e in sorted(timeline, key=lambda e: (-e.valid_from, e.key))]
+
+
+def _history(r: Reading, read: Read) -> list[Candidate]:
+    k, characters = r.k, r.characters
+    steps = r.snap.superseded_steps(r.req.story_id, k, "character", tuple(c.key for c in characters), HISTORY_STEPS)
+    return [Candidate(read.tier, read.kind, f"{c.key}@{old.valid_from}", old.fact,
+                      f"{read.reason} of {c.key}, superseded from chapter {c.valid_from}",
+                      _hidden(old, k) if read.hides else None)
+            for c in characters for old in steps.get(c.key, [])]
+
+
+def _chains(r: Reading, read: Read) -> list[Candidate]:
+    k, out = r.k, []
+    for node in r.snap.chain_nodes(r.req.story_id, k):
+        blocked = f"hidden until chapter {node.hidden_until}" if node.hidden_until and node.hidden_until > k else None
+        out.append(Candidate(read.tier, read.kind, f"{node.chain}/{node.node_id}", node.fact,
+                             f"{read.reason} {node.chain} ({node.node_kind})", blocked))
+    return out
+
+
+def _chapter_text(r: Reading, read: Read) -> list[Candidate]:
+    if (text := r.planned().text) is None:
+        raise NotFound("chapter_has_no_accepted_text", f"chapter {r.k} has no accepted draft to summarise", "chapter")
+    return _one(read, str(r.k), text)
+
+
+def _role_lists(r: Reading, read: Read) -> list[Candidate]:
+    """The names the summary must use: the chapter's tagged characters, locations and items."""
+    scenes = r.get("scenes")
+    r.detail = f"{len(scenes)} scene card(s) for role lists"
     keys = tuple(sorted({key for s in scenes for t, key in s.tags if t in TAG_KIND and t != "threads"}))
-    entries = [e for e in snap.entries_as_of(req.story_id, req.chapter, keys=keys) if not e.retired] if keys else []
-    lists = []
-    for kind in ("character", "location", "item"):
-        names = [f"{e.name} ({e.key})" for e in entries if e.kind == kind]
-        if names:
-            lists.append(f"{kind}s: {', '.join(names)}")
-    if lists:
-        text = "Required role lists:\n" + "\n".join(lists)
-        sources = tuple(sorted({s for e in entries for s in e.fact.sources}))
-        out.append(Candidate("P1", "role_lists", str(chapter.number), Fact(text, tokens.count(text), sources),
-                             "names the summary must use"))
-    return out, f"{len(scenes)} scene card(s) for role lists"
+    entries = [e for e in r.snap.entries_as_of(r.req.story_id, r.k, keys=keys) if not e.retired] if keys else []
+    text = render.role_lists(entries)
+    sources = tuple(sorted({s for e in entries for s in e.fact.sources}))
+    return _one(read, str(r.k), Fact(text, r.tokens.count(text) if text else 0, sources))
 
 
-def _latest_summaries(snap: CanonSnapshot, req: Request) -> list[tuple[int, Fact]]:
-    return snap.chapter_summaries(req.story_id, max(1, req.chapter - RECENT_SUMMARIES + 1), req.chapter)
+def _story(r: Reading, read: Read) -> list[Candidate]:
+    title = render.story_title(r.story.title, r.story.story_id)
+    return _one(read, r.story.story_id, Fact(title, r.tokens.count(title), r.story.guardrails.sources))
 
 
-def chat_recipe(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> tuple[list[Candidate], str]:
-    """A light project view for chat and intent routing."""
-    title = f"Story: {story.title} ({story.story_id})"
-    out = [Candidate("P0", "story", story.story_id, Fact(title, tokens.count(title), (story.guardrails.sources)),
-                     "project", trimmable=False)]
-    if story.guardrails.text:
-        out.append(Candidate("P0", "style_guardrails", story.story_id, story.guardrails, "style guardrails", trimmable=False))
-    out += [Candidate("P1", "volume_summary", str(v), f, "project overview") for v, f in reversed(snap.volume_summaries(req.story_id))]
-    for n, fact in reversed(_latest_summaries(snap, req)):
-        out.append(Candidate("P2", "chapter_summary", str(n), fact, "latest chapter summary"))
-    out += [_entry("P3", e, "open thread", req.chapter) for e in _threads(snap, req)]
-    return out, "chat reads no scene keys"
-
-
-Recipe = Callable[[CanonSnapshot, Request, StoryView, TokenCounter], tuple[list[Candidate], str]]
-RECIPES: dict[str, Recipe] = {  # compilers 1 and 2: every candidate of every tier
-    "planner": scene_recipe,
-    "writer": scene_recipe,
-    "qa": scene_recipe,
-    "summarizer": summarizer_recipe,
-    "chat": chat_recipe,
+Source = Callable[[Reading, Read], list[Candidate]]
+# Each read by name: the request-only port reads it makes (``FETCH``'s names), and the read.
+# A paged read (``Read.page``) needs none: it reads entries of its kind (``Reading.pages``).
+SOURCES: dict[str, tuple[tuple[str, ...], Source]] = {
+    "scene cards": (("chapter", "scenes"), lambda r, read: _cards(r, read, True)),
+    "scene cards, if planned": (("chapter", "scenes"), lambda r, read: _cards(r, read, False)),
+    "chapter goals": (("chapter",), lambda r, read: _one(read, str(r.k), r.get("chapter") and r.get("chapter").goals)),
+    "style guardrails": ((), lambda r, read: _one(read, r.story.story_id, r.story.guardrails)),
+    "output contract": ((), lambda r, read: _one(read, r.story.story_id, r.story.contract)),
+    "tagged entries": (("chapter", "scenes"), _tagged),
+    "active threads": (("threads",), lambda r, read: [_entry(read.tier, e, read.reason, r.k) for e in r.get("threads")]),
+    "recent chapter summaries": (("recent summaries",), lambda r, read: _numbered(read, reversed(r.get("recent summaries")))),
+    "latest chapter summaries": (("latest summaries",), lambda r, read: _numbered(read, reversed(r.get("latest summaries")))),
+    "volume summaries": (("volumes",), lambda r, read: _numbered(read, reversed(r.get("volumes")))),
+    "current volume summary": (("chapter", "volumes"), lambda r, read: _numbered(
+        read, [(v, f) for v, f in r.get("volumes") if v == r.volume()])),
+    "earlier volume summaries": (("chapter", "volumes"), lambda r, read: _numbered(
+        read, [(v, f) for v, f in reversed(r.get("volumes")) if r.volume() is None or v < r.volume()])),
+    "recent timeline": (("timeline",), _timeline),
+    "earlier character states": ((), _history),
+    "development chains": ((), _chains),
+    "chapter text": (("chapter",), _chapter_text),
+    "role lists": (("scenes",), _role_lists),
+    "story": ((), _story),
 }
 
 
-def _in_one_stage(recipe: Recipe) -> Callable[[CanonSnapshot, Request, StoryView, TokenCounter], Staged]:
-    def staged(snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> Staged:
-        candidates, detail = recipe(snap, req, story, tokens)
-        return Staged(candidates, [], detail)
-    return staged
+@cache
+def staged(recipe: Recipe) -> tuple[list[Read], list[Read], Read | None]:
+    """The reads made at once, those made only while the budget has room, and L1 retrieval."""
+    l1 = recipe[-1] if recipe and recipe[-1].read == RETRIEVAL else None
+    rest = recipe[:-1] if l1 else recipe
+    return [r for r in rest if not r.while_room], [r for r in rest if r.while_room], l1
 
 
-# Compiler 3: late in a long serial P0-P2 and the first P3 read spend the budget, and the rest
-# was hundreds of rows read only to be listed "dropped: no space" (433 chain nodes at chapter
-# 1,000 of the benchmark serial).
-STAGED: dict[str, Callable[[CanonSnapshot, Request, StoryView, TokenCounter], Staged]] = {
-    "planner": scene_staged, "writer": scene_staged, "qa": scene_staged,
-    "summarizer": _in_one_stage(summarizer_recipe), "chat": _in_one_stage(chat_recipe)}
-_scene_staged_v3 = partial(scene_staged, hidden_history=False)
-STAGED_V3 = {**STAGED, "planner": _scene_staged_v3, "writer": _scene_staged_v3, "qa": _scene_staged_v3}
-USES_RETRIEVAL = {"planner", "writer", "qa"}
+@cache
+def first_reads(recipe: Recipe) -> tuple[Fetch, ...]:
+    """The reads a recipe makes whatever the canon holds, through the same calls the reads
+    make: the story, what each read made at once needs, and the first page of each paged read."""
+    first, later, _ = staged(recipe)
+    needs = dict.fromkeys(FETCH[name] for read in first if not read.page for name in SOURCES[read.read][0])
+    pages = [read for read in (*first, *later) if read.page]
+    return (lambda s, r: s.story(r.story_id), *needs, *(lambda s, r, p=p: _page(s, r, p, "") for p in pages))
 
 
-# The reads each recipe makes whatever the canon holds (the ones whose arguments do not come
-# from another read), made through the same helpers, so a store can fetch them together
-# (``CanonSnapshot.prefetch``). The first page of world rules is nearly always read.
-def _scene_reads(snap: CanonSnapshot, req: Request) -> None:
-    snap.story(req.story_id)
-    snap.chapter(req.story_id, req.chapter)
-    snap.scenes(req.story_id, req.chapter)
-    _threads(snap, req)
-    _recent_summaries(snap, req)
-    snap.volume_summaries(req.story_id)
-    _recent_timeline(snap, req)
-    _world_rules(snap, req)()
+def check(recipes: dict[str, Recipe]) -> dict[str, Recipe]:
+    """Refuses, at import, a recipe table out of step with the domain's roles or its sources."""
+    if tuple(recipes) != ROLES:
+        raise ValueError(f"recipes are for {tuple(recipes)}, the domain's roles are {ROLES}")
+    for recipe in recipes.values():
+        for read in recipe:
+            if read.page and read.kind == "canon" or not (read.page or read.read in SOURCES or read is staged(recipe)[2]):
+                raise ValueError(f"no source for the read {read.read!r} (L1 retrieval comes last)")
+    return recipes
 
 
-def _summarizer_reads(snap: CanonSnapshot, req: Request) -> None:
-    snap.story(req.story_id)
-    snap.chapter(req.story_id, req.chapter)
-    snap.scenes(req.story_id, req.chapter)
-
-
-def _chat_reads(snap: CanonSnapshot, req: Request) -> None:
-    snap.story(req.story_id)
-    snap.volume_summaries(req.story_id)
-    _latest_summaries(snap, req)
-    _threads(snap, req)
-
-
-FIRST_READS: dict[str, Callable[[CanonSnapshot, Request], None]] = {
-    "planner": _scene_reads, "writer": _scene_reads, "qa": _scene_reads,
-    "summarizer": _summarizer_reads, "chat": _chat_reads}
+check(RECIPES)

@@ -6,6 +6,9 @@ its source names: a chunk from the chapter text accepted there (chunked again, t
 function the projections use), a wiki page from the compile recorded there. A hit whose
 event is not what it claims, or whose chapter text was replaced before the packet's position,
 comes back with no text, so the replayed packet cannot match its hash.
+
+``compile_packet`` is the one entry that compiles with a given version: the current one,
+or an earlier one frozen in its own module, for the packets it issued.
 """
 
 from __future__ import annotations
@@ -13,12 +16,24 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from canon_ledger.application.packets.packet import Stage
-from canon_ledger.application.packets.ports import Recall, Recalled
+from canon_ledger.application.packets import compiler, compiler_v1, compiler_v2, compiler_v3
+from canon_ledger.application.packets.compiler import COMPILER
+from canon_ledger.application.packets.packet import Packet, Stage
+from canon_ledger.application.packets.ports import CanonSnapshot, Recall, Recalled, Retriever
+from canon_ledger.application.packets.recipes import Request
 from canon_ledger.domain.chapter import Chapter
 from canon_ledger.domain.chunking import chunk_chapter, story_collection
 from canon_ledger.domain.tokens import TokenCounter
 from canon_ledger.domain.wiki import WikiPage, page_doc_id, page_summary
+
+_VERSIONS = {1: compiler_v1.compile_packet, 2: compiler_v2.compile_packet, 3: compiler_v3.compile_packet,
+             COMPILER: compiler.compile_packet}
+
+
+def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,
+                   *, compiler: int = COMPILER) -> Packet:
+    """The packet compiler ``compiler`` (as PacketIssued recorded it) builds for ``req``."""
+    return _VERSIONS[compiler](snap, req, tokens, retriever)
 
 
 class RecordedRecall:

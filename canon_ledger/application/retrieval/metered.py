@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from canon_ledger.application.knowledge.ports import ProviderError, ProviderExhausted
+from canon_ledger.application.knowledge.ports import Embedder, ProviderError, ProviderExhausted
 from canon_ledger.domain.quota import EMBED
 
 
-class MeteredEmbedder:
+class MeteredEmbedder(Embedder):
     uses_quota = False  # metered here; a query embed through HybridSearch meters the inner embedder
 
-    def __init__(self, inner: Any, quota: Any, provider: str, purpose: str = "index") -> None:
+    def __init__(self, inner: Embedder, quota: Any, provider: str, purpose: str = "index") -> None:
         self.inner = inner
         self.quota = quota
         self.provider = provider

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from canon_ledger.application.knowledge.ports import ProviderError, ProviderExhausted, ProviderThrottled
 from canon_ledger.application.packets.packet import Stage
@@ -329,7 +329,8 @@ def _hybrid_feedback(snapshot: RetrievalSnapshot, collections: list[str], query_
         out["vector"] = vec.hits
         sides.append(("vector", vec))
     statuses = {e.status for _, e in sides}
-    status = "done" if "done" in statuses else "error" if "error" in statuses else "skipped"
+    status: Literal["done", "error", "skipped"] = ("done" if "done" in statuses else "error" if "error" in statuses
+                                                   else "skipped")
     detail = "; ".join(f"{name} {e.detail}" for name, e in sides) or "no list to expand"
     rule = "one per section" if per_section else "in rank order"
     return out, Stage("feedback", status, f"hybrid prf from the first pass's top {len(feedback)} chunk(s) "

@@ -121,7 +121,7 @@ class StepBack:
     def __init__(self, cache: StepBackCache, quota: Quota, provider: str, generaliser: QueryGeneraliser | None, *,
                  ttl_s: float = DEFAULT_TTL_S, clock: Callable[[], float] = time.time, retries_5xx: int = 0,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        """``generaliser`` None: the provider is offline and step-back is off (DESIGN §10).
+        """``generaliser`` None: the provider is offline and step-back is off.
         ``retries_5xx`` is 0 by default: this runs on the query path, where a retry is latency and
         one more of the day's calls; an error falls back to the original query at once."""
         self.cache = cache

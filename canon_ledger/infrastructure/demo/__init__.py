@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from canon_ledger.application.packets.packet import render_text
+from canon_ledger.application.packets.render import render_text
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.application.parsing import parse_line
 

@@ -8,7 +8,7 @@ log and the LLM quota left today.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
@@ -64,7 +64,7 @@ class RequestMiddleware:
         began = time.perf_counter()
         status, started = [500], [False]
 
-        async def sending(message: dict[str, Any]) -> None:
+        async def sending(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 status[0], started[0] = message["status"], True
             await send(message)

@@ -49,7 +49,7 @@ def status_of(error: CanonError) -> int:
         return 404
     if isinstance(error, InvalidCommand) or error.code == "position_beyond_log":
         return 422
-    if error.code == "read_model_behind":
+    if error.code in ("read_model_behind", "read_model_outdated"):
         return 503
     return 409
 

@@ -241,6 +241,7 @@ def build_server(tools: Callable[[], AgentTools], local: Principal | None = None
                         budget: str | None = None) -> str:
         def run() -> str:
             args = _resource_args(story=story, role=role, chapter=chapter, scene=scene, budget=budget)
+            assert args.role is not None and args.chapter is not None  # the URI template fills them
             return tools().get_packet(caller(ctx), args.story, args.role, args.chapter, args.scene, args.budget)
 
         return _read(run)
@@ -250,6 +251,7 @@ def build_server(tools: Callable[[], AgentTools], local: Principal | None = None
     def entry_resource(story: str, kind: str, key: str, ctx: Context, as_of: str | None = None) -> str:
         def run() -> Any:
             args = _resource_args(story=story, kind=kind, key=key, as_of=as_of)
+            assert args.kind is not None and args.key is not None  # the URI template fills them
             return tools().canon_entry(caller(ctx), args.story, args.kind, args.key, args.as_of)
 
         return _read(run)

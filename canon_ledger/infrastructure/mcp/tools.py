@@ -97,21 +97,22 @@ class AgentTools:
         visible(principal, story)
         aliases, fields = list(aliases or []), dict(fields or {})
         digest = proposal_digest(story, kind, key, name, text, aliases, fields, valid_from)
+        proposal_id = f"agent-{digest[:24]}"
         command = parse_command({"type": "propose_canon", "command_id": f"mcp-propose-{digest[:32]}",
-                                 "story_id": story, "proposal_id": f"agent-{digest[:24]}", "kind": kind, "key": key,
+                                 "story_id": story, "proposal_id": proposal_id, "kind": kind, "key": key,
                                  "name": name, "aliases": aliases, "text": text, "fields": fields,
                                  "valid_from": valid_from})
         ledger = self.services.ledger
         [result] = apply_for(ledger, [command], principal, atomic=True)
         if result.error is not None:
             raise result.error
-        return {"status": result.status, "proposal_id": command.proposal_id, "command_id": command.command_id,
+        return {"status": result.status, "proposal_id": proposal_id, "command_id": command.command_id,
                 "position": result.position if result.position is not None else ledger.position(),
                 "pending": True,
                 "how_to_confirm": (
                     "Only a person confirms canon. It is pending until an author confirms it in the review queue "
                     f"(/stories/{story}/review in `canon serve`) or sends "
-                    f'{{"type": "confirm_canon", "story_id": "{story}", "proposal_id": "{command.proposal_id}"}} '
+                    f'{{"type": "confirm_canon", "story_id": "{story}", "proposal_id": "{proposal_id}"}} '
                     "to POST /v1/commands with an author key; until then no packet includes it.")}
 
     def audit_packet(self, principal: Principal, packet_id: str) -> dict[str, Any]:

@@ -10,18 +10,23 @@ The API key is sent by the SDK in a header; it is scrubbed from every message we
 from __future__ import annotations
 
 import os
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
 from canon_ledger.application.knowledge.compile import chunk_bodies
 from canon_ledger.application.knowledge.ports import (
     ChunkView,
+    Embedder,
     PageDraft,
+    PageWriter,
     ProviderError,
     ProviderExhausted,
     ProviderThrottled,
     TopicView,
 )
+from canon_ledger.application.retrieval.search import QueryEmbedder
+from canon_ledger.application.retrieval.stepback import QueryGeneraliser
 
 GENERATE_MODEL = "gemini-2.5-flash"
 EMBED_MODEL = "gemini-embedding-001"
@@ -49,6 +54,9 @@ STEP_BACK_PROMPT = (
 )
 
 
+Schema = TypeVar("Schema", bound=BaseModel)
+
+
 class RetryableProviderError(ProviderError):
     retryable = True
 
@@ -69,13 +77,13 @@ def _client(api_key: str, base_url: str | None, timeout_ms: int):  # type: ignor
     except ImportError:
         raise ProviderError("the gemini provider needs the google-genai package", sent=False) from None
 
-    options = {"api_version": "v1beta", "timeout": timeout_ms}
+    options: dict[str, Any] = {"api_version": "v1beta", "timeout": timeout_ms}
     if base_url:
         options["base_url"] = base_url
     return genai.Client(api_key=api_key, http_options=types.HttpOptions(**options))
 
 
-class GeminiProvider:
+class GeminiProvider(PageWriter, Embedder, QueryGeneraliser):
     uses_quota = True
 
     def __init__(self, api_key: str | None = None, *, base_url: str | None = None, model: str = GENERATE_MODEL,
@@ -116,7 +124,7 @@ class GeminiProvider:
         return ProviderError(self._scrub(f"gemini call failed: {kind}: {error}"))
 
     # -- generation ----------------------------------------------------------------------------
-    def _generate(self, prompt: str, schema: type[BaseModel]) -> BaseModel | None:
+    def _generate(self, prompt: str, schema: type[Schema]) -> Schema | None:
         from google.genai import types
 
         try:
@@ -170,7 +178,7 @@ class GeminiProvider:
         return vectors
 
 
-class GeminiEmbedder:
+class GeminiEmbedder(Embedder, QueryEmbedder):
     """The embedding half of the provider, as its own port (it shares the key and the client)."""
 
     uses_quota = True

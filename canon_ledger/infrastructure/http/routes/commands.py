@@ -74,7 +74,7 @@ def answer(results: list[CommandResult], position: int, extra: list[dict[str, An
     """200 with every result when nothing was refused; else problem+json carrying them all:
     422 unreadable (nothing applied), 403 a shared collection for a story key, 409 a rule's
     refusal or a lost race."""
-    body = {"results": [{**(extra[i] if extra else {}), **r.as_dict()} for i, r in enumerate(results)],
+    body: dict[str, Any] = {"results": [{**(extra[i] if extra else {}), **r.as_dict()} for i, r in enumerate(results)],
             "position": position}
     if all(r.ok for r in results):
         return json_response(body)

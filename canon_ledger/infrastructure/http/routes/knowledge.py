@@ -14,6 +14,7 @@ from canon_ledger.application.parsing import parse_command
 from canon_ledger.application.retrieval.feedback import MODES as FEEDBACK_MODES
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.bounds import MAX_COLLECTION_ID, MAX_DOCUMENT_ID, MAX_DOCUMENT_TEXT, MAX_NAME
+from canon_ledger.domain.commands import Command
 from canon_ledger.domain.document import title_of
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.infrastructure.http.auth import needs
@@ -49,7 +50,7 @@ def post_documents(request: Request, collection: Collection, principal: Annotate
     batch = documents if isinstance(documents, list) else [documents]
     if not 1 <= len(batch) <= 1000:
         raise Problem(422, "invalid_field", "send 1..1,000 documents", "body")
-    items = []
+    items: list[Command | CanonError] = []
     for d in batch:
         title = d.title or title_of(d.document_id, d.text)
         digest = hashlib.sha256("\x1f".join((collection, d.document_id, title, str(d.max_chunk_tokens), d.text))

@@ -1,42 +1,17 @@
-"""What a read model may conclude about the log without reading it (``projections.runner.Quiet``)."""
+"""A runner's memory of the log in use: its own appends projected without reading them back, and
+the cases that fall back to the log (the ranges themselves: ``test_runner_cache.py``)."""
 
 from __future__ import annotations
 
-from canon_ledger.projections.runner import Quiet
+from canon_ledger.projections.runner_cache import QuietRange
 
 CANON = ["canon.Established"]
 
 
-def quiet(p: int, g: int) -> Quiet:
-    q = Quiet()
+def quiet(p: int, g: int) -> QuietRange:
+    q = QuietRange()
     q.note(p, g)
     return q
-
-
-def test_a_build_at_or_past_the_range_start_reflects_its_end() -> None:
-    q = quiet(10, 15)
-    assert q.reflects(10, 15) and q.reflects(12, 14) and q.reflects(20, 20)
-    assert not q.reflects(9, 15)  # (9, 10] was never checked
-    assert not q.reflects(10, 16)  # nor was position 16
-
-
-def test_touching_ranges_join_and_a_later_one_replaces_an_earlier() -> None:
-    q = quiet(10, 15)
-    q.note(15, 18)
-    assert (q.p, q.g) == (10, 18)
-    q.note(3, 12)
-    assert (q.p, q.g) == (3, 18)
-    q.note(30, 30)  # caught up to 30 by writing: nothing known past it
-    assert (q.p, q.g) == (30, 30)
-    q.note(1, 5)  # an older fact does not take its place
-    assert (q.p, q.g) == (30, 30)
-
-
-def test_appended_foreign_events_right_after_the_range_extend_it() -> None:
-    q = quiet(10, 15)
-    q.appended([(16, "packets.PacketIssued")], CANON)
-    q.appended([(17, "kb.Ingested"), (18, "kb.Ingested")], CANON)
-    assert q.g == 18 and q.reflects(10, 18)
 
 
 def test_appended_events_of_ours_a_gap_or_a_hole_extend_nothing() -> None:
@@ -47,7 +22,7 @@ def test_appended_events_of_ours_a_gap_or_a_hole_extend_nothing() -> None:
                    []):
         q = quiet(10, 15)
         q.appended(events, CANON)
-        assert q.g == 15, events
+        assert q.last == 15, events
 
 
 def test_the_same_facts_twice_change_nothing() -> None:
@@ -55,7 +30,7 @@ def test_the_same_facts_twice_change_nothing() -> None:
     q.note(10, 15)
     q.appended([(16, "packets.PacketIssued")], CANON)
     q.note(10, 16)
-    assert (q.p, q.g) == (10, 16)
+    assert (q.after, q.last) == (10, 16)
 
 
 # -- the tail: the projection's own events this process appended (``ProjectionRunner``) ----------
@@ -130,15 +105,15 @@ def test_the_projections_own_appended_events_are_projected_without_reading_the_l
     log = _Log(["canon.Established", "kb.Ingested"])
     r = _runner(log)
     r.catch_up()
-    assert log.reads == 1 and r.quiet.g == 2
+    assert log.reads == 1 and r.memory.quiet.last == 2
     log.append(r, "packets.PacketIssued", "canon.Established", "kb.Ingested")  # 3, 4, 5
     log.append(r, "canon.Established")  # 6
     assert r.catch_up(5) == 5 and log.reads == 1
     assert r.projection.seen[-1] == (4, "memory:4")
     assert r.catch_up() == 6 and log.reads == 1 and r.projection.seen[-1] == (6, "memory:6")
-    assert r.tail is None and r.quiet.g == 6  # the tail is spent; appends extend the quiet range again
+    assert r.memory.own is None and r.memory.quiet.last == 6  # the tail is spent; appends extend the quiet range again
     log.append(r, "kb.Ingested")
-    assert r.quiet.g == 7
+    assert r.memory.quiet.last == 7
 
 
 def test_a_gap_before_the_tail_or_inside_it_falls_back_to_the_log() -> None:
@@ -147,13 +122,13 @@ def test_a_gap_before_the_tail_or_inside_it_falls_back_to_the_log() -> None:
     r.catch_up()
     log.topics.append("canon.Established")  # 2: another process wrote, this one was not told
     log.append(r, "canon.Established")  # 3 does not follow what this process knew (1)
-    assert r.tail is None
+    assert r.memory.own is None
     r.catch_up()
     assert log.reads == 2 and r.projection.seen[-2:] == [(2, "read:2"), (3, "read:3")]
     log.append(r, "canon.Established")  # 4: a tail
     log.topics.append("canon.Established")  # 5 by another process
     log.append(r, "canon.Established")  # 6: not after the tail's end: not held, tail kept
-    assert r.tail is not None and r.tail.last == 4
+    assert r.memory.own is not None and r.memory.own.last == 4
     assert r.catch_up(4) == 4 and log.reads == 2  # inside the tail: from memory
     r.catch_up()
     assert log.reads == 3 and [p for p, _ in r.projection.seen[-2:]] == [5, 6]
@@ -165,6 +140,6 @@ def test_a_tail_longer_than_a_page_is_dropped_and_the_log_read() -> None:
     r.catch_up()
     for _ in range(3):
         log.append(r, "canon.Established")
-    assert r.tail is None
+    assert r.memory.own is None
     r.catch_up()
     assert [p for p, _ in r.projection.seen] == [1, 2, 3, 4] and all(e.startswith("read") for _, e in r.projection.seen)

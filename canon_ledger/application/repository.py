@@ -1,0 +1,165 @@
+"""How the ledger uses the library's storage: the ``Application`` hooks it overrides.
+
+``LedgerApplication`` is the library's ``Application`` as the ledger configures it: only
+the configuration passed in counts (never ``os.environ``); aggregates load through
+``ShortFirstRepository``; long-lived aggregates are snapshotted, and a snapshot that cannot
+be written never fails the command just saved; on SQLite this process's threads take turns
+(``WriterTurn``) before they ask the library for its one writer connection. Nothing here
+decides a command or reads the log: see ``ledger`` and ``event_log``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Iterable
+from itertools import chain
+from threading import Lock
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application, Repository
+from eventsourcing.persistence import ConnectionUnavailableError
+
+from canon_ledger.domain.canon import CanonEntry
+from canon_ledger.domain.chapter import Chapter
+from canon_ledger.domain.document import Document
+from canon_ledger.domain.quota import QuotaDay
+from canon_ledger.domain.story import Story
+from canon_ledger.domain.volume import Volume
+from canon_ledger.domain.wiki import WikiPage
+
+log = logging.getLogger(__name__)
+SNAPSHOT_EVERY = 32  # events of one aggregate between snapshots
+
+
+def project_events(aggregate: Any, events: Iterable[Any]) -> Any:
+    """The library's ``project_aggregate`` without its per-event ``isinstance`` against a
+    runtime Protocol: each event mutates the aggregate, in order (see docs/benchmarks.md)."""
+    for event in events:
+        aggregate = event.mutate(aggregate)
+    return aggregate
+
+
+class WriterTurn:
+    """On SQLite, this process's threads take turns before they ask the library for its one
+    writer connection. Its pool holds a fairness semaphore while a thread waits for the writer,
+    so without turns three threads deadlocked (seen in tests/integration/test_threads.py):
+    A held the writer and waited for the file's write lock; B held that lock (a read-model
+    catch-up) and waited for a reader connection, behind C, who held the semaphore waiting
+    for A's writer. With turns no thread waits for the writer inside the pool, so B gets its
+    reader, commits, and A goes on. A turn is waited for as long as another process's lock
+    (``SQLITE_LOCK_TIMEOUT``), then the store counts as unavailable. PostgreSQL needs none:
+    its pool has no such semaphore and writers queue on the table lock in the server."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self._lock = Lock() if timeout is not None else None
+        self.timeout = timeout
+
+    @classmethod
+    def for_env(cls, env: Any) -> WriterTurn:
+        if env.get("PERSISTENCE_MODULE") != "eventsourcing.sqlite":
+            return cls(None)
+        raw = env.get("SQLITE_LOCK_TIMEOUT") or "5"
+        return cls(float(raw) if raw.isdigit() else 5.0)
+
+    def __enter__(self) -> None:
+        lock, timeout = self._lock, self.timeout  # both set, or neither
+        if lock is not None and timeout is not None and not lock.acquire(timeout=timeout):
+            raise ConnectionUnavailableError(f"waited {self.timeout:.0f} s for this process's turn to write")
+
+    def __exit__(self, *_: Any) -> None:
+        if self._lock is not None:
+            self._lock.release()
+
+
+class ShortFirstRepository(Repository[UUID]):
+    """Loads an aggregate by reading its first ``SNAPSHOT_EVERY`` events: most aggregates are
+    shorter (and a new one has none), so they load with that one query, as with no snapshots.
+    Only a longer one also reads its latest snapshot and the events after it. The library's
+    order (snapshot first) cost every load a second query.
+
+    The stored snapshot of a long aggregate is then remembered (a few hundred bytes, up to
+    ``KNOWN_SNAPSHOTS`` of them), so its next load is one query: the events after it. A
+    snapshot is a pure function of the events up to its version, so a remembered one never
+    goes stale, whoever writes next; it is only superseded, and forgotten once a load finds
+    a full interval of events after it (a newer snapshot exists by then). The record is kept,
+    not the decoded snapshot, so no two loads share mutable state."""
+
+    KNOWN_SNAPSHOTS = 1024
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._known: OrderedDict[Any, Any] = OrderedDict()
+        self._known_lock = Lock()
+
+    def get(self, aggregate_id: Any, *, projector_func: Any = None, **kwargs: Any) -> Any:
+        return super().get(aggregate_id, projector_func=projector_func or project_events, **kwargs)
+
+    def _reconstruct_aggregate(self, aggregate_id: Any, version: int | None, projector_func: Any) -> Any:
+        if self.snapshot_store is None or version is not None:
+            return super()._reconstruct_aggregate(aggregate_id, version, projector_func)
+        with self._known_lock:
+            stored = self._known.get(aggregate_id)
+            if stored is not None:
+                self._known.move_to_end(aggregate_id)
+        if stored is None:
+            head = list(self.event_store.get(originator_id=aggregate_id, limit=SNAPSHOT_EVERY))
+            if len(head) < SNAPSHOT_EVERY:
+                aggregate = projector_func(None, head)
+                if aggregate is None:
+                    raise AggregateNotFoundError(f"Aggregate {aggregate_id!r} not found.")
+                return aggregate
+            found = self.snapshot_store.recorder.select_events(aggregate_id, desc=True, limit=1)
+            if not found:  # not written (yet, or it failed): replay
+                return super()._reconstruct_aggregate(aggregate_id, version, projector_func)
+            stored = found[0]
+        snapshot = self.snapshot_store.mapper.to_domain_event(stored)
+        after = list(self.event_store.get(originator_id=aggregate_id, gt=snapshot.originator_version))
+        with self._known_lock:
+            if len(after) >= SNAPSHOT_EVERY:
+                self._known.pop(aggregate_id, None)
+            else:
+                self._known[aggregate_id] = stored
+                if len(self._known) > self.KNOWN_SNAPSHOTS:
+                    self._known.popitem(last=False)
+        return projector_func(None, chain([snapshot], after))
+
+
+class LedgerApplication(Application[UUID]):
+    """The library's ``Application`` with the ledger's storage hooks (see the module docstring)."""
+
+    # A command replays the aggregates it touches. Those that live long (a chapter summarised
+    # again and again, a main character revised through a serial, a day of metered calls) are
+    # loaded from a snapshot plus at most SNAPSHOT_EVERY - 1 events. Snapshots are a cache in
+    # their own table: the log, projections and audits never read them.
+    snapshotting_intervals = {cls: SNAPSHOT_EVERY for cls in (Story, Chapter, Volume, CanonEntry, Document,
+                                                              WikiPage, QuotaDay)}
+
+    def __init__(self, env: Any = None) -> None:
+        super().__init__(env)
+        self._writer_turn = WriterTurn.for_env(self.env)
+
+    def construct_env(self, name: str, env: Any = None) -> Any:
+        # Only the configuration we pass counts: the library would also read os.environ, where
+        # a stray POSTGRES_ENABLE_DB_FUNCTIONS=y (or CANONLEDGER_*) would silently drop the
+        # insert table lock that keeps position order equal to commit order.
+        from eventsourcing.utils import Environment
+
+        return Environment(name, {"IS_SNAPSHOTTING_ENABLED": "y", **type(self).env, **(env or {})})
+
+    def _record(self, processing_event: Any) -> Any:
+        with self._writer_turn:
+            return super()._record(processing_event)
+
+    def construct_repository(self) -> Repository[UUID]:
+        return ShortFirstRepository(event_store=self.events, snapshot_store=self.snapshots)
+
+    def _take_snapshots(self, processing_event: Any) -> None:
+        # After the events' commit: a snapshot that cannot be written costs a longer replay
+        # later, never the command that was just saved.
+        try:
+            with self._writer_turn:
+                super()._take_snapshots(processing_event)
+        except Exception:  # noqa: BLE001 - a cache write; the command is already saved
+            log.warning("snapshot not taken; aggregates load from their events", exc_info=True)

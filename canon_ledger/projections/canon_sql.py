@@ -1,0 +1,192 @@
+"""The packet reader's SQL: one named statement per read of ``canon_view.SqlCanonSnapshot``.
+
+Each statement is written once, in PostgreSQL's words, with the build's table names as
+``{stories}``, ``{canon}`` and so on, and bind parameters as ``:name``. ``statements(tables,
+dialect)`` fills in the names and makes the rewrites SQLite needs (``for_sqlite``: a list is
+an expanding ``IN`` instead of ``= ANY(array)``, false is ``0``). Where the dialects truly
+differ, ``entry_read`` says so: PostgreSQL compares keys in Python's order (its collation may
+not be "C") and looks texts up by key.
+
+"In force at :chapter" is ``as_of_sql``'s rule on the stored ``valid_to``. Entry reads take it
+as the union of its two index ranges (the steps still current, and the few superseded after
+the chapter): their OR made both stores walk every step of a kind. A read of active entries
+states ``ACTIVE`` in the words of the partial index it should use (``canon_tables.is_active``):
+both planners match a partial index only on the same condition.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy import JSON, Integer, String, bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY
+
+from canon_ledger.projections.as_of_sql import IN_FORCE, IN_FORCE_CURRENT, IN_FORCE_SUPERSEDED_LATER
+
+# The columns of an entry row, in every entry read.
+ENTRY = "story_id, kind, key, step, valid_from, retired, name, state, hidden_until, tokens, source"
+
+# A step neither retired nor resolved: the partial index's condition, word for word.
+ACTIVE = "retired = false AND coalesce(lower(state), '') != 'resolved'"
+
+STORY = """
+SELECT story_id, title, guardrails_text, guardrails_tokens, contract_text, contract_tokens, budgets, source, position,
+       (SELECT count(*) FROM rm_quarantine q WHERE q.projection = :projection AND q.scope = s.story_id) AS poisoned,
+       (SELECT min(q.position) FROM rm_quarantine q WHERE q.projection = :projection AND q.scope = s.story_id)
+           AS first_poisoned,
+       (SELECT max(q.position) FROM rm_quarantine q WHERE q.projection = :projection AND q.scope = s.story_id)
+           AS last_poisoned
+  FROM {stories} s
+ WHERE story_id = :story"""
+
+CHAPTER = """
+SELECT chapter, volume, goals_text, goals_tokens, goals_source, summary_text, summary_tokens, summary_source,
+       text, text_tokens, text_source
+  FROM {chapters}
+ WHERE story_id = :story AND chapter = :chapter"""
+
+SCENE_CARDS = """
+SELECT scene_id, text, tokens, source
+  FROM {scene_cards}
+ WHERE story_id = :story AND chapter = :chapter
+ ORDER BY source, scene_id"""
+
+SCENE_TAGS = """
+SELECT scene_id, tag_type, key
+  FROM {scene_tags}
+ WHERE story_id = :story AND chapter = :chapter
+ ORDER BY scene_id, tag_type, ordinal"""
+
+CHAPTER_SUMMARIES = """
+SELECT chapter, summary_text, summary_tokens, summary_source
+  FROM {chapters}
+ WHERE story_id = :story AND chapter >= :first AND chapter <= :last AND summary_text IS NOT NULL
+ ORDER BY chapter"""
+
+VOLUME_SUMMARIES = """
+SELECT volume, summary_text, summary_tokens, summary_source
+  FROM {volumes}
+ WHERE story_id = :story AND summary_text IS NOT NULL
+ ORDER BY volume"""
+
+# Texts by (story, key) on an index, matched exactly by the caller: a row-value IN over four
+# columns made SQLite scan the table.
+CANON_TEXTS = """
+SELECT kind, key, step, text
+  FROM {canon}
+ WHERE story_id = :story AND key = ANY(:keys) AND step = ANY(:steps)"""
+
+NODE_TEXTS = """
+SELECT chain, step, ordinal, text
+  FROM {chain_nodes}
+ WHERE story_id = :story AND chain = ANY(:chains) AND step = ANY(:steps)"""
+
+# The nodes of every chain in force. A row-value IN lets the planner start from the few chains
+# in force, not from every node. Sorted by the caller.
+CHAIN_NODES = f"""
+SELECT chain, step, ordinal, node_id, node_kind, hidden_until, tokens, source
+  FROM {{chain_nodes}}
+ WHERE story_id = :story
+   AND (chain, step) IN (SELECT key, step FROM {{canon}}
+                          WHERE story_id = :story AND kind = 'development_chain' AND retired = false
+                            AND {IN_FORCE.format(chapter=":chapter")})"""
+
+# The ``:limit`` latest steps of each listed entry that were superseded by :chapter (newest
+# first), the retired ones left out.
+SUPERSEDED = f"""
+SELECT {ENTRY}
+  FROM (SELECT {ENTRY}, row_number() OVER (PARTITION BY key ORDER BY valid_from DESC, step DESC) AS age
+          FROM {{canon}}
+         WHERE story_id = :story AND kind = :kind AND key = ANY(:keys) AND valid_to <= :chapter) superseded
+ WHERE age <= :limit AND retired = false
+ ORDER BY key, age"""
+
+
+def entry_read(which: str, *, active: bool = False, page: bool = False, postgres: bool = False) -> str:
+    """The step in force at :chapter of each entry ``which`` selects, confirmed after :since
+    (and, for ``active``, neither retired nor resolved). Unsorted unless a ``page`` (the keys
+    after :after, the first :limit of them in Python's order): an ORDER BY the primary key
+    satisfies made SQLite walk every step of the kind through it instead of the in-force
+    index, so the caller sorts; a page is sorted over the union's result (a few hundred rows
+    at most), not inside it.
+
+    On PostgreSQL each row's text is looked up by primary key (``TEXT_BY_KEY``): selecting the
+    text column in the union needs the table's rows, and the planner then walked every step of
+    the kind, as it cannot tell how few are active; a scalar subquery is one lookup per row
+    returned, whatever the estimates. SQLite reads the text in the union."""
+    by_code_point = ' COLLATE "C"' if postgres else ""
+    where = f"story_id = :story AND {which} AND valid_from > :since"
+    if page:
+        where += f" AND key{by_code_point} > :after"
+    if active:
+        where += f" AND {ACTIVE}"
+    columns = ENTRY if postgres else f"{ENTRY}, text"
+    union = (f"SELECT {columns} FROM {{canon}} WHERE {where} AND {IN_FORCE_CURRENT}\n"
+             f"UNION ALL\n"
+             f"SELECT {columns} FROM {{canon}} WHERE {where} AND {IN_FORCE_SUPERSEDED_LATER}")
+    if page:
+        union = f"SELECT * FROM ({union}) page ORDER BY key{by_code_point} LIMIT :limit"
+    if not postgres:
+        return union
+    # a page keeps its order: the inner sort gives it, with no second sort
+    return f"SELECT {ENTRY}, {TEXT_BY_KEY} FROM ({union}) e" + (f" ORDER BY key{by_code_point}" if page else "")
+
+
+OF_KIND = "kind = :kind"  # one kind per statement: an IN list made SQLite leave the in-force index
+OF_KEYS = "key = ANY(:keys)"
+TEXT_BY_KEY = ("(SELECT t.text FROM {canon} t WHERE t.story_id = e.story_id AND t.kind = e.kind"
+               " AND t.key = e.key AND t.step = e.step) AS text")
+
+# name: (which entries, active only, a page)
+ENTRY_READS = {"entries_of_kind": (OF_KIND, False, False), "active_entries_of_kind": (OF_KIND, True, False),
+               "entries_of_keys": (OF_KEYS, False, False), "active_entries_of_keys": (OF_KEYS, True, False),
+               "page_of_kind": (OF_KIND, False, True), "active_page_of_kind": (OF_KIND, True, True)}
+
+NAMED = {"story": STORY, "chapter": CHAPTER, "scene_cards": SCENE_CARDS, "scene_tags": SCENE_TAGS,
+         "chapter_summaries": CHAPTER_SUMMARIES, "volume_summaries": VOLUME_SUMMARIES, "canon_texts": CANON_TEXTS,
+         "node_texts": NODE_TEXTS, "chain_nodes": CHAIN_NODES, "superseded": SUPERSEDED}
+
+_TYPES = {"story": String, "kind": String, "after": String, "projection": String, "chapter": Integer,
+          "since": Integer, "first": Integer, "last": Integer, "limit": Integer}
+_LISTS = {"keys": String, "chains": String, "steps": Integer}
+_PARAMETER = re.compile(r"(?<![:\w]):(\w+)")
+
+
+def for_sqlite(sql: str) -> str:
+    """What SQLite says differently: a list is an expanding IN, and false is 0."""
+    return re.sub(r"(\w+) = ANY\(:(\w+)\)", r"\1 IN :\2", sql).replace("= false", "= 0")
+
+
+def statements(tables: Any, dialect: str) -> dict[str, Any]:
+    """Every statement of ``NAMED`` and ``ENTRY_READS`` for one build and dialect, by name."""
+    names = {"stories": tables.stories.name, "chapters": tables.chapters.name, "volumes": tables.volumes.name,
+             "scene_cards": tables.scene_cards.name, "scene_tags": tables.scene_tags.name,
+             "canon": tables.canon.name, "chain_nodes": tables.chain_nodes.name}
+    postgres = dialect == "postgresql"
+    sqls = dict(NAMED)
+    for name, (which, active, page) in ENTRY_READS.items():
+        sqls[name] = entry_read(which, active=active, page=page, postgres=postgres)
+    out: dict[str, Any] = {}
+    for name, sql in sqls.items():
+        sql = (sql if postgres else for_sqlite(sql)).format(**names)
+        stmt = text(sql).bindparams(*_binds(sql, postgres, f"canon:{tables.tag}"))
+        out[name] = stmt.columns(budgets=JSON) if name == "story" else stmt
+    return out
+
+
+def _binds(sql: str, postgres: bool, projection: str) -> list[Any]:
+    """Typed bind parameters (PostgreSQL then plans each statement once, whatever the values);
+    a list is one array on PostgreSQL and an expanding IN on SQLite."""
+    out: list[Any] = []
+    for name in sorted(set(_PARAMETER.findall(sql))):
+        type_: Any
+        if name == "projection":
+            out.append(bindparam(name, projection, type_=String))
+        elif name in _LISTS:
+            type_ = ARRAY(_LISTS[name])
+            out.append(bindparam(name, type_=type_) if postgres else bindparam(name, expanding=True))
+        else:
+            type_ = _TYPES[name]
+            out.append(bindparam(name, type_=type_))
+    return out

@@ -1,0 +1,108 @@
+"""The as-of rule has one Python form (``domain.canon.valid_to``) and one SQL form
+(``projections.as_of_sql``). Over random timelines, as the domain builds them (revisions from
+any chapter, ties, retirements where the domain allows one), the SQL evaluated in a real
+store gives every step the ``valid_to`` the Python gives it, the stored ``valid_to`` selects
+the step ``CanonEntry.as_of`` returns at every chapter, and both agree with the rule's plain
+statement: the last step with ``valid_from <= K``, the later confirmation winning a tie.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import create_engine, select, text, update
+
+from canon_ledger.domain.canon import CanonEntry, valid_to
+from canon_ledger.domain.errors import RuleViolated
+from canon_ledger.projections import as_of_sql
+from canon_ledger.projections.canon_tables import canon_tables
+
+CHAPTERS = st.integers(min_value=1, max_value=8)  # few chapters: ties are common
+STEP = st.tuples(st.sampled_from(["revise", "revise", "retire"]), CHAPTERS)
+TIMELINE = st.tuples(CHAPTERS, st.lists(STEP, max_size=8))
+_serial = itertools.count()
+
+
+def _entry(key: str, first: int, steps: list[tuple[str, int]]) -> CanonEntry:
+    """The entry the domain builds from these commands (refused retirements are skipped)."""
+    entry = CanonEntry(story_id="s", kind="character", key=key, version=_version(first))
+    for what, chapter in steps:
+        if what == "revise":
+            entry.revise(_version(chapter))
+        else:
+            try:
+                entry.retire(chapter, "gone")
+            except RuleViolated:
+                pass
+    return entry
+
+
+def _version(chapter: int) -> dict:
+    return {"proposal_id": f"p{next(_serial)}", "valid_from": chapter, "name": "n", "aliases": [],
+            "text": "t", "fields": {}, "tags": []}
+
+
+def _plain_as_of(timeline: list[dict], chapter: int) -> int | None:
+    """The index of the step in force: the last with valid_from <= chapter, ties to the later."""
+    started = [i for i, s in enumerate(timeline) if s["valid_from"] <= chapter]
+    return max(started, key=lambda i: (timeline[i]["valid_from"], i)) if started else None
+
+
+@pytest.fixture
+def store(store_url):
+    engine = create_engine(store_url)
+    tables = canon_tables(f"asof{uuid.uuid4().hex[:8]}")
+    tables.canon.create(engine)
+    try:
+        yield engine, tables.canon
+    finally:
+        tables.canon.drop(engine)
+        engine.dispose()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(timelines=st.lists(TIMELINE, min_size=1, max_size=3))
+def test_the_sql_rule_and_the_python_rule_agree(store, timelines) -> None:
+    engine, cn = store
+    story = f"s{next(_serial)}"
+    entries = {f"k{i}": _entry(f"k{i}", first, steps) for i, (first, steps) in enumerate(timelines)}
+    rows = [{"story_id": story, "kind": "character", "key": key, "step": i + 1, "valid_from": s["valid_from"],
+             "retired": bool(s.get("retired")), "name": key, "text": "t", "tokens": 1, "source": 1,
+             "valid_to": -1}  # not the rule's value for any step: every row must be rewritten
+            for key, entry in entries.items() for i, s in enumerate(entry.timeline)]
+    expected = {(key, i + 1): end for key, entry in entries.items()
+                for i, end in enumerate(valid_to([s["valid_from"] for s in entry.timeline]))}
+    params = [{"b_story": story, "b_kind": "character", "b_key": key} for key in entries]
+    mine = cn.c.story_id == story
+    statements = [lambda conn: conn.execute(as_of_sql.valid_to_update(cn.name), params)]
+    if engine.dialect.name == "postgresql":
+        statements.append(lambda conn: conn.execute(as_of_sql.valid_to_update_many(cn.name), {
+            "stories": [story] * len(entries), "kinds": ["character"] * len(entries), "keys": list(entries)}))
+    with engine.begin() as conn:
+        conn.execute(cn.insert(), rows)
+        for run in statements:
+            conn.execute(update(cn).where(mine).values(valid_to=-1))
+            run(conn)
+            stored = {(k, s): v for k, s, v in conn.execute(select(cn.c.key, cn.c.step, cn.c.valid_to).where(mine))}
+            assert stored == expected
+        for chapter in range(0, 10):
+            by_or = text(f'SELECT "key", step FROM "{cn.name}" WHERE story_id = :story AND '
+                         + as_of_sql.IN_FORCE.format(chapter=":chapter"))
+            by_union = text(f'SELECT "key", step FROM "{cn.name}" WHERE story_id = :story AND '
+                            f'{as_of_sql.IN_FORCE_CURRENT} UNION ALL '
+                            f'SELECT "key", step FROM "{cn.name}" WHERE story_id = :story AND '
+                            f'{as_of_sql.IN_FORCE_SUPERSEDED_LATER}')
+            want = {}
+            for key, entry in entries.items():
+                step = entry.as_of(chapter)
+                plain = _plain_as_of(entry.timeline, chapter)
+                assert (step is None) == (plain is None) and (step is None or step is entry.timeline[plain])
+                if plain is not None:
+                    want[key] = plain + 1
+            at = {"story": story, "chapter": chapter}
+            assert sorted(conn.execute(by_or, at).all()) == sorted(want.items())
+            assert sorted(conn.execute(by_union, at).all()) == sorted(want.items())

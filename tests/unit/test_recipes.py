@@ -1,0 +1,98 @@
+"""The declared recipes: keyed by the domain's roles, the staged and first reads derived from
+them, and the earlier compilers' recipes pinned read by read (their packets must replay)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from canon_ledger.application.packets import compiler_v1, compiler_v2, compiler_v3, recipes
+from canon_ledger.application.packets.recipes import FETCH, RECIPES, RETRIEVAL, Read, check, first_reads, staged
+from canon_ledger.domain.story import ROLES
+
+# Compiler 3's recipes as it issued packets with them. Never edit: freeze compiler_v3 instead.
+_SCENE_V3 = (
+    Read("P0", "scene_card", "scene cards", "scene card"),
+    Read("P0", "chapter_goals", "chapter goals", "chapter goals"),
+    Read("P0", "style_guardrails", "style guardrails", "style guardrails"),
+    Read("P0", "output_contract", "output contract", "output contract"),
+    Read("P1", "canon", "tagged entries", "tagged"),
+    Read("P1", "thread", "active threads", "active thread"),
+    Read("P2", "chapter_summary", "recent chapter summaries", "recent chapter summary"),
+    Read("P2", "volume_summary", "current volume summary", "current volume summary"),
+    Read("P2", "timeline_event", "recent timeline", "recent timeline"),
+    Read("P3", "volume_summary", "earlier volume summaries", "earlier volume summary"),
+    Read("P3", "world_rule", "world rules", "world rule", while_room=True, page=64),
+    Read("P3", "history", "earlier character states", "earlier state", while_room=True, hides=False),
+    Read("P4", "development_chain", "development chains", "development chain", while_room=True),
+    Read("P4", "chunk", RETRIEVAL, RETRIEVAL, while_room=True),
+)
+RECIPES_V3 = {
+    "planner": (Read("P0", "scene_card", "scene cards, if planned", "scene card"), *_SCENE_V3[1:]),
+    "writer": _SCENE_V3,
+    "qa": _SCENE_V3,
+    "summarizer": (Read("P0", "chapter_text", "chapter text", "accepted chapter text"),
+                   Read("P1", "role_lists", "role lists", "names the summary must use")),
+    "chat": (Read("P0", "story", "story", "project"),
+             Read("P0", "style_guardrails", "style guardrails", "style guardrails"),
+             Read("P1", "volume_summary", "volume summaries", "project overview"),
+             Read("P2", "chapter_summary", "latest chapter summaries", "latest chapter summary"),
+             Read("P3", "thread", "active threads", "open thread")),
+}
+
+
+def test_earlier_compilers_recipes_are_pinned() -> None:
+    assert compiler_v3.RECIPES == RECIPES_V3
+    all_at_once = {role: tuple(replace(r, while_room=False) for r in recipe) for role, recipe in RECIPES_V3.items()}
+    assert compiler_v2.RECIPES == all_at_once
+    assert compiler_v1.RECIPES is compiler_v2.RECIPES
+
+
+def test_recipes_are_keyed_by_the_domains_roles() -> None:
+    assert tuple(RECIPES) == ROLES
+    with pytest.raises(ValueError, match="roles"):
+        check({role: RECIPES[role] for role in reversed(ROLES)})
+    with pytest.raises(ValueError, match="no source"):
+        check({**RECIPES, "chat": (Read("P0", "story", "no such read", "project"),)})
+    with pytest.raises(ValueError, match="no source"):  # L1 retrieval must be last
+        check({**RECIPES, "writer": (RECIPES["writer"][-1], *RECIPES["writer"][:-1])})
+
+
+def test_staged_reads_are_derived_from_the_recipe() -> None:
+    first, later, l1 = staged(RECIPES["writer"])
+    assert all(r.tier in ("P0", "P1", "P2", "P3") and not r.while_room for r in first)
+    assert [r.read for r in later] == ["world rules", "earlier character states", "development chains"]
+    assert l1 is not None and l1.read == RETRIEVAL
+    assert staged(RECIPES["chat"])[1:] == ([], None) and staged(RECIPES["summarizer"])[2] is None
+    assert [role for role, recipe in RECIPES.items() if staged(recipe)[2]] == ["planner", "writer", "qa"]
+
+
+class _Calls:
+    """A snapshot that records the port calls made on it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[object, ...], dict[str, object]]] = []
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return lambda *a, **k: self.calls.append((name, a, k))
+
+
+def _first(role: str) -> list[tuple[str, tuple[object, ...], dict[str, object]]]:
+    snap = _Calls()
+    req = recipes.Request("s", role, 9)
+    for fetch in first_reads(RECIPES[role]):
+        fetch(snap, req)  # type: ignore[arg-type]
+    return snap.calls
+
+
+def test_first_reads_are_derived_from_the_recipe() -> None:
+    writer = _first("writer")
+    assert [name for name, _, _ in writer] == ["story", "chapter", "scenes", "entries_as_of", "chapter_summaries",
+                                               "volume_summaries", "entries_as_of", "entries_as_of"]
+    assert writer[-1][2] == {"kinds": ("world_rule",), "after": "", "limit": recipes.WORLD_RULE_PAGE}
+    assert [name for name, _, _ in _first("summarizer")] == ["story", "chapter", "scenes"]
+    assert [name for name, _, _ in _first("chat")] == ["story", "volume_summaries", "chapter_summaries",
+                                                       "entries_as_of"]
+    assert set(FETCH) >= {name for recipe in RECIPES.values() for r in recipe if r.read in recipes.SOURCES
+                          for name in recipes.SOURCES[r.read][0]}
