@@ -2,10 +2,12 @@
 
 Each statement is written once, in PostgreSQL's words, with the build's table names as
 ``{stories}``, ``{canon}`` and so on, and bind parameters as ``:name``. ``statements(tables,
-dialect)`` fills in the names and makes the rewrites SQLite needs (``for_sqlite``: a list is
-an expanding ``IN`` instead of ``= ANY(array)``, false is ``0``). Where the dialects truly
-differ, ``entry_read`` says so: PostgreSQL compares keys in Python's order (its collation may
-not be "C") and looks texts up by key.
+dialect)`` fills in the names. On PostgreSQL each becomes a statement with typed parameters
+(run as the driver's SQL); on SQLite it stays text that sqlite3 runs as it is, named
+parameters and all, after the rewrites SQLite needs (``for_sqlite``: a list is one JSON array
+parameter, read with ``json_each``, and false is ``0``). Where the dialects truly differ,
+``entry_read`` says so: PostgreSQL compares keys in Python's order (its collation may not be
+"C") and looks texts up by key.
 
 "In force at :chapter" is ``as_of_sql``'s rule on the stored ``valid_to``. Entry reads take it
 as the union of its two index ranges (the steps still current, and the few superseded after
@@ -16,10 +18,11 @@ both planners match a partial index only on the same condition.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-from sqlalchemy import JSON, Integer, String, bindparam, text
+from sqlalchemy import Integer, String, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from canon_ledger.projections.as_of_sql import IN_FORCE, IN_FORCE_CURRENT, IN_FORCE_SUPERSEDED_LATER
@@ -154,12 +157,19 @@ _PARAMETER = re.compile(r"(?<![:\w]):(\w+)")
 
 
 def for_sqlite(sql: str) -> str:
-    """What SQLite says differently: a list is an expanding IN, and false is 0."""
-    return re.sub(r"(\w+) = ANY\(:(\w+)\)", r"\1 IN :\2", sql).replace("= false", "= 0")
+    """What SQLite says differently: a list is one JSON array (``sqlite_params``), and false is 0."""
+    sql = re.sub(r"(\w+) = ANY\(:(\w+)\)", r"\1 IN (SELECT value FROM json_each(:\2))", sql)
+    return sql.replace("= false", "= 0")
+
+
+def sqlite_params(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` as sqlite3 takes them for ``for_sqlite``'s SQL: each list as a JSON array."""
+    return {k: json.dumps(v) if isinstance(v, list) else v for k, v in params.items()}
 
 
 def statements(tables: Any, dialect: str) -> dict[str, Any]:
-    """Every statement of ``NAMED`` and ``ENTRY_READS`` for one build and dialect, by name."""
+    """Every statement of ``NAMED`` and ``ENTRY_READS`` for one build and dialect, by name:
+    typed ``TextClause`` statements on PostgreSQL, SQL text for sqlite3 on SQLite."""
     names = {"stories": tables.stories.name, "chapters": tables.chapters.name, "volumes": tables.volumes.name,
              "scene_cards": tables.scene_cards.name, "scene_tags": tables.scene_tags.name,
              "canon": tables.canon.name, "chain_nodes": tables.chain_nodes.name}
@@ -168,16 +178,19 @@ def statements(tables: Any, dialect: str) -> dict[str, Any]:
     for name, (which, active, page) in ENTRY_READS.items():
         sqls[name] = entry_read(which, active=active, page=page, postgres=postgres)
     out: dict[str, Any] = {}
+    projection = f"canon:{tables.tag}"
     for name, sql in sqls.items():
-        sql = (sql if postgres else for_sqlite(sql)).format(**names)
-        stmt = text(sql).bindparams(*_binds(sql, postgres, f"canon:{tables.tag}"))
-        out[name] = stmt.columns(budgets=JSON) if name == "story" else stmt
+        if not postgres:
+            out[name] = for_sqlite(sql).format(**names).replace(":projection", f"'{projection}'")
+            continue
+        sql = sql.format(**names)
+        out[name] = text(sql).bindparams(*_binds(sql, projection))
     return out
 
 
-def _binds(sql: str, postgres: bool, projection: str) -> list[Any]:
-    """Typed bind parameters (PostgreSQL then plans each statement once, whatever the values);
-    a list is one array on PostgreSQL and an expanding IN on SQLite."""
+def _binds(sql: str, projection: str) -> list[Any]:
+    """Typed bind parameters, a list as one array: PostgreSQL plans each statement once,
+    whatever the values and the lists' lengths."""
     out: list[Any] = []
     for name in sorted(set(_PARAMETER.findall(sql))):
         type_: Any
@@ -185,7 +198,7 @@ def _binds(sql: str, postgres: bool, projection: str) -> list[Any]:
             out.append(bindparam(name, projection, type_=String))
         elif name in _LISTS:
             type_ = ARRAY(_LISTS[name])
-            out.append(bindparam(name, type_=type_) if postgres else bindparam(name, expanding=True))
+            out.append(bindparam(name, type_=type_))
         else:
             type_ = _TYPES[name]
             out.append(bindparam(name, type_=type_))

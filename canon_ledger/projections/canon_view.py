@@ -2,7 +2,11 @@
 
 This module knows the canon tables only: it has no way to name a draft or proposal table.
 Its statements are the named SQL of ``canon_sql``, made once per build; rows are read by
-column name.
+column name, as named tuples.
+
+On SQLite the statements run on sqlite3's own connection, in the snapshot's transaction: a
+SQLAlchemy result and its rows' attribute lookup cost more than the SQL (docs/benchmarks.md,
+issue 22).
 
 On PostgreSQL each statement is a round trip, which is most of a packet's cost there. So the
 statements run as the driver's SQL on its own connection (below SQLAlchemy's per-statement
@@ -12,6 +16,8 @@ in one pipeline: one round trip instead of one each.
 
 from __future__ import annotations
 
+import json
+from collections import namedtuple
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from operator import attrgetter
@@ -28,6 +34,11 @@ NO_SINCE = -(2 ** 31)  # ``since`` when every confirmation counts (chapters are 
 
 _BY_KIND_KEY = attrgetter("kind", "key")
 _BY_CHAIN_ORDINAL = attrgetter("chain", "ordinal")
+
+
+def _json(value: Any) -> dict[str, Any]:
+    """A JSON column: decoded by psycopg, text from sqlite3."""
+    return dict(json.loads(value) if isinstance(value, str) else value)
 
 
 def _fact(text: str | None, tokens: int | None, source: int | None) -> Fact:
@@ -54,6 +65,7 @@ class SqlCanonReader(CanonReader):
         self.engine = engine
         self._builds = builds
         self._statements: dict[str, tuple[CanonTables, dict[str, Any]]] = {}
+        self._row_types: dict[str, Any] = {}  # statement name -> its named-tuple row type (SQLite)
 
     @contextmanager
     def snapshot(self) -> Iterator[SqlCanonSnapshot]:
@@ -62,7 +74,7 @@ class SqlCanonReader(CanonReader):
             known = self._statements.get(tables.tag)
             if known is None or known[0] is not tables:
                 known = self._statements[tables.tag] = (tables, canon_sql.statements(tables, self.engine.dialect.name))
-            yield SqlCanonSnapshot(conn, known[1], position)
+            yield SqlCanonSnapshot(conn, known[1], position, self._row_types)
 
 
 def _key(stmt: Any, params: dict[str, Any]) -> tuple[Any, ...]:
@@ -70,13 +82,16 @@ def _key(stmt: Any, params: dict[str, Any]) -> tuple[Any, ...]:
 
 
 class SqlCanonSnapshot(CanonSnapshot):
-    def __init__(self, conn: Connection, statements: dict[str, Any], position: int) -> None:
+    def __init__(self, conn: Connection, statements: dict[str, Any], position: int,
+                 row_types: dict[str, Any] | None = None) -> None:
         self.c = conn
+        self._row_types = {} if row_types is None else row_types
         self.q = statements
         self.position = position  # the log position this snapshot's read model reflects
         # PostgreSQL: the driver's connection, in the same transaction as ``conn``
         postgres = conn.dialect.name == "postgresql"
         self._driver = conn.connection.driver_connection if postgres else None
+        self._sqlite = None if postgres else conn.connection.driver_connection
         self._ahead: dict[tuple[Any, ...], list[Any]] = {}  # prefetched rows, each used once
         self._wanted: list[tuple[Any, dict[str, Any]]] | None = None  # statements, while prefetch plans
 
@@ -113,7 +128,11 @@ class SqlCanonSnapshot(CanonSnapshot):
             if rows is not None:
                 return rows
         if self._driver is None:
-            return list(self.c.execute(stmt, params).all())
+            cursor = self._sqlite.execute(stmt, canon_sql.sqlite_params(params))
+            row = self._row_types.get(name)
+            if row is None:
+                row = self._row_types[name] = namedtuple(name, [d[0] for d in cursor.description])  # type: ignore[misc]
+            return list(map(row._make, cursor.fetchall()))
         return driver_sql.driver_rows(self.c, stmt, params, named_rows=True)
 
     @property
@@ -127,7 +146,7 @@ class SqlCanonSnapshot(CanonSnapshot):
             return None
         r = rows[0]
         return StoryView(r.story_id, r.title, _fact(r.guardrails_text, r.guardrails_tokens, r.source),
-                         _fact(r.contract_text, r.contract_tokens, r.source), dict(r.budgets), r.position,
+                         _fact(r.contract_text, r.contract_tokens, r.source), _json(r.budgets), r.position,
                          (r.poisoned, r.first_poisoned, r.last_poisoned) if r.poisoned else None)
 
     def chapter(self, story_id: str, number: int) -> ChapterView | None:
