@@ -4,8 +4,8 @@ Each statement is written once, in PostgreSQL's words, with the build's table na
 ``{stories}``, ``{canon}`` and so on, and bind parameters as ``:name``. ``statements(tables,
 dialect)`` fills in the names. On PostgreSQL each becomes a statement with typed parameters
 (run as the driver's SQL); on SQLite it stays text that sqlite3 runs as it is, named
-parameters and all, after the rewrites SQLite needs (``for_sqlite``: a list is one JSON array
-parameter, read with ``json_each``, and false is ``0``). Where the dialects truly differ,
+parameters and all, after the rewrites SQLite needs (``for_sqlite``: a list is an IN list of
+one parameter per item, and false is ``0``). Where the dialects truly differ,
 ``entry_read`` says so: PostgreSQL compares keys in Python's order (its collation may not be
 "C") and looks texts up by key.
 
@@ -18,7 +18,6 @@ both planners match a partial index only on the same condition.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -106,9 +105,10 @@ SELECT {ENTRY}
  ORDER BY key, age"""
 
 
-def entry_read(which: str, *, active: bool = False, page: bool = False, postgres: bool = False) -> str:
-    """The step in force at :chapter of each entry ``which`` selects, confirmed after :since
-    (and, for ``active``, neither retired nor resolved). Unsorted unless a ``page`` (the keys
+def entry_read(which: str, *, active: bool = False, page: bool = False, recent: bool = False,
+               postgres: bool = False) -> str:
+    """The step in force at :chapter of each entry ``which`` selects (for ``recent``, only if
+    it took effect after :since; for ``active``, neither retired nor resolved). Unsorted unless a ``page`` (the keys
     after :after, the first :limit of them in Python's order): an ORDER BY the primary key
     satisfies made SQLite walk every step of the kind through it instead of the in-force
     index, so the caller sorts; a page is sorted over the union's result (a few hundred rows
@@ -119,7 +119,9 @@ def entry_read(which: str, *, active: bool = False, page: bool = False, postgres
     the kind, as it cannot tell how few are active; a scalar subquery is one lookup per row
     returned, whatever the estimates. SQLite reads the text in the union."""
     by_code_point = ' COLLATE "C"' if postgres else ""
-    where = f"story_id = :story AND {which} AND valid_from > :since"
+    where = f"story_id = :story AND {which}"
+    if recent:  # not a bound when not asked for: on SQLite it moved the keys read off its index
+        where += " AND valid_from > :since"
     if page:
         where += f" AND key{by_code_point} > :after"
     if active:
@@ -141,10 +143,13 @@ OF_KEYS = "key = ANY(:keys)"
 TEXT_BY_KEY = ("(SELECT t.text FROM {canon} t WHERE t.story_id = e.story_id AND t.kind = e.kind"
                " AND t.key = e.key AND t.step = e.step) AS text")
 
-# name: (which entries, active only, a page)
-ENTRY_READS = {"entries_of_kind": (OF_KIND, False, False), "active_entries_of_kind": (OF_KIND, True, False),
-               "entries_of_keys": (OF_KEYS, False, False), "active_entries_of_keys": (OF_KEYS, True, False),
-               "page_of_kind": (OF_KIND, False, True), "active_page_of_kind": (OF_KIND, True, True)}
+# name: (which entries, active only, a page, recent only)
+ENTRY_READS = {"entries_of_kind": (OF_KIND, False, False, False),
+               "recent_entries_of_kind": (OF_KIND, False, False, True),
+               "active_entries_of_kind": (OF_KIND, True, False, False),
+               "entries_of_keys": (OF_KEYS, False, False, False),
+               "active_entries_of_keys": (OF_KEYS, True, False, False),
+               "page_of_kind": (OF_KIND, False, True, False), "active_page_of_kind": (OF_KIND, True, True, False)}
 
 NAMED = {"story": STORY, "chapter": CHAPTER, "scene_cards": SCENE_CARDS, "scene_tags": SCENE_TAGS,
          "chapter_summaries": CHAPTER_SUMMARIES, "volume_summaries": VOLUME_SUMMARIES, "canon_texts": CANON_TEXTS,
@@ -157,14 +162,34 @@ _PARAMETER = re.compile(r"(?<![:\w]):(\w+)")
 
 
 def for_sqlite(sql: str) -> str:
-    """What SQLite says differently: a list is one JSON array (``sqlite_params``), and false is 0."""
-    sql = re.sub(r"(\w+) = ANY\(:(\w+)\)", r"\1 IN (SELECT value FROM json_each(:\2))", sql)
+    """What SQLite says differently: a list is an IN list (``sqlite_params`` spells it out),
+    and false is 0."""
+    sql = re.sub(r"(\w+) = ANY\(:(\w+)\)", r"\1 IN (:\2)", sql)
     return sql.replace("= false", "= 0")
 
 
-def sqlite_params(params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` as sqlite3 takes them for ``for_sqlite``'s SQL: each list as a JSON array."""
-    return {k: json.dumps(v) if isinstance(v, list) else v for k, v in params.items()}
+_EXPANDED: dict[tuple[str, tuple[tuple[str, int], ...]], str] = {}
+
+
+def sqlite_params(sql: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``for_sqlite``'s SQL and ``params`` as sqlite3 takes them: each list's ``(:name)`` spelled
+    out as one parameter per item (SQLite plans an IN list of values on the index; a JSON
+    array read through ``json_each`` made the keys read five times slower at chapter 1,000)."""
+    lists = tuple((k, len(v)) for k, v in params.items() if isinstance(v, list))
+    if not lists:
+        return sql, params
+    expanded = _EXPANDED.get((sql, lists))
+    if expanded is None:
+        expanded = sql
+        for k, n in lists:
+            expanded = expanded.replace(f"(:{k})", "(" + ", ".join(f":{k}_{i}" for i in range(n)) + ")")
+        if len(_EXPANDED) > 512:
+            _EXPANDED.clear()
+        _EXPANDED[(sql, lists)] = expanded
+    flat = {k: v for k, v in params.items() if not isinstance(v, list)}
+    for k, _ in lists:
+        flat.update((f"{k}_{i}", item) for i, item in enumerate(params[k]))
+    return expanded, flat
 
 
 def statements(tables: Any, dialect: str) -> dict[str, Any]:
@@ -175,8 +200,8 @@ def statements(tables: Any, dialect: str) -> dict[str, Any]:
              "canon": tables.canon.name, "chain_nodes": tables.chain_nodes.name}
     postgres = dialect == "postgresql"
     sqls = dict(NAMED)
-    for name, (which, active, page) in ENTRY_READS.items():
-        sqls[name] = entry_read(which, active=active, page=page, postgres=postgres)
+    for name, (which, active, page, recent) in ENTRY_READS.items():
+        sqls[name] = entry_read(which, active=active, page=page, recent=recent, postgres=postgres)
     out: dict[str, Any] = {}
     projection = f"canon:{tables.tag}"
     for name, sql in sqls.items():

@@ -30,8 +30,6 @@ from canon_ledger.application.packets.ports import (CanonReader, CanonSnapshot, 
 from canon_ledger.projections import canon_sql, driver_sql
 from canon_ledger.projections.canon_tables import CanonTables
 
-NO_SINCE = -(2 ** 31)  # ``since`` when every confirmation counts (chapters are never negative)
-
 _BY_KIND_KEY = attrgetter("kind", "key")
 _BY_CHAIN_ORDINAL = attrgetter("chain", "ordinal")
 
@@ -128,7 +126,7 @@ class SqlCanonSnapshot(CanonSnapshot):
             if rows is not None:
                 return rows
         if self._driver is None:
-            cursor = self._sqlite.execute(stmt, canon_sql.sqlite_params(params))
+            cursor = self._sqlite.execute(*canon_sql.sqlite_params(stmt, params))
             row = self._row_types.get(name)
             if row is None:
                 row = self._row_types[name] = namedtuple(name, [d[0] for d in cursor.description])  # type: ignore[misc]
@@ -174,18 +172,23 @@ class SqlCanonSnapshot(CanonSnapshot):
         # Texts come with the entries: since the compiler reads P3 and P4 only while the budget
         # has room, most entries read are packed, and fetching their texts afterwards costs more
         # than reading them here (docs/benchmarks.md, session 7).
-        params: dict[str, Any] = {"story": story_id, "chapter": chapter, "since": NO_SINCE if since is None else since}
+        params: dict[str, Any] = {"story": story_id, "chapter": chapter}
         active_ = "active_" if active else ""
         if limit is not None:
             if len(kinds) != 1:
                 raise ValueError("a page of entries_as_of is of one kind")
             rows = self._rows(f"{active_}page_of_kind", **params, kind=kinds[0], after=after or "", limit=limit)
-            return [_entry(r) for r in rows]
-        if keys:
+        elif keys:
             rows = self._rows(f"{active_}entries_of_keys", **params, keys=list(keys))
+        elif since is not None and not active:
+            rows = [r for kind in set(kinds) for r in self._rows("recent_entries_of_kind", **params, kind=kind,
+                                                                    since=since)]
         else:
             rows = [r for kind in set(kinds) for r in self._rows(f"{active_}entries_of_kind", **params, kind=kind)]
-        rows.sort(key=_BY_KIND_KEY)
+        if since is not None:  # the reads without :since (no recipe asks for them)
+            rows = [r for r in rows if r.valid_from > since]
+        if limit is None:
+            rows.sort(key=_BY_KIND_KEY)
         return [_entry(r) for r in rows]
 
     def superseded_steps(self, story_id: str, chapter: int, kind: str, keys: tuple[str, ...],

@@ -11,7 +11,6 @@ from canon_ledger.application.packets.recipes import Request
 from canon_ledger.application.parsing import parse_command, parse_line
 from canon_ledger.domain.errors import CanonError, NotFound
 from canon_ledger.infrastructure.demo import STORY, sample_commands
-from canon_ledger.projections.canon_view import NO_SINCE
 
 MARKERS = ("DRAFT-REJECTED-MARKER", "REJECTED-PROPOSAL-MARKER", "UNCONFIRMED-PROPOSAL-MARKER", "DRAFT-PENDING-MARKER")
 ROLES = ("planner", "writer", "qa", "summarizer", "chat")
@@ -342,7 +341,7 @@ def test_active_threads_are_read_from_the_partial_index(demo):
     demo.packets.packet(Request(STORY, "writer", 5), record=False)
     with demo.packets.reader.snapshot() as snap:
         stmt = snap.q["active_entries_of_kind"]
-        params = {"story": STORY, "chapter": 5, "since": NO_SINCE, "kind": "thread"}
+        params = {"story": STORY, "chapter": 5, "kind": "thread"}
         if snap.c.dialect.name == "sqlite":  # the SQL text sqlite3 runs
             sql = str(stmt)
             plan = snap.c.connection.driver_connection.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
