@@ -92,7 +92,7 @@ SELECT chain, step, ordinal, node_id, node_kind, hidden_until, tokens, source
  WHERE story_id = :story
    AND (chain, step) IN (SELECT key, step FROM {{canon}}
                           WHERE story_id = :story AND kind = 'development_chain' AND retired = false
-                            AND {IN_FORCE.format(chapter=":chapter")})"""
+                            AND {IN_FORCE})"""
 
 # The ``:limit`` latest steps of each listed entry that were superseded by :chapter (newest
 # first), the retired ones left out.

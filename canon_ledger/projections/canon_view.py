@@ -183,9 +183,10 @@ class SqlCanonSnapshot(CanonSnapshot):
         elif since is not None and not active:
             rows = [r for kind in set(kinds) for r in self._rows("recent_entries_of_kind", **params, kind=kind,
                                                                     since=since)]
+            since = None  # applied in the SQL
         else:
             rows = [r for kind in set(kinds) for r in self._rows(f"{active_}entries_of_kind", **params, kind=kind)]
-        if since is not None:  # the reads without :since (no recipe asks for them)
+        if since is not None:  # the reads that take no :since (no recipe combines them with it)
             rows = [r for r in rows if r.valid_from > since]
         if limit is None:
             rows.sort(key=_BY_KIND_KEY)

@@ -110,9 +110,9 @@ class StoryViews:
             rows = _rows(conn, f"""
                 SELECT kind, key, step, valid_from, name, state, hidden_until, text, source, aliases
                   FROM {t['canon']}
-                 WHERE story_id = :s AND {IN_FORCE.format(chapter=":k")}
+                 WHERE story_id = :s AND {IN_FORCE}
                    AND (CAST(:kind AS VARCHAR(40)) IS NULL OR kind = :kind) AND NOT retired{active_only}
-                 ORDER BY kind, key""", s=story_id, k=chapter, kind=kind)
+                 ORDER BY kind, key""", s=story_id, chapter=chapter, kind=kind)
         return [_entry_row(r) for r in rows]
 
     def entry(self, story_id: str, kind: str, key: str) -> dict[str, Any] | None:

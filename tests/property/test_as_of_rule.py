@@ -91,7 +91,7 @@ def test_the_sql_rule_and_the_python_rule_agree(store, timelines) -> None:
             assert stored == expected
         for chapter in range(0, 10):
             by_or = text(f'SELECT "key", step FROM "{cn.name}" WHERE story_id = :story AND '
-                         + as_of_sql.IN_FORCE.format(chapter=":chapter"))
+                         + as_of_sql.IN_FORCE)
             by_union = text(f'SELECT "key", step FROM "{cn.name}" WHERE story_id = :story AND '
                             f'{as_of_sql.IN_FORCE_CURRENT} UNION ALL '
                             f'SELECT "key", step FROM "{cn.name}" WHERE story_id = :story AND '
