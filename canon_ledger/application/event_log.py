@@ -78,6 +78,39 @@ class EventLogReader:
         """Decoded (position, event) pairs: the projections' view of the log."""
         return [(n.id, self.mapper.to_domain_event(n)) for n in self.records(start, limit, stop, topics)]
 
+    def read_partition(self, start: int, limit: int, stop: int, topics: Sequence[str], field: str,
+                       value: str) -> tuple[list[tuple[int, Any]], int | None]:
+        """The events of ``topics`` in [start, stop] whose ``field`` is ``value`` (a story's
+        events), at most ``limit`` rows looked at; and the last position looked at when the
+        limit was reached (None: the range was read to ``stop``).
+
+        PostgreSQL selects the rows by their stored bytes (the field and value as the
+        library's transcoder writes them), so other stories' events are neither sent nor
+        decoded; each event is then checked by its decoded field. Elsewhere every event of
+        the range is read and decoded."""
+        if not self._postgres():
+            records = self.records(start, limit, stop, topics)
+            more = records[-1].id if len(records) == limit else None
+            return [(n.id, e) for n in records if getattr(e := self.decode(n), field, None) == value], more
+        needle = self.mapper.transcoder.encode({field: value})[1:-1]  # b'"story_id":"..."'
+        table = f'"{self.recorder.datastore.schema}"."{self.recorder.events_table_name}"'
+        sql = (f"SELECT notification_id, originator_id, originator_version, topic, state FROM {table} "
+               "WHERE notification_id >= %s AND notification_id <= %s AND topic = ANY(%s) "
+               "AND position(%s::bytea IN state) > 0 ORDER BY notification_id LIMIT %s")
+        from eventsourcing.persistence import Notification
+
+        with self.recorder.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(sql, (start, stop, list(topics), needle, limit), prepare=True)
+            rows = curs.fetchall()
+        page = [(n.id, e) for n in (Notification(id=r["notification_id"], originator_id=r["originator_id"],
+                                                 originator_version=r["originator_version"], topic=r["topic"],
+                                                 state=bytes(r["state"])) for r in rows)
+                if getattr(e := self.decode(n), field, None) == value]
+        return page, (rows[-1]["notification_id"] if len(rows) == limit else None)
+
+    def _postgres(self) -> bool:
+        return hasattr(self.recorder, "datastore") and hasattr(self.recorder.datastore, "schema")
+
     def history(self, *, story_id: str | None = None, start: int = 1, stop: int | None = None) -> Iterator[LoggedEvent]:
         """The global log in order, decoded; optionally only one story's events."""
         while True:

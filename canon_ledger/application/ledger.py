@@ -264,6 +264,11 @@ class CanonLedger(LedgerApplication):
         """Decoded (position, event) pairs: the projections' view of the log."""
         return self.event_log.read(start, limit, stop, topics)
 
+    def read_partition(self, start: int, limit: int, stop: int, topics: Sequence[str], field: str,
+                       value: str) -> tuple[list[tuple[int, Any]], int | None]:
+        """See ``EventLogReader.read_partition``: one story's events of a range."""
+        return self.event_log.read_partition(start, limit, stop, topics, field, value)
+
     def history(self, *, story_id: str | None = None, start: int = 1, stop: int | None = None) -> Iterator[LoggedEvent]:
         """The global log in order, decoded; optionally only one story's events."""
         return self.event_log.history(story_id=story_id, start=start, stop=stop)

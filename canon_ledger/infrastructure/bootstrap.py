@@ -331,8 +331,8 @@ def bootstrap(url: str | None = None, *, page_size: int | None = None, quota_pol
             if models is not None:
                 models.setup()
 
-    def active_canon(conn: Connection) -> tuple[Any, int]:
-        build, position = canon.serving(conn)
+    def active_canon(conn: Connection, story: str | None = None) -> tuple[Any, int]:
+        build, position = canon.serving(conn, story)
         return canon.tables(build), position
 
     live = SqlCanonReader(read, active_canon)

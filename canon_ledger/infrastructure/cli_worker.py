@@ -13,6 +13,7 @@ from typing import Any
 from canon_ledger.infrastructure.cli_parsing import add_verb
 from canon_ledger.infrastructure.jsonout import dumps
 from canon_ledger.infrastructure.progress import quiet
+from canon_ledger.infrastructure.worker import SPLIT_AFTER
 
 MODELS = ("canon", "authoring", "knowledge", "retrieval", "vectors")
 
@@ -25,7 +26,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     services = bootstrap(args.db, fed=True, page_size=args.page_size)  # None: each model's own
     progress: Progress = JsonProgress() if args.format == "json" else TerminalProgress() if not quiet(args.format) \
         else Progress()
-    worker = ProjectionWorker(services, args.projection or None, progress=progress)
+    worker = ProjectionWorker(services, args.projection or None, progress=progress, split=args.split,
+                              split_after=args.split_after)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop(0))  # finish the page in flight, then leave
     if not quiet(args.format):
         print(f"canon worker on {services.config.display}: {', '.join(worker.names)}"
@@ -69,6 +71,12 @@ def add_verbs(verbs: Any, common: argparse.ArgumentParser, bounded: Callable[[in
     p.add_argument("--projection", action="append", choices=MODELS, metavar="NAME",
                    help=f"only this read model (repeat for several; default: all of {', '.join(MODELS)})")
     p.add_argument("--once", action="store_true", help="catch up to the log's end, then exit")
+    p.add_argument("--split", action="store_true",
+                   help="share the work with other `canon worker --split` processes (PostgreSQL): canon and "
+                        "authoring story by story, each story claimed by one worker at a time; other models whole")
+    p.add_argument("--split-after", type=bounded(0, 1_000_000_000), default=SPLIT_AFTER, metavar="N",
+                   help=f"with --split: share a model story by story only while it trails the log by more than N "
+                        f"positions (default {SPLIT_AFTER}; closer, one whole-model step is cheaper)")
     p.add_argument("--page-size", type=bounded(1, 100_000), metavar="N",
                    help="events per read-model transaction, 1..100,000 (default: each read model's own size)")
     p.set_defaults(run=cmd_worker)

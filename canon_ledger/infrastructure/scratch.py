@@ -63,10 +63,10 @@ class ScratchCanon(Scratch):
         with self.engine.begin() as conn:  # planner statistics for the compile's queries
             for table in self.tables.all():
                 conn.exec_driver_sql(f'ANALYZE "{table.name}"')
-        self.reader = SqlCanonReader(self.engine, lambda conn: (self.tables, position))
+        self.reader = SqlCanonReader(self.engine, lambda conn, story: (self.tables, position))
 
-    def snapshot(self) -> AbstractContextManager[SqlCanonSnapshot]:
-        return self.reader.snapshot()
+    def snapshot(self, story: str | None = None) -> AbstractContextManager[SqlCanonSnapshot]:
+        return self.reader.snapshot(story)
 
     def close(self) -> None:
         self.engine.dispose()

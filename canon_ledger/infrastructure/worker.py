@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from canon_ledger.domain.errors import CanonError
 from canon_ledger.infrastructure.log_wakeup import LogWakeup
 from canon_ledger.projections.retrieval import catch_up_vectors
 
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 VECTOR_SLICE = 200  # log positions the vector index embeds and writes per step: progress is committed in steps
 IDLE_WAIT = 1.0  # seconds between checks of the stop flag while the log is quiet
 MAX_PAUSE = 10.0  # seconds, the longest pause after repeated store faults
+BUSY_ELSEWHERE = 0.2  # seconds a split worker waits when every story left is claimed by others
+SPLIT_AFTER = 5000  # positions a split model may trail by before workers share it story by story
 
 
 class Progress:
@@ -43,6 +46,9 @@ class Progress:
 
     def caught_up(self, model: str, position: int, events: int, seconds: float) -> None: ...
 
+    def applied(self, model: str, story: str, events: int, position: int) -> None:
+        """A claimed story's share caught up: ``events`` applied by this worker, now at ``position``."""
+
     def fault(self, model: str, error: str) -> None: ...
 
 
@@ -54,7 +60,12 @@ class ModelProgress:
 
 class ProjectionWorker:
     def __init__(self, services: Any, names: Sequence[str] | None = None, *, wakeup: LogWakeup | None = None,
-                 progress: Progress | None = None, vector_slice: int = VECTOR_SLICE) -> None:
+                 progress: Progress | None = None, vector_slice: int = VECTOR_SLICE, split: bool = False,
+                 split_after: int = SPLIT_AFTER) -> None:
+        """``split``: share the work with other workers (PostgreSQL): a model split by story is
+        caught up story by story, each claimed by one worker at a time, once it trails the log
+        by more than ``split_after`` positions (below that one whole-build step is cheaper);
+        every other model is claimed whole. See ``SplitWork``."""
         self.services = services
         # A name it has no model for is refused (a CanonError), before anything runs.
         self.names = list(dict.fromkeys(n for name in names or ("all",) for n in services.named_models(name)))
@@ -68,6 +79,7 @@ class ProjectionWorker:
         self._reached: dict[str, int] = {}  # the log position each sliced model was last brought to
         self.faults = 0  # store faults met so far (the loop retried each)
         self.last_error: str | None = None
+        self.split = SplitWork(self, split_after) if split else None
 
     # -- one pass ----------------------------------------------------------------------------
     def step(self) -> int:
@@ -80,8 +92,15 @@ class ProjectionWorker:
             models = self.services.read_models[name]
             if models.knows(end):
                 continue
-            self._catch_up(name, models, end)
+            if self.split is not None:
+                self.split.step(name, models, end)
+            else:
+                self._catch_up(name, models, end)
         return end
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
 
     def _catch_up(self, name: str, models: Any, end: int) -> None:
         busy = self._busy.get(name)
@@ -146,7 +165,89 @@ class ProjectionWorker:
             self.wakeup.close()
         if self._thread is not None:
             self._thread.join(timeout)
+        if self.split is not None:
+            self.split.close()
 
     @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+
+class SplitWork:
+    """How a ``split`` worker shares the work with others (PostgreSQL only).
+
+    Per pass, for a model split by story (canon, authoring) that trails the log by more than
+    ``split_after`` positions: every story not yet at the log's end is claimed in turn
+    (``Claims``; a story another worker holds is left to it), caught up on its own
+    (``ReadModels.catch_up_partition``) and released. When every story stands at the end, the
+    build's low-water mark moves there without reading the log (``ReadModels.advance``).
+    Closer to the end, and for every other model, the model is claimed whole and caught up
+    as by a single worker; a model another worker holds is skipped this pass. Stories are
+    found from the log's ``Story.Started`` events, read once each."""
+
+    def __init__(self, worker: ProjectionWorker, split_after: int) -> None:
+        from canon_ledger.domain.story import Story
+        from canon_ledger.domain.topics import stored_topics
+        from canon_ledger.infrastructure.claims import Claims
+
+        services = worker.services
+        if not services.config.is_postgres:
+            raise CanonError("split_needs_postgres", "workers share the work only on PostgreSQL: on the embedded "
+                             "store run one worker (it is one writer at a time)", "split")
+        self.worker = worker
+        self.split_after = split_after
+        self.claims = Claims(services.config)
+        self.stories: list[str] = []
+        self._seen = 0  # log position up to which the stories were read
+        self._started = stored_topics(Story.Started)  # type: ignore[attr-defined]  # an @event class
+
+    def known_stories(self, end: int) -> list[str]:
+        ledger = self.worker.services.ledger
+        while self._seen < end:
+            page = ledger.read(self._seen + 1, 1000, end, self._started)
+            self.stories.extend(str(e.story_id) for _, e in page)
+            self._seen = page[-1][0] if len(page) == 1000 else end
+        return self.stories
+
+    def step(self, name: str, models: Any, end: int) -> None:
+        if models.splittable() and end - models.position() > self.split_after:
+            self._by_story(name, models, end)
+            return
+        if not self.claims.take(name):
+            return  # another worker has it this pass
+        try:
+            self.worker._catch_up(name, models, end)
+        finally:
+            self.claims.release(name)
+
+    def _by_story(self, name: str, models: Any, end: int) -> None:
+        stories = self.known_stories(end)
+        g, ahead = models.shares()
+        worked = False
+        for story in stories:
+            if self.worker.stopping:
+                return
+            if ahead.get(story, g) >= end:
+                continue
+            share = f"{name}/{story}"
+            if not self.claims.take(share):
+                continue
+            worked = True
+            try:
+                started = time.monotonic()
+                done_before = models.applied().get(story, 0)
+                reached = models.catch_up_partition(story, end, lambda r, goal: self.worker.progress.moved(share, r, goal),
+                                                    stop=lambda: self.worker.stopping)
+                self.worker.progress.applied(name, story, models.applied().get(story, 0) - done_before, reached)
+                log.debug("%s: %.1f s", share, time.monotonic() - started)
+            finally:
+                self.claims.release(share)
+        now, ahead = models.shares()
+        if all(ahead.get(story, now) >= end for story in stories):
+            if models.advance(stories, end):
+                self.worker.progress.caught_up(name, end, end - g, 0.0)
+        elif not worked:  # the stories left are other workers': look again shortly, do not spin
+            self.worker._stop.wait(BUSY_ELSEWHERE)
+
+    def close(self) -> None:
+        self.claims.close()

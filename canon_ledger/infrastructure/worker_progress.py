@@ -53,5 +53,9 @@ class JsonProgress(Progress):
         print(dumps({"model": model, "status": "caught_up", "position": position, "positions": events,
                      "seconds": round(seconds, 3)}), flush=True)
 
+    def applied(self, model: str, story: str, events: int, position: int) -> None:
+        print(dumps({"model": model, "story": story, "status": "applied", "events": events, "position": position}),
+              flush=True)
+
     def fault(self, model: str, error: str) -> None:
         print(dumps({"model": model, "status": "fault", "error": error}), flush=True)

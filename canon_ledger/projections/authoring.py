@@ -66,6 +66,7 @@ class AuthoringProjection:
     handled type, and ``HANDLED`` (hence ``topics``) is read from that registry."""
 
     name = "authoring"
+    partition_by = "story_id"  # every event names its story; workers may split a build by it
 
     def __init__(self, tables: AuthoringTables) -> None:
         self.t = tables

@@ -55,6 +55,7 @@ class CanonProjection:
     handled type, and ``HANDLED`` (hence ``topics``) is read from that registry."""
 
     name = "canon"
+    partition_by = "story_id"  # every event names its story; workers may split a build by it
     # Its writes find rows by primary key only: a rebuild may build the other indexes last.
     defer_indexes = True
     # Events per transaction when the runner is left at its default: a fifth of the commits of

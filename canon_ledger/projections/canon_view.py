@@ -57,18 +57,19 @@ def _earlier_step(r: Any) -> EntryView:
 class SqlCanonReader(CanonReader):
     """Reads whichever canon build is active, as of one snapshot."""
 
-    def __init__(self, engine: Engine, builds: Callable[[Connection], tuple[CanonTables, int]]) -> None:
-        """``builds(conn)`` names the tables to read and the position they reflect, read in
-        the snapshot's own transaction."""
+    def __init__(self, engine: Engine, builds: Callable[[Connection, str | None], tuple[CanonTables, int]]) -> None:
+        """``builds(conn, story)`` names the tables to read and the position they reflect (for
+        that story, when given), read in the snapshot's own transaction."""
         self.engine = engine
         self._builds = builds
         self._statements: dict[str, tuple[CanonTables, dict[str, Any]]] = {}
         self._row_types: dict[str, Any] = {}  # statement name -> its named-tuple row type (SQLite)
 
     @contextmanager
-    def snapshot(self) -> Iterator[SqlCanonSnapshot]:
+    def snapshot(self, story: str | None = None) -> Iterator[SqlCanonSnapshot]:
+        """``story``: the only story the caller reads; the snapshot's position is that story's."""
         with self.engine.begin() as conn:
-            tables, position = self._builds(conn)
+            tables, position = self._builds(conn, story)
             known = self._statements.get(tables.tag)
             if known is None or known[0] is not tables:
                 known = self._statements[tables.tag] = (tables, canon_sql.statements(tables, self.engine.dialect.name))

@@ -15,12 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, insert, literal, select, update
+from sqlalchemy import Column, Integer, MetaData, String, Table, and_, bindparam, insert, literal, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from canon_ledger.application.packets.ports import Freshness
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.projections.driver_sql import driver_rows
+from canon_ledger.projections.partitions import PartitionRunner
 from canon_ledger.projections.runner import (
     PAGE_SIZE,
     Appended,
@@ -29,6 +30,7 @@ from canon_ledger.projections.runner import (
     Progress,
     Projection,
     ProjectionRunner,
+    partitions,
     start_tracking,
     stop_tracking,
     tracking,
@@ -120,9 +122,18 @@ class ReadModels(Freshness):
         # Across processes the tracking row's lock does the same.
         self._lock = threading.RLock()
         r = registry
-        self._serving_stmt = (select(r.c.active_tag, r.c.active_version, tracking.c.position)
-                              .outerjoin(tracking, tracking.c.projection == r.c.projection + literal(":") + r.c.active_tag)
+        name = r.c.projection + literal(":") + r.c.active_tag
+        # A story's own row, when workers split the build (``projections.partitions``): the
+        # story stands at the greater of the two positions.
+        share = partitions.alias("share")
+        split = (select(literal(1)).where(partitions.c.projection == name, partitions.c.position > tracking.c.position)
+                 .exists())
+        self._serving_stmt = (select(r.c.active_tag, r.c.active_version, tracking.c.position, share.c.position, split)
+                              .outerjoin(tracking, tracking.c.projection == name)
+                              .outerjoin(share, and_(share.c.projection == name,
+                                                     share.c.partition == bindparam("partition")))
                               .where(r.c.projection == spec.name))
+        self._partitions: dict[str, PartitionRunner] = {}
         log.watch(self._appended)  # what this process appends, for ``reach`` and ``reflects``
 
     # -- builds ----------------------------------------------------------------------------
@@ -183,17 +194,23 @@ class ReadModels(Freshness):
         return Build(row["building_tag"], row["building_version"]) if row["building_tag"] else None
 
     # -- serving ---------------------------------------------------------------------------
-    def serving(self, conn: Connection) -> tuple[Build, int]:
-        """The serving build and its tracking position, in one statement of ``conn``'s transaction;
-        ``Outdated`` if an earlier schema version made it (nothing reads or writes it then)."""
+    def serving(self, conn: Connection, partition: str | None = None) -> tuple[Build, int]:
+        """The serving build and its tracking position (with ``partition``: where that story
+        stands, which is further when a worker has taken it past the build's row), in one
+        statement of ``conn``'s transaction; ``Outdated`` if an earlier schema version made it
+        (nothing reads or writes it then)."""
+        params = {"partition": partition or ""}
         if conn.dialect.name == "postgresql":  # often a packet's first statement: with its BEGIN
-            [row] = driver_rows(conn, self._serving_stmt, {})
+            [row] = driver_rows(conn, self._serving_stmt, params)
         else:
-            row = conn.execute(self._serving_stmt).one()
+            row = conn.execute(self._serving_stmt, params).one()
         if row[1] != self.spec.version:
             raise Outdated(self.spec.name, row[0], row[1], self.spec.version)
         self._serving = row[0]
-        return Build(row[0], row[1]), row[2] or 0
+        build = Build(row[0], row[1])
+        if row[4] or build.tag in self._runners:  # split by workers: learnt here, before any catch-up
+            self.runner(build).partitioned = bool(row[4])
+        return build, max(row[2] or 0, row[3] or 0)
 
     def catch_up(self, target: int | None = None, progress: Progress | None = None) -> int:
         """Bring the serving build up to ``target`` (default: the log's end);
@@ -222,21 +239,79 @@ class ReadModels(Freshness):
         runner = self._serving_runner()
         return runner is not None and target <= runner.memory.reflected_up_to
 
-    def reach(self, target: int) -> int:
+    def reach(self, target: int, partition: str | None = None) -> int:
         """``catch_up(target)``, with no read at all when this process ``knows`` it is done, and
         without first reading the build and its tracking row when it has caught this build up
         before: the page is read from where it left the row, and claimed only if the row is
-        still there (``ProjectionRunner.step``); else the step reads the row itself."""
+        still there (``ProjectionRunner.step``); else the step reads the row itself.
+
+        ``partition`` (a story): all the caller will read. When workers split the build, only
+        that story is caught up (``catch_up_partition``), never the other stories' backlog."""
         if self.knows(target):
             return target
         with self._lock:
             runner = self._serving_runner()
+            if partition is not None and (runner is None or runner.partitioned):
+                with self.read_engine.begin() as conn:  # is it split? (learnt by ``serving``)
+                    build, _ = self.serving(conn, partition)
+                runner = self.runner(build)
+                if runner.partitioned:
+                    try:
+                        return self._partition(runner).catch_up(partition, target)
+                    except BuildGone:
+                        pass
             if runner is not None and runner.at is not None:
                 try:
                     return runner.catch_up(target, start=runner.at)
                 except BuildGone:
                     pass  # a rebuild switched builds and dropped this one: find the serving one
             return self.catch_up(target)
+
+    def splittable(self) -> bool:
+        """Can workers split this model's builds by story (PostgreSQL, a story field)?"""
+        return (self.write_engine.dialect.name == "postgresql"
+                and getattr(self.spec.projection(self.tables(self.active())), "partition_by", None) is not None)
+
+    def _partition(self, runner: ProjectionRunner) -> PartitionRunner:
+        if runner.tracking_name not in self._partitions:
+            self._partitions[runner.tracking_name] = PartitionRunner(runner)
+        return self._partitions[runner.tracking_name]
+
+    def catch_up_partition(self, partition: str, target: int | None = None, progress: Progress | None = None,
+                           stop: Callable[[], bool] | None = None) -> int:
+        """Bring one story's share of the serving build up to ``target`` (default: the log's
+        end), as a worker that claimed it does; returns where the story stands."""
+        goal = self.log.position() if target is None else target
+        for _ in range(3):
+            with self.read_engine.begin() as conn:
+                build, _ = self.serving(conn)
+            runner = self.runner(build)
+            runner.partitioned = True  # this process splits it: never claim a page blind
+            try:
+                return self._partition(runner).catch_up(partition, goal, progress, stop=stop)
+            except BuildGone:
+                continue
+        raise RuntimeError(f"{self.spec.name}: the serving build kept being replaced; retry")
+
+    def shares(self) -> tuple[int, dict[str, int]]:
+        """The serving build's G and every story row beyond it (``PartitionRunner.shares``)."""
+        with self.read_engine.begin() as conn:
+            build, _ = self.serving(conn)
+            return self._partition(self.runner(build)).shares(conn)
+
+    def advance(self, stories: list[str], goal: int) -> bool:
+        """Move the serving build's G to ``goal`` if every story stands there (``PartitionRunner.advance``)."""
+        with self.read_engine.begin() as conn:
+            build, _ = self.serving(conn)
+        return self._partition(self.runner(build)).advance(stories, goal)
+
+    def applied(self) -> dict[str, int]:
+        """Events this process applied per story through ``catch_up_partition`` (committed)."""
+        out: dict[str, int] = {}
+        for split in self._partitions.values():
+            for story, n in split.applied.items():
+                out[story] = out.get(story, 0) + n
+        return out
 
     def reflects(self, position: int, target: int) -> bool:
         """Does the serving build, read at tracking ``position``, reflect the log up to ``target``?"""

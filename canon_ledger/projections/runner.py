@@ -70,6 +70,12 @@ class EventLog(Protocol):
         """Decoded (position, event) pairs from ``start`` on, at most ``limit``, up to ``stop``."""
         ...
 
+    def read_partition(self, start: int, limit: int, stop: int, topics: Sequence[str], field: str,
+                       value: str) -> tuple[list[tuple[int, Any]], int | None]:
+        """One story's events (``field`` == ``value``) from ``start`` to ``stop``, and the last
+        position looked at if ``limit`` cut the read short (``EventLogReader.read_partition``)."""
+        ...
+
     def watch(self, listener: Callable[[list[Appended]], None]) -> None:
         """Have ``listener`` called with (position, topic, record) of what this process appends."""
         ...
@@ -88,6 +94,15 @@ class Projection(Protocol):
         run in (the canon projection reads and fills its token memo there); None outside one."""
         ...
 
+
+# A story's (or collection's) share of a build, when workers split it (``projections.partitions``):
+# every event of ``partition`` up to max(the build's tracking position, ``position``) is applied.
+partitions = Table(
+    "rm_partitions", tracking_metadata,
+    Column("projection", String(100), primary_key=True),  # the build's tracking name
+    Column("partition", String(220), primary_key=True),
+    Column("position", Integer, nullable=False),
+)
 
 quarantine = Table(
     "rm_quarantine", tracking_metadata,
@@ -169,6 +184,7 @@ def start_tracking(conn: Connection, name: str) -> None:
 
 def stop_tracking(conn: Connection, name: str) -> None:
     conn.execute(delete(quarantine).where(quarantine.c.projection == name))
+    conn.execute(delete(partitions).where(partitions.c.projection == name))
     conn.execute(delete(tracking).where(tracking.c.projection == name))
 
 
@@ -202,6 +218,29 @@ class Unclaimed(Exception):
     was read from: the transaction must be rolled back (PostgreSQL's pipelined claim)."""
 
 
+# Any partition of the build beyond where a prefetched page was read from (``partitions_ahead``).
+_AHEAD = (select(partitions.c.partition).where(partitions.c.projection == bindparam("name"),
+                                               partitions.c.position > bindparam("start")).limit(1))
+
+
+def partition_of(projection: Any, event: Any) -> str | None:
+    """The partition ``event`` belongs to in ``projection`` (its ``partition_by`` field: the
+    story), or None: a projection that declares none, or an event without one, is not split."""
+    field = getattr(projection, "partition_by", None)
+    value = None if field is None else getattr(event, field, None)
+    return None if value is None else str(value)
+
+
+def partitions_ahead(conn: Connection, name: str, position: int) -> dict[str, int]:
+    """Partitions of build ``name`` whose own position is beyond the build's ``position``
+    (none on SQLite, where builds are never split)."""
+    if conn.dialect.name != "postgresql":
+        return {}
+    rows = conn.execute(select(partitions.c.partition, partitions.c.position).where(
+        partitions.c.projection == name, partitions.c.position > position))
+    return dict(rows.all())
+
+
 # Moves the tracking row only if it is where a prefetched page was read from.
 _CLAIM = (update(tracking).where(tracking.c.projection == bindparam("name"), tracking.c.position == bindparam("start"))
           .values(position=bindparam("reached")))
@@ -225,12 +264,15 @@ class ProjectionRunner:
         self.tables = list(tables)
         self.memory = LogMemory(projection.topics, page_size)
         self.at: int | None = None  # the tracking position this process last read or wrote (it never moves back)
+        # Did the last whole-build step find partitions ahead of the build (``partitions_ahead``)?
+        # Then prefetched pages are not claimed blind; a step that finds none clears it.
+        self.partitioned = False
 
     def appended(self, events: list[Appended]) -> None:
         """What this process just appended (``EventLog.watch``), for ``memory``."""
         self.memory.appended(events)
 
-    def _reflected(self, position: int) -> None:
+    def reflected(self, position: int) -> None:
         self.at = max(self.at or 0, position)
         self.memory.caught_up(position)
 
@@ -247,7 +289,7 @@ class ProjectionRunner:
         position = start = self.position() if start is None else start
         self.at = max(self.at or 0, position)
         if position >= goal:
-            self._reflected(position)  # learnt even when nothing was left to do
+            self.reflected(position)  # learnt even when nothing was left to do
             return position
         # The first page is read before the write transaction: a packet request's catch-up
         # mostly finds one event or none, and then this is its only read of the log (none at
@@ -287,7 +329,7 @@ class ProjectionRunner:
             if progress is not None:
                 progress(reached, goal)
             if reached >= goal:
-                self._reflected(reached)
+                self.reflected(reached)
                 if final_analyze and reached - start >= ANALYZE_AFTER:
                     self.analyze()
                 return reached
@@ -313,10 +355,10 @@ class ProjectionRunner:
         tracking row still says so (another catcher may have moved it). ``careful``: in a
         savepoint, quarantining what cannot be projected (``project_safely``), so the
         transaction survives a poison event."""
-        if prefetched is not None and not careful:
+        if prefetched is not None and not careful and not self.partitioned:
             start, page = prefetched
             reached = self._reached(page, goal)
-            if self._project(conn, page, claim=(start, reached)):
+            if self.write_page(conn, page, claim=(start, reached)):
                 return reached
             del page
         position = tracked(conn, self.tracking_name, lock=True)
@@ -324,20 +366,29 @@ class ProjectionRunner:
             raise BuildGone(self.tracking_name)
         if position >= goal:
             return position
+        # Stories that partition workers took past this position (PostgreSQL): their events up to
+        # there are applied already. Read after the lock: no partition step is in flight now.
+        ahead = partitions_ahead(conn, self.tracking_name, position)
+        self.partitioned = bool(ahead)
         page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)
         reached = self._reached(page, goal)
+        if ahead:
+            page = [(p, e) for p, e in page if p > ahead.get(partition_of(self.projection, e) or "", 0)]
         if careful:
             with gc_paused():
                 project_safely(conn, self.projection, page, self.tracking_name)
         else:
-            self._project(conn, page)
+            self.write_page(conn, page)
         conn.execute(update(tracking).where(tracking.c.projection == self.tracking_name).values(position=reached))
+        if ahead:  # the rows this position now covers say nothing more
+            conn.execute(delete(partitions).where(partitions.c.projection == self.tracking_name,
+                                                  partitions.c.position <= reached))
         return reached
 
     def _reached(self, page: list[tuple[int, Any]], goal: int) -> int:
         return page[-1][0] if len(page) == self.page_size else goal
 
-    def _project(self, conn: Connection, page: list[tuple[int, Any]], claim: tuple[int, int] | None = None) -> bool:
+    def write_page(self, conn: Connection, page: list[tuple[int, Any]], claim: tuple[int, int] | None = None) -> bool:
         """Write the page's rows in ``conn``'s transaction; with ``claim`` (start, reached), only
         if the tracking row moves from ``start`` to ``reached`` (see ``_claim_and_write``)."""
         with gc_paused():
@@ -370,10 +421,17 @@ class ProjectionRunner:
                     return True
                 claimed = driver.cursor()  # its row count is there once the pipeline has synced
                 driver_sql.execute(claimed, conn, _CLAIM, params)
+                # After the claim (which waited for any partition step holding the row): do
+                # partition workers have this page's stories ahead? Then the ops may repeat theirs.
+                split = driver.cursor()
+                driver_sql.execute(split, conn, _AHEAD, params)
                 execute(conn, ops)
         except PipelineFailed as e:
             raise Unclaimed(self.tracking_name) from e
         if claimed.rowcount != 1:
+            raise Unclaimed(self.tracking_name)
+        if split.fetchone() is not None:
+            self.partitioned = True  # from now on the locked path, which skips what they applied
             raise Unclaimed(self.tracking_name)
         return True
 

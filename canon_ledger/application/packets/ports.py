@@ -109,14 +109,17 @@ class CanonSnapshot(Protocol):
 
 
 class CanonReader(Protocol):
-    def snapshot(self) -> AbstractContextManager[CanonSnapshot]: ...
+    def snapshot(self, story: str | None = None) -> AbstractContextManager[CanonSnapshot]:
+        """One consistent read; ``story``: the only story read (its ``position`` is that story's)."""
+        ...
 
 
 class Freshness(Protocol):
     """How far the canon read model reflects the log (read-your-writes)."""
 
-    def reach(self, target: int) -> int:
-        """Bring it up to ``target`` (a log position); instant when already known to be there."""
+    def reach(self, target: int, partition: str | None = None) -> int:
+        """Bring it up to ``target`` (a log position); instant when already known to be there.
+        ``partition``: the one story the caller will read (the rest may stay behind)."""
         ...
 
     def catch_up(self, target: int) -> int:

@@ -30,9 +30,10 @@ class PacketService:
         asking again with no canon change in between gives the same bytes and packet_id.
         """
         target = self.within_log(after)
-        self.canon.reach(target)  # before the snapshot: a request after a write finds it behind
+        story = request.story_id
+        self.canon.reach(target, story)  # before the snapshot: a request after a write finds it behind
         for _ in range(5):
-            with self.reader.snapshot() as snap:
+            with self.reader.snapshot(story) as snap:
                 if self.canon.reflects(snap.position, target):
                     packet = compile_packet(snap, request, self.tokens, self.retriever)
                     break

@@ -1,0 +1,158 @@
+"""``canon worker --split`` as real processes on PostgreSQL: several workers share canon and
+authoring story by story (each story claimed by one worker at a time), a killed worker's
+stories are taken over from the committed positions, nothing is applied twice, and the read
+models equal what a single fresh rebuild makes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from canon_ledger.infrastructure.bootstrap import bootstrap
+from canon_ledger.projections.runner import partitions, tracking
+from tests.e2e.test_worker import assert_as_rebuilt, assert_current, load, story_commands, worker
+
+pytestmark = pytest.mark.postgres
+STORIES = ("north", "south", "east")
+SPLIT = ("canon", "authoring")
+
+
+def load_stories(url: str, chapters: int = 40) -> None:
+    for story in STORIES:
+        load(url, story_commands(story, chapters=chapters, entries=chapters * 10, seed=sum(map(ord, story))))
+
+
+def rows(services: Any) -> dict[str, int]:
+    """Every tracking row and every story's row of a split build, by name."""
+    with services.canon.read_engine.begin() as conn:
+        out = {name: position for name, position in conn.execute(tracking.select()).all()}
+        out.update({f"{name}/{story}": position for name, story, position in conn.execute(partitions.select()).all()})
+        return out
+
+
+def events_per_story(services: Any, model: str) -> dict[str, int]:
+    """How many of ``model``'s events each story has in the log."""
+    models = services.read_models[model]
+    topics = models.spec.projection(models.tables(models.active())).topics
+    counts: dict[str, int] = {}
+    for _, event in services.ledger.read(1, 10**9, None, topics):
+        counts[event.story_id] = counts.get(event.story_id, 0) + 1
+    return counts
+
+
+def applied(log: Path) -> dict[tuple[str, str], int]:
+    """Events each (model, story) was applied, summed over the workers' JSON lines."""
+    out: dict[tuple[str, str], int] = {}
+    for line in log.read_text().splitlines():
+        if line.startswith("{") and '"applied"' in line:
+            item = json.loads(line)
+            key = (item["model"], item["story"])
+            out[key] = out.get(key, 0) + item["events"]
+    return out
+
+
+def finish(proc: Any, log: Path, timeout: float = 600) -> None:
+    try:
+        assert proc.wait(timeout) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_two_split_workers_apply_each_story_event_exactly_once(pg_url: str, tmp_path: Path) -> None:
+    load_stories(pg_url)
+    services = bootstrap(pg_url, fed=True, embedder="hashing")
+    try:
+        logs = [tmp_path / "a.log", tmp_path / "b.log"]
+        procs = [worker(pg_url, "--split", "--split-after", "0", "--page-size", "100", "--once", log=log)
+                 for log in logs]
+        for proc, log in zip(procs, logs, strict=True):
+            finish(proc, log)
+        assert_current(services)
+        for model in SPLIT:
+            expected = events_per_story(services, model)
+            got = {story: sum(applied(log).get((model, story), 0) for log in logs) for story in expected}
+            assert got == expected, (model, got, expected)  # none applied twice, none lost
+            # Both workers took part (a story each at least) in canon, the bulk of the work.
+            if model == "canon":
+                assert all(any(m == model for m, _ in applied(log)) for log in logs), [applied(x) for x in logs]
+        with services.canon.read_engine.begin() as conn:  # the low-water mark passed every story row
+            assert conn.execute(partitions.select()).all() == []
+        assert_as_rebuilt(services)
+    finally:
+        services.close()
+    for log in logs:
+        assert "Traceback" not in log.read_text()
+
+
+@pytest.mark.slow
+def test_a_killed_split_worker_s_stories_are_taken_over_and_end_as_a_rebuild(pg_url: str, tmp_path: Path) -> None:
+    load_stories(pg_url, chapters=60)
+    services = bootstrap(pg_url, fed=True, embedder="hashing")
+    log = tmp_path / "workers.log"
+    samples: list[dict[str, int]] = []
+    stop = threading.Event()
+
+    def sample() -> None:  # tracking and story rows, watched from outside while the workers run
+        watcher = bootstrap(pg_url, fed=True, embedder="hashing")
+        try:
+            while not stop.is_set():
+                samples.append(rows(watcher))
+                time.sleep(0.02)
+        finally:
+            watcher.close()
+
+    watching = threading.Thread(target=sample)
+    watching.start()
+    try:
+        a = worker(pg_url, "--split", "--split-after", "0", "--page-size", "50", log=log)
+        b = worker(pg_url, "--split", "--split-after", "0", "--page-size", "50", "--once", log=log)
+        deadline = time.monotonic() + 120
+        while not any("/" in name for name in rows(services)):  # a story's share committed: mid-way
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.01)
+        time.sleep(0.5)
+        os.kill(a.pid, signal.SIGKILL)
+        a.wait()
+        finish(b, log)  # the survivor takes over a's stories and catches everything up
+    finally:
+        stop.set()
+        watching.join()
+    try:
+        assert_current(services)
+        assert len(samples) > 10
+        shares = {name for sample in samples for name in sample if "/" in name}
+        assert len(shares) >= 2, shares  # the work was split by story
+        for earlier, later in zip(samples, samples[1:]):
+            for name, position in earlier.items():
+                if name in later:  # every row only moves forward (a story's row goes once G passes it)
+                    assert later[name] >= position, (name, position, later[name])
+        for model in SPLIT:  # the survivor applied no more than the log holds
+            expected = events_per_story(services, model)
+            for story, n in expected.items():
+                assert applied(log).get((model, story), 0) <= n
+        assert_as_rebuilt(services)
+    finally:
+        services.close()
+    assert "Traceback" not in log.read_text()
+
+
+def test_split_worker_needs_postgres(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'canon.db'}"
+    load(url, story_commands("small", chapters=2, entries=10))
+    env = {**os.environ, "CANON_EMBEDDER": "hashing"}
+    out = subprocess.run([sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", url, "--format", "json",
+                          "worker", "--split", "--once"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode != 0
+    assert json.loads(out.stdout or out.stderr)["error"]["code"] == "split_needs_postgres", out
