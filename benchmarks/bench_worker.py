@@ -566,7 +566,7 @@ class PacketTimer:
 
     def one(self) -> dict[str, Any]:
         clock = time.monotonic
-        canon_current = self.services.canon.position() >= self.end  # untimed: a tracking-row read
+        canon_current = self.story_position() >= self.end  # untimed: a tracking-row read
         start = clock()
         packet = self.services.packet(self.request, record=False)
         seconds = clock() - start
@@ -575,7 +575,7 @@ class PacketTimer:
                 "hash": packet.hash}
 
     def _run(self) -> None:
-        while not self._stop.is_set() and self.services.canon.position() < self.end:
+        while not self._stop.is_set() and self.story_position() < self.end:
             self._stop.wait(0.02)
         self.canon_current_at = time.monotonic()
         t0 = time.monotonic()
@@ -584,6 +584,12 @@ class PacketTimer:
             self.samples.append(self.one())
             i += 1
             self._stop.wait(max(0.0, t0 + i * self.interval - time.monotonic()))
+
+    def story_position(self) -> int:
+        """Where the packet's story stands in canon (the build's row, or the story's own when
+        split workers have taken it further)."""
+        with self.services.canon.read_engine.begin() as conn:
+            return self.services.canon.serving(conn, self.request.story_id)[1]
 
     def start(self) -> None:
         self._thread.start()
@@ -622,6 +628,7 @@ def catch_up_run(dbs: PgDatabases, template: str, mode: str, index: int, args: a
     name = dbs.create(template, "_run")
     url = dbs.url(name)
     workers_n = 1 if mode == "one" else 2
+    split = ("--split",) if mode.endswith("-split") else ()
     timer: PacketTimer | None = None
     sampled: dict[str, Any] = {"samples": []}
     startup: list[float] | None = None
@@ -636,7 +643,8 @@ def catch_up_run(dbs: PgDatabases, template: str, mode: str, index: int, args: a
         extra = ("--projection", projection) if projection else ()
         names = [projection] if projection else list(MODELS)
         tag = f"run{index}_{mode}{'_packets' if packets else ''}{'_status' if backlog else ''}"
-        workers = [Worker(url, os.path.join(workdir, f"{tag}_w{k}.log"), "--once", *extra) for k in range(workers_n)]
+        workers = [Worker(url, os.path.join(workdir, f"{tag}_w{k}.log"), "--once", *split, *extra)
+                   for k in range(workers_n)]
         if timer is not None:
             timer.start()
         while not all(w.poll_exit() for w in workers):
@@ -742,9 +750,9 @@ def scale_out(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
             conn.execute("VACUUM ANALYZE")
             vacuum = time.perf_counter() - t0
         runs = [catch_up_run(dbs, template, mode, i, args, workdir)
-                for i, mode in enumerate(["one", "two"] * args.repeats)]
-        packet_runs = [catch_up_run(dbs, template, "one", len(runs) + i, args, workdir, packets=True)
-                       for i in range(args.packet_runs)]
+                for i, mode in enumerate(args.modes.split(",") * args.repeats)]
+        packet_runs = [catch_up_run(dbs, template, mode, len(runs) + i, args, workdir, packets=True)
+                       for i, mode in enumerate(args.packet_modes.split(",") * args.packet_runs)]
         backlog_runs = [catch_up_run(dbs, template, "one", len(runs) + len(packet_runs), args, workdir, backlog=True)
                         ] if args.status_every > 0 else []
         per_model = []
@@ -757,13 +765,21 @@ def scale_out(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
     finally:
         dbs.close()
     one = [r["events_per_s"] for r in runs if r["mode"] == "one"]
-    two = [r["events_per_s"] for r in runs if r["mode"] == "two"]
-    during = [r["packets_during"]["all"]["p50"] for r in packet_runs]
-    idle = [r["packets_idle"]["all"]["p50"] for r in packet_runs]
+    two = [r["events_per_s"] for r in runs if r["mode"] == "two"] or [float("nan")]
+    split = [r["events_per_s"] for r in runs if r["mode"] == "two-split"] or [float("nan")]
+    during = [r["packets_during"]["all"]["p50"] for r in packet_runs if r["mode"] == "one"] or [float("nan")]
+    idle = [r["packets_idle"]["all"]["p50"] for r in packet_runs if r["mode"] == "one"] or [float("nan")]
+    split_during = [r["packets_during"]["all"]["p50"] for r in packet_runs if r["mode"] == "two-split"]
+    split_idle = [r["packets_idle"]["all"]["p50"] for r in packet_runs if r["mode"] == "two-split"]
     startup = next((r["startup_seconds"] for r in runs if "startup_seconds" in r), [])
     summary = {
         "one_events_per_s": _median(one), "two_events_per_s": _median(two),
         "ratio_two_vs_one": _median(two) / _median(one),
+        "two_split_events_per_s": _median(split), "ratio_two_split_vs_one": _median(split) / _median(one),
+        "two_split_seconds": _median([r["seconds"] for r in runs if r["mode"] == "two-split"] or [float("nan")]),
+        "packet_p50_during_split_ms": _median(split_during) if split_during else None,
+        "packet_p50_idle_split_ms": _median(split_idle) if split_idle else None,
+        "packet_ratio_during_split_vs_idle": _median(split_during) / _median(split_idle) if split_during else None,
         "one_seconds": _median([r["seconds"] for r in runs if r["mode"] == "one"]),
         "two_seconds": _median([r["seconds"] for r in runs if r["mode"] == "two"]),
         "startup_seconds": min(startup) if startup else None,
@@ -774,7 +790,9 @@ def scale_out(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
         "packet_run_events_per_s": _median([r["events_per_s"] for r in packet_runs]),
     }
     log(f"scale-out: one worker {summary['one_events_per_s']:,.0f} events/s, two {summary['two_events_per_s']:,.0f} "
-        f"events/s: {summary['ratio_two_vs_one']:.2f}x; packets p50 {summary['packet_p50_during_ms']:.1f} ms "
+        f"events/s: {summary['ratio_two_vs_one']:.2f}x; two --split {summary['two_split_events_per_s']:,.0f} events/s: "
+        f"{summary['ratio_two_split_vs_one']:.2f}x; split packets p50 {summary['packet_p50_during_split_ms']} ms during "
+        f"vs {summary['packet_p50_idle_split_ms']} idle; packets p50 {summary['packet_p50_during_ms']:.1f} ms "
         f"during a one-worker catch-up vs {summary['packet_p50_idle_ms']:.1f} ms idle")
     return {"stories": loaded, "events": loaded[-1]["events"] if loaded else 0, "autovacuum": autovacuum,
             "vacuum_analyze_seconds": round(vacuum, 2), "runs": runs, "packet_runs": packet_runs,
@@ -977,6 +995,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--packet-runs", type=int, default=1,
                         help="one-worker catch-ups with the packet thread, after the timed runs")
     parser.add_argument("--no-scale-out", action="store_true", help="steady state only")
+    parser.add_argument("--modes", default="one,two,two-split",
+                        help="timed scale-out runs, alternated: one (a worker), two (two workers, whole models), "
+                             "two-split (two `canon worker --split`)")
+    parser.add_argument("--packet-modes", default="one,two-split",
+                        help="catch-ups during which packets are timed (same names as --modes)")
     parser.add_argument("--no-steady", action="store_true", help="scale-out and packets only")
     parser.add_argument("--per-model", action="store_true",
                         help="diagnostic: each read model alone (--projection), one worker and two, one run each")
