@@ -84,14 +84,9 @@ class EventLogReader:
         events), at most ``limit`` rows looked at; and the last position looked at when the
         limit was reached (None: the range was read to ``stop``).
 
-        PostgreSQL selects the rows by their stored bytes (the field and value as the
-        library's transcoder writes them), so other stories' events are neither sent nor
-        decoded; each event is then checked by its decoded field. Elsewhere every event of
-        the range is read and decoded."""
-        if not self._postgres():
-            records = self.records(start, limit, stop, topics)
-            more = records[-1].id if len(records) == limit else None
-            return [(n.id, e) for n in records if getattr(e := self.decode(n), field, None) == value], more
+        PostgreSQL only (a split build's read): the rows are selected by their stored bytes
+        (the field and value as the library's JSON transcoder writes them), so other stories'
+        events are neither sent nor decoded; each event is then checked by its decoded field."""
         needle = self.mapper.transcoder.encode({field: value})[1:-1]  # b'"story_id":"..."'
         table = f'"{self.recorder.datastore.schema}"."{self.recorder.events_table_name}"'
         sql = (f"SELECT notification_id, originator_id, originator_version, topic, state FROM {table} "
@@ -107,9 +102,6 @@ class EventLogReader:
                                                  state=bytes(r["state"])) for r in rows)
                 if getattr(e := self.decode(n), field, None) == value]
         return page, (rows[-1]["notification_id"] if len(rows) == limit else None)
-
-    def _postgres(self) -> bool:
-        return hasattr(self.recorder, "datastore") and hasattr(self.recorder.datastore, "schema")
 
     def history(self, *, story_id: str | None = None, start: int = 1, stop: int | None = None) -> Iterator[LoggedEvent]:
         """The global log in order, decoded; optionally only one story's events."""

@@ -628,12 +628,13 @@ def build_parser() -> argparse.ArgumentParser:
                  "missing), then show its packets, an audit, a search and a rebuild.")
     p.set_defaults(run=cmd_demo)
 
-    from canon_ledger.infrastructure import cli_mcp, cli_worker
+    from canon_ledger.infrastructure import cli_import, cli_mcp, cli_worker
     from canon_ledger.infrastructure.cli_service import add_verbs
 
     add_verbs(verbs, common, bounded)
     cli_worker.add_verbs(verbs, common, bounded)
     cli_mcp.add_verbs(verbs, common)
+    cli_import.add_verbs(verbs, common)
     return parser
 
 
@@ -655,7 +656,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.verb == "demo" and args.db is None:
         args.db = "sqlite:///canon-demo.db"
     try:
-        if args.verb not in CREATES_STORE + NO_STORE:
+        if args.verb not in CREATES_STORE + NO_STORE and not getattr(args, "dry_run", False):
             require_store(args.db)
         return args.run(args)
     except Failure as e:

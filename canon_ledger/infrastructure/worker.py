@@ -199,6 +199,7 @@ class SplitWork:
         self.claims = Claims(services.config)
         self.stories: list[str] = []
         self._seen = 0  # log position up to which the stories were read
+        self._since: dict[str, float] = {}  # when each model's split catch-up began
         self._started = stored_topics(Story.Started)  # type: ignore[attr-defined]  # an @event class
 
     def known_stories(self, end: int) -> list[str]:
@@ -222,6 +223,7 @@ class SplitWork:
 
     def _by_story(self, name: str, models: Any, end: int) -> None:
         stories = self.known_stories(end)
+        since = self._since.setdefault(name, time.monotonic())
         g, ahead = models.shares()
         worked = False
         for story in stories:
@@ -234,18 +236,16 @@ class SplitWork:
                 continue
             worked = True
             try:
-                started = time.monotonic()
                 done_before = models.applied().get(story, 0)
                 reached = models.catch_up_partition(story, end, lambda r, goal: self.worker.progress.moved(share, r, goal),
                                                     stop=lambda: self.worker.stopping)
                 self.worker.progress.applied(name, story, models.applied().get(story, 0) - done_before, reached)
-                log.debug("%s: %.1f s", share, time.monotonic() - started)
             finally:
                 self.claims.release(share)
         now, ahead = models.shares()
         if all(ahead.get(story, now) >= end for story in stories):
             if models.advance(stories, end):
-                self.worker.progress.caught_up(name, end, end - g, 0.0)
+                self.worker.progress.caught_up(name, end, end - g, time.monotonic() - self._since.pop(name, since))
         elif not worked:  # the stories left are other workers': look again shortly, do not spin
             self.worker._stop.wait(BUSY_ELSEWHERE)
 

@@ -251,15 +251,15 @@ class ReadModels(Freshness):
             return target
         with self._lock:
             runner = self._serving_runner()
-            if partition is not None and (runner is None or runner.partitioned):
-                with self.read_engine.begin() as conn:  # is it split? (learnt by ``serving``)
+            if partition is not None and runner is None:
+                with self.read_engine.begin() as conn:  # is it split? (``serving`` learns it)
                     build, _ = self.serving(conn, partition)
                 runner = self.runner(build)
-                if runner.partitioned:
-                    try:
-                        return self._partition(runner).catch_up(partition, target)
-                    except BuildGone:
-                        pass
+            if partition is not None and runner is not None and runner.partitioned:
+                try:
+                    return self._partition(runner).catch_up(partition, target)
+                except BuildGone:
+                    pass
             if runner is not None and runner.at is not None:
                 try:
                     return runner.catch_up(target, start=runner.at)
@@ -281,6 +281,8 @@ class ReadModels(Freshness):
                            stop: Callable[[], bool] | None = None) -> int:
         """Bring one story's share of the serving build up to ``target`` (default: the log's
         end), as a worker that claimed it does; returns where the story stands."""
+        if self.write_engine.dialect.name != "postgresql":
+            raise CanonError("split_needs_postgres", "a build is split by story only on PostgreSQL", "split")
         goal = self.log.position() if target is None else target
         for _ in range(3):
             with self.read_engine.begin() as conn:

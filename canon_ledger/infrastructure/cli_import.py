@@ -1,0 +1,106 @@
+"""``canon import manuscript``: a Markdown or plain-text book into a story, chapter by chapter,
+through the ordinary commands (``application.manuscript_import``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from canon_ledger.domain.errors import CanonError
+from canon_ledger.infrastructure.cli_errors import OK, REJECTED, USAGE, Failure
+from canon_ledger.infrastructure.cli_parsing import add_verb
+from canon_ledger.infrastructure.jsonout import dumps
+from canon_ledger.infrastructure.progress import bar, quiet
+
+MAX_MANUSCRIPT_BYTES = 64 * 1024 * 1024  # War and Peace is 3.2 MB
+
+
+def _read(path: str) -> str:
+    file = Path(path)
+    try:
+        if file.stat().st_size > MAX_MANUSCRIPT_BYTES:
+            raise Failure(USAGE, f"{path}: larger than {MAX_MANUSCRIPT_BYTES:,} bytes", "file_too_large")
+        return file.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise Failure(USAGE, f"{path}: cannot read it as UTF-8 text ({type(e).__name__})", "unreadable_file") from None
+
+
+def cmd_import_manuscript(args: argparse.Namespace) -> int:
+    from canon_ledger.domain.manuscript import CHAPTER, VOLUME, ManuscriptError, pattern, split
+
+    text = _read(args.file)
+    try:
+        manuscript = split(text, chapter=pattern(args.chapter_pattern, CHAPTER, "chapter"),
+                           volume=pattern(args.volume_pattern, VOLUME, "volume"))
+    except ManuscriptError as e:
+        raise Failure(USAGE, f"{args.file}: {e}", e.code) from None
+    structure = manuscript.structure()
+    if args.dry_run:
+        if args.format == "json":
+            print(dumps({"story_id": args.story, "dry_run": True, **structure}))
+        else:
+            _print_structure(structure)
+        return OK
+    from canon_ledger.application.manuscript_import import import_manuscript
+    from canon_ledger.infrastructure.bootstrap import bootstrap
+
+    services = bootstrap(args.db)
+    try:
+        new_story = services.views().story_head(args.story) is None
+        shown = bar(f"import {args.story}", "chapter", disable=quiet(args.format), total=len(manuscript.chapters))
+        try:
+            report = import_manuscript(services.ledger, manuscript, args.story, title=args.title or Path(args.file).stem,
+                                       new_story=new_story, progress=shown.update)
+        except CanonError as e:  # a command out of bounds: nothing was applied
+            raise Failure(USAGE, f"{args.file}: {e.message}", e.code) from None
+        finally:
+            shown.close()
+    finally:
+        services.close()
+    body = report.as_dict()
+    if args.format == "json":
+        print(dumps(body))
+    else:
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(report.counts.items())) or "nothing"
+        print(f"{report.chapters} chapter(s) in {report.volumes} volume(s) into {args.story}: {counts}; "
+              f"{len(report.new_drafts)} chapter text(s) accepted; log at {report.position}")
+    if report.failed is not None:
+        error = report.failed.get("error", {})
+        print(f"refused: {error.get('code')}: {error.get('message')}", file=sys.stderr)
+        raise Failure(REJECTED, "the import stopped at a refused batch (earlier batches are applied; "
+                      "importing again resumes)", error.get("code", "rejected"), reported=args.format == "json")
+    return OK
+
+
+def _print_structure(structure: dict[str, Any]) -> None:
+    chapters = {c["chapter"]: c for c in structure["chapters"]}
+    print(f"{len(chapters)} chapter(s), {len(structure['volumes'])} volume(s), {structure['words']:,} words"
+          f"; front matter {structure['front_matter_words']:,} words")
+    for v in structure["volumes"]:
+        print(f"volume {v['volume']}: {v['heading'] or '(no heading)'}")
+        for n in v["chapters"]:
+            c = chapters[n]
+            title = f" {c['title']}" if c["title"] else ""
+            print(f"  chapter {n:>4} ({c['heading']}){title}: {c['words']:,} words")
+
+
+def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
+    p = add_verb(verbs, "import", common, "import a manuscript (Markdown or plain text) into a story")
+    kinds = p.add_subparsers(dest="import_kind", required=True, metavar="manuscript")
+    m = add_verb(kinds, "manuscript", common,
+                 "a book's chapters as planned chapters with accepted drafts; re-importing is idempotent",
+                 "Detects chapter headings (`# Chapter 3`, `CHAPTER 3. Title`, `Chapter III`, `Chapter Three`) and "
+                 "volume headings (`BOOK ONE`, `Part 2`, `VOLUME I`, `# Book 1`, `FIRST EPILOGUE`); text before the "
+                 "first chapter is front matter. Issues start_story (if the story is new), plan_chapter, "
+                 "submit_draft and accept_draft in atomic batches, with ids derived from the content: an unchanged "
+                 "file imports as all duplicates, an edited chapter as one new accepted draft.")
+    m.add_argument("file", help="the manuscript (UTF-8 Markdown or plain text)")
+    m.add_argument("--story", required=True, help="the story to import into (started if new)")
+    m.add_argument("--title", help="the new story's title (default: the file's name)")
+    m.add_argument("--dry-run", action="store_true", help="print the detected volumes and chapters; write nothing")
+    m.add_argument("--chapter-pattern", metavar="REGEX",
+                   help="a chapter heading line (whole line, case-insensitive; group 1, if any, is its title)")
+    m.add_argument("--volume-pattern", metavar="REGEX", help="a volume heading line (as --chapter-pattern)")
+    m.set_defaults(run=cmd_import_manuscript)
