@@ -66,14 +66,13 @@ from bench_apply import (  # noqa: E402
 )
 
 from canon_ledger.application.parsing import parse_command  # noqa: E402
+from canon_ledger.domain.manuscript import split  # noqa: E402
 from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROJECT = os.path.dirname(HERE)
 NOVEL = os.path.join("..", "shared", "data", "novels", "war_and_peace.txt")  # relative to the project root
 STORY = "war-and-peace"
-BOOK = re.compile(r"^(BOOK [A-Z]+:.*|FIRST EPILOGUE.*|SECOND EPILOGUE.*)$")
-CHAPTER = re.compile(r"^CHAPTER [IVXLC]+$")
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 PG_COPY = "COPY {} (originator_id, originator_version, topic, state) FROM STDIN (FORMAT BINARY)"
 
@@ -95,30 +94,11 @@ class Book:
 
 
 def read_novel(path: str) -> list[Book]:
-    books: list[Book] = []
-    body: list[str] | None = None
-    number = 0
-
-    def close() -> None:
-        if body is not None:
-            text = "\n".join(body).strip("\n")
-            books[-1].chapters[-1].text = text
-
+    """The novel's books and chapters, as ``canon import manuscript`` splits it."""
     with open(path, encoding="utf-8") as f:
-        for line in f.read().splitlines():
-            if BOOK.match(line):
-                close()
-                body = None
-                books.append(Book(len(books) + 1, line.strip(), []))
-            elif CHAPTER.match(line):
-                close()
-                number += 1
-                body = []
-                books[-1].chapters.append(Chapter(number, len(books), line.strip(), ""))
-            elif body is not None:
-                body.append(line)
-    close()
-    return books
+        novel = split(f.read())
+    return [Book(v.number, v.heading, [Chapter(c.number, c.volume, c.heading, c.text)
+                                       for c in novel.chapters if c.volume == v.number]) for v in novel.volumes]
 
 
 def first_sentence(text: str, limit: int = 600) -> str:

@@ -10,7 +10,8 @@ from typing import Any
 
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.infrastructure.cli_errors import OK, REJECTED, USAGE, Failure
-from canon_ledger.infrastructure.cli_parsing import add_verb
+from canon_ledger.domain.bounds import MAX_CHAPTER
+from canon_ledger.infrastructure.cli_parsing import add_verb, bounded
 from canon_ledger.infrastructure.jsonout import dumps
 from canon_ledger.infrastructure.progress import bar, quiet
 
@@ -74,6 +75,48 @@ def cmd_import_manuscript(args: argparse.Namespace) -> int:
     return OK
 
 
+def cmd_import_lorebook(args: argparse.Namespace) -> int:
+    from canon_ledger.domain.lorebook import LorebookError, read
+
+    try:
+        data = Path(args.file).read_bytes()[:MAX_MANUSCRIPT_BYTES + 1]
+    except OSError as e:
+        raise Failure(USAGE, f"{args.file}: cannot read it ({type(e).__name__})", "unreadable_file") from None
+    if len(data) > MAX_MANUSCRIPT_BYTES:
+        raise Failure(USAGE, f"{args.file}: larger than {MAX_MANUSCRIPT_BYTES:,} bytes", "file_too_large")
+    try:
+        book = read(data)
+    except LorebookError as e:
+        raise Failure(USAGE, f"{args.file}: {e}", e.code) from None
+    from canon_ledger.application.lorebook_import import import_lorebook
+    from canon_ledger.infrastructure.bootstrap import bootstrap
+
+    services = bootstrap(args.db)
+    try:
+        try:
+            report = import_lorebook(services.ledger, book, args.story, kind=args.kind, confirm=args.confirm,
+                                     valid_from=args.valid_from)
+        except CanonError as e:  # an entry out of bounds: nothing was applied
+            raise Failure(USAGE, f"{args.file}: {e.message}", e.code) from None
+    finally:
+        services.close()
+    if args.format == "json":
+        print(dumps(report.as_dict()))
+    else:
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(report.counts.items())) or "nothing"
+        print(f"{report.entries} entr{'y' if report.entries == 1 else 'ies'} from a {book.format} lorebook into "
+              f"{args.story} ({'proposed and confirmed' if args.confirm else 'proposed'}): {counts}; log at "
+              f"{report.position}")
+        for name in report.disabled:
+            print(f"  disabled, not imported: {name}")
+    if report.failed is not None:
+        error = report.failed.get("error", {})
+        print(f"refused: {error.get('code')}: {error.get('message')}", file=sys.stderr)
+        raise Failure(REJECTED, "the import stopped at a refused batch (earlier batches are applied; "
+                      "importing again resumes)", error.get("code", "rejected"), reported=args.format == "json")
+    return OK
+
+
 def _print_structure(structure: dict[str, Any]) -> None:
     chapters = {c["chapter"]: c for c in structure["chapters"]}
     print(f"{len(chapters)} chapter(s), {len(structure['volumes'])} volume(s), {structure['words']:,} words"
@@ -88,7 +131,7 @@ def _print_structure(structure: dict[str, Any]) -> None:
 
 def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
     p = add_verb(verbs, "import", common, "import a manuscript (Markdown or plain text) into a story")
-    kinds = p.add_subparsers(dest="import_kind", required=True, metavar="manuscript")
+    kinds = p.add_subparsers(dest="import_kind", required=True, metavar="manuscript|lorebook")
     m = add_verb(kinds, "manuscript", common,
                  "a book's chapters as planned chapters with accepted drafts; re-importing is idempotent",
                  "Detects chapter headings (`# Chapter 3`, `CHAPTER 3. Title`, `Chapter III`, `Chapter Three`) and "
@@ -104,3 +147,19 @@ def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
                    help="a chapter heading line (whole line, case-insensitive; group 1, if any, is its title)")
     m.add_argument("--volume-pattern", metavar="REGEX", help="a volume heading line (as --chapter-pattern)")
     m.set_defaults(run=cmd_import_manuscript)
+
+    from canon_ledger.domain.canon import KINDS
+
+    lb = add_verb(kinds, "lorebook", common, "a lorebook's enabled entries as canon proposals (--confirm: confirmed)",
+                  "Reads SillyTavern world info, a CCv3 lorebook (lorebook_v3), a character card (chara_card_v2/v3, "
+                  "JSON or PNG: its character_book) and a NovelAI .lorebook. Each enabled entry becomes propose_canon "
+                  "(key: a slug of its name; aliases: its keys; text: its content; fields.lorebook: the source's "
+                  "settings, whole); disabled entries are reported, not imported. Ids derive from the content: "
+                  "importing again appends nothing.")
+    lb.add_argument("file", help="the lorebook (.json, .lorebook or a .png character card)")
+    lb.add_argument("--story", required=True, help="the story (it must exist)")
+    lb.add_argument("--kind", choices=KINDS, default="world_rule", help="the entries' canon kind (default world_rule)")
+    lb.add_argument("--confirm", action="store_true", help="confirm every proposal in the same atomic batch")
+    lb.add_argument("--valid-from", type=bounded(1, MAX_CHAPTER), default=1, metavar="N",
+                    help="the chapter the entries are in force from (default 1)")
+    lb.set_defaults(run=cmd_import_lorebook)
