@@ -42,6 +42,12 @@ class TerminalProgress(Progress):
             self.bars.pop(key).close()
         print(f"{model}: caught up at {position} ({events} positions in {seconds:.1f} s)", file=sys.stderr)
 
+    def applied(self, model: str, story: str, events: int, position: int) -> None:
+        shown = self.bars.pop(f"{model}/{story}", None)
+        if shown is not None:
+            shown.close()
+        print(f"{model}/{story}: {events} event(s) applied, at {position}", file=sys.stderr)
+
     def fault(self, model: str, error: str) -> None:
         print(f"{model}: {error} (retrying)", file=sys.stderr)
 
