@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,19 +61,9 @@ def cmd_import_manuscript(args: argparse.Namespace) -> int:
             shown.close()
     finally:
         services.close()
-    body = report.as_dict()
-    if args.format == "json":
-        print(dumps(body))
-    else:
-        counts = ", ".join(f"{n} {s}" for s, n in sorted(report.counts.items())) or "nothing"
-        print(f"{report.chapters} chapter(s) in {report.volumes} volume(s) into {args.story}: {counts}; "
-              f"{len(report.new_drafts)} chapter text(s) accepted; log at {report.position}")
-    if report.failed is not None:
-        error = report.failed.get("error", {})
-        print(f"refused: {error.get('code')}: {error.get('message')}", file=sys.stderr)
-        raise Failure(REJECTED, "the import stopped at a refused batch (earlier batches are applied; "
-                      "importing again resumes)", error.get("code", "rejected"), reported=args.format == "json")
-    return OK
+    return _shown(args.format, report, lambda counts: [
+        f"{report.chapters} chapter(s) in {report.volumes} volume(s) into {args.story}: {counts}; "
+        f"{len(report.new_drafts)} chapter text(s) accepted; log at {report.position}"])
 
 
 def cmd_import_lorebook(args: argparse.Namespace) -> int:
@@ -100,21 +91,26 @@ def cmd_import_lorebook(args: argparse.Namespace) -> int:
             raise Failure(USAGE, f"{args.file}: {e.message}", e.code) from None
     finally:
         services.close()
-    if args.format == "json":
+    return _shown(args.format, report, lambda counts: [
+        f"{report.entries} entr{'y' if report.entries == 1 else 'ies'} from a {book.format} lorebook into "
+        f"{args.story} ({'proposed and confirmed' if args.confirm else 'proposed'}): {counts}; log at "
+        f"{report.position}", *(f"  disabled, not imported: {name}" for name in report.disabled)])
+
+
+def _shown(fmt: str, report: Any, lines: Callable[[str], list[str]]) -> int:
+    """The report, as JSON or as ``lines(counts)``; then OK, or the ``Failure`` of an import that
+    stopped at a refused batch."""
+    if fmt == "json":
         print(dumps(report.as_dict()))
     else:
-        counts = ", ".join(f"{n} {s}" for s, n in sorted(report.counts.items())) or "nothing"
-        print(f"{report.entries} entr{'y' if report.entries == 1 else 'ies'} from a {book.format} lorebook into "
-              f"{args.story} ({'proposed and confirmed' if args.confirm else 'proposed'}): {counts}; log at "
-              f"{report.position}")
-        for name in report.disabled:
-            print(f"  disabled, not imported: {name}")
-    if report.failed is not None:
-        error = report.failed.get("error", {})
-        print(f"refused: {error.get('code')}: {error.get('message')}", file=sys.stderr)
-        raise Failure(REJECTED, "the import stopped at a refused batch (earlier batches are applied; "
-                      "importing again resumes)", error.get("code", "rejected"), reported=args.format == "json")
-    return OK
+        for line in lines(", ".join(f"{n} {s}" for s, n in sorted(report.counts.items())) or "nothing"):
+            print(line)
+    if report.failed is None:
+        return OK
+    error = report.failed.get("error", {})
+    print(f"refused: {error.get('code')}: {error.get('message')}", file=sys.stderr)
+    raise Failure(REJECTED, "the import stopped at a refused batch (earlier batches are applied; "
+                  "importing again resumes)", error.get("code", "rejected"), reported=fmt == "json")
 
 
 def _print_structure(structure: dict[str, Any]) -> None:

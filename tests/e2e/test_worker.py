@@ -13,6 +13,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +90,39 @@ def assert_as_rebuilt(services: Any) -> None:
     assert before == checksums(services)
 
 
+@contextmanager
+def watched(url: str, read: Callable[[Any], dict[str, int]], every: float) -> Iterator[list[dict[str, int]]]:
+    """Samples of ``read(services)`` taken from a process of the test's own while the block runs."""
+    samples: list[dict[str, int]] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        watcher = bootstrap(url, fed=True, embedder="hashing")
+        try:
+            while not stop.is_set():
+                samples.append(read(watcher))
+                time.sleep(every)
+        finally:
+            watcher.close()
+
+    watching = threading.Thread(target=sample)
+    watching.start()
+    try:
+        yield samples
+    finally:
+        stop.set()
+        watching.join()
+
+
+def assert_moves_forward(samples: list[dict[str, int]]) -> None:
+    """Enough samples, and no row ever moved back (a row may go: a story's row once G passes it)."""
+    assert len(samples) > 10
+    for earlier, later in zip(samples, samples[1:]):
+        for name, position in earlier.items():
+            if name in later:
+                assert later[name] >= position, (name, position, later[name])
+
+
 def assert_current(services: Any) -> None:
     statuses = services.status()
     assert all(s.pending == 0 for s in statuses.values()), {n: s.as_dict() for n, s in statuses.items()}
@@ -146,21 +181,7 @@ def test_two_workers_share_three_stories_and_one_survives_the_others_death(pg_ur
         load(pg_url, story_commands(story, chapters=60, entries=600, seed=hash(story) % 1000))
     services = bootstrap(pg_url, fed=True, embedder="hashing")
     log = tmp_path / "workers.log"
-    samples: list[dict[str, int]] = []
-    stop = threading.Event()
-
-    def sample() -> None:  # tracking rows, watched from outside while the workers run
-        watcher = bootstrap(pg_url, fed=True, embedder="hashing")
-        try:
-            while not stop.is_set():
-                samples.append(positions(watcher))
-                time.sleep(0.05)
-        finally:
-            watcher.close()
-
-    watching = threading.Thread(target=sample)
-    watching.start()
-    try:
+    with watched(pg_url, positions, 0.05) as samples:
         a = worker(pg_url, "--page-size", "50", log=log)
         b = worker(pg_url, "--page-size", "50", log=log)
         time.sleep(3.0)
@@ -173,15 +194,8 @@ def test_two_workers_share_three_stories_and_one_survives_the_others_death(pg_ur
             time.sleep(0.2)
         b.send_signal(signal.SIGTERM)
         assert b.wait(60) == 0
-    finally:
-        stop.set()
-        watching.join()
     try:
-        assert len(samples) > 10
-        for earlier, later in zip(samples, samples[1:]):
-            for name, position in earlier.items():
-                if name in later:
-                    assert later[name] >= position, (name, position, later[name])
+        assert_moves_forward(samples)
         assert_as_rebuilt(services)
     finally:
         services.close()

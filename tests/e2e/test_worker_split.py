@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,15 @@ import pytest
 
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.projections.runner import partitions, tracking
-from tests.e2e.test_worker import assert_as_rebuilt, assert_current, load, story_commands, worker
+from tests.e2e.test_worker import (
+    assert_as_rebuilt,
+    assert_current,
+    assert_moves_forward,
+    load,
+    story_commands,
+    watched,
+    worker,
+)
 
 pytestmark = pytest.mark.postgres
 STORIES = ("north", "south", "east")
@@ -98,43 +105,28 @@ def test_a_killed_split_worker_s_stories_are_taken_over_and_end_as_a_rebuild(pg_
     load_stories(pg_url, chapters=60)
     services = bootstrap(pg_url, fed=True, embedder="hashing")
     log = tmp_path / "workers.log"
-    samples: list[dict[str, int]] = []
-    stop = threading.Event()
-
-    def sample() -> None:  # tracking and story rows, watched from outside while the workers run
-        watcher = bootstrap(pg_url, fed=True, embedder="hashing")
-        try:
-            while not stop.is_set():
-                samples.append(rows(watcher))
-                time.sleep(0.02)
-        finally:
-            watcher.close()
-
-    watching = threading.Thread(target=sample)
-    watching.start()
+    a = worker(pg_url, "--split", "--split-after", "0", "--page-size", "50", log=log)
+    b = worker(pg_url, "--split", "--split-after", "0", "--page-size", "50", "--once", log=log)
     try:
-        a = worker(pg_url, "--split", "--split-after", "0", "--page-size", "50", log=log)
-        b = worker(pg_url, "--split", "--split-after", "0", "--page-size", "50", "--once", log=log)
-        deadline = time.monotonic() + 120
-        while not any("/" in name for name in rows(services)):  # a story's share committed: mid-way
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.01)
-        time.sleep(0.5)
-        os.kill(a.pid, signal.SIGKILL)
-        a.wait()
-        finish(b, log)  # the survivor takes over a's stories and catches everything up
-    finally:
-        stop.set()
-        watching.join()
+        with watched(pg_url, rows, 0.02) as samples:
+            deadline = time.monotonic() + 120
+            while not any("/" in name for name in rows(services)):  # a story's share committed: mid-way
+                assert time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.01)
+            time.sleep(0.5)
+            os.kill(a.pid, signal.SIGKILL)
+            a.wait()
+            finish(b, log)  # the survivor takes over a's stories and catches everything up
+    finally:  # a worker must never outlive its test
+        for proc in (a, b):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     try:
         assert_current(services)
-        assert len(samples) > 10
         shares = {name for sample in samples for name in sample if "/" in name}
         assert len(shares) >= 2, shares  # the work was split by story
-        for earlier, later in zip(samples, samples[1:]):
-            for name, position in earlier.items():
-                if name in later:  # every row only moves forward (a story's row goes once G passes it)
-                    assert later[name] >= position, (name, position, later[name])
+        assert_moves_forward(samples)
         for model in SPLIT:  # the survivor applied no more than the log holds
             expected = events_per_story(services, model)
             for story, n in expected.items():
