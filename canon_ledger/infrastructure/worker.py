@@ -24,7 +24,6 @@ from typing import Any
 
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.infrastructure.log_wakeup import LogWakeup
-from canon_ledger.projections.retrieval import catch_up_vectors
 
 log = logging.getLogger(__name__)
 VECTOR_SLICE = 200  # log positions the vector index embeds and writes per step: progress is committed in steps
@@ -116,6 +115,8 @@ class ProjectionWorker:
             # the tracking row where it was (``runner.QUIET_GAP``), but the slice is done.
             start = max(models.position(), self._reached.get(name, 0))
             goal = min(end, start + self.vector_slice)
+            from canon_ledger.projections.retrieval import catch_up_vectors  # numpy: only a worker that embeds
+
             reached = catch_up_vectors(models, goal, lambda done, total: self.progress.embedding(name, done, total))
             self._reached[name] = reached
             moved(reached, end)

@@ -37,6 +37,7 @@ VERBS_WITH_A_STORE = {
     "key": ["key", "list"],
     "serve": ["serve", "--port", "0"],
     "mcp": ["mcp"],
+    "import": ["import", "manuscript", "book.md", "--story", "s"],
 }
 
 
