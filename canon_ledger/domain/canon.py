@@ -14,7 +14,7 @@ from typing import Any
 
 from eventsourcing.domain import Aggregate, event
 
-from canon_ledger.domain import ids
+from canon_ledger.domain import ids, recall
 from canon_ledger.domain.bounds import MAX_CHAPTER, MAX_ID, MAX_NODE_KIND, MAX_STATE
 from canon_ledger.domain.chapter import require_positive
 from canon_ledger.domain.errors import RuleViolated
@@ -58,7 +58,7 @@ def _chapter_number(value: Any) -> bool:
 
 def require_control_fields(fields: dict[str, Any]) -> None:
     """``fields`` is free-form, except the keys packets act on: a reveal must never leak early
-    because a ``hidden_until`` was a string."""
+    because a ``hidden_until`` was a string, and ``recall`` (``domain.recall``) must say what it means."""
     if "hidden_until" in fields and fields["hidden_until"] is not None and not _chapter_number(fields["hidden_until"]):
         raise RuleViolated("hidden_until_must_be_a_chapter",
                            f"fields.hidden_until must be a chapter number, 1..{MAX_CHAPTER:,}", "fields.hidden_until")
@@ -66,6 +66,8 @@ def require_control_fields(fields: dict[str, Any]) -> None:
         raise RuleViolated("state_must_be_text",
                            f"fields.state must be a string of at most {MAX_STATE} characters (e.g. open, resolved)",
                            "fields.state")
+    if "recall" in fields:
+        recall.check(fields["recall"])
     nodes = fields.get("nodes")
     if nodes is None:
         return

@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import singledispatchmethod
 from typing import Any
 
+from canon_ledger.domain import recall
 from canon_ledger.domain.canon import CanonEntry, valid_to
 from canon_ledger.domain.chapter import Chapter
 from canon_ledger.domain.story import Story, with_default_budgets
@@ -151,7 +152,7 @@ class CanonProjection:
     @on.register
     def _(self, e: Chapter.Planned, p: int, page: _Page) -> list[Op]:
         row = {"story_id": e.story_id, "chapter": e.number, "volume": e.volume,
-               "goals_text": r.goals(e.number, e.goals), "goals_source": p}
+               "goals_text": r.goals(e.number, e.goals), "goals_source": p, "goal_items": list(e.goals)}
         page.count(row, "goals_tokens", row["goals_text"])
         return [Upsert(self.t.chapters, row)]
 
@@ -159,7 +160,7 @@ class CanonProjection:
     def _(self, e: Chapter.SceneCardAdded, p: int, page: _Page) -> list[Op]:
         story, chapter, scene = e.story_id, e.chapter, e.scene_id
         row = {"story_id": story, "chapter": chapter, "scene_id": scene,
-               "text": r.scene_card(chapter, scene, e.summary, e.tags), "source": p}
+               "text": r.scene_card(chapter, scene, e.summary, e.tags), "source": p, "summary": e.summary}
         page.count(row, "tokens", row["text"])
         ops: list[Op] = [Upsert(self.t.scene_cards, row)]
         tags = self.t.scene_tags
@@ -206,6 +207,8 @@ class CanonProjection:
             "text": r.canon_version(kind, key, v), "source": p,
         }
         row["aliases"] = list(v.get("aliases") or [])
+        rule = recall.rule(v["name"], row["aliases"], fields)
+        row["recall"] = rule.as_dict() if rule is not None else None
         page.count(row, "tokens", row["text"])
         page.step(e, row)
         names = {v["name"].casefold(), *(a.casefold() for a in v.get("aliases") or [] if a)}
@@ -227,6 +230,7 @@ class CanonProjection:
         row = {
             "story_id": e.story_id, "kind": e.kind, "key": e.key, "step": e.originator_version,
             "valid_from": e.valid_from, "retired": True, "name": e.key, "state": None, "hidden_until": None, "aliases": [],
+            "recall": None,
             "text": r.retirement(e.kind, e.key, e.valid_from, e.reason), "source": p,
         }
         page.count(row, "tokens", row["text"])

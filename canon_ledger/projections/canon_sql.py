@@ -44,12 +44,12 @@ SELECT story_id, title, guardrails_text, guardrails_tokens, contract_text, contr
 
 CHAPTER = """
 SELECT chapter, volume, goals_text, goals_tokens, goals_source, summary_text, summary_tokens, summary_source,
-       text, text_tokens, text_source
+       text, text_tokens, text_source, goal_items
   FROM {chapters}
  WHERE story_id = :story AND chapter = :chapter"""
 
 SCENE_CARDS = """
-SELECT scene_id, text, tokens, source
+SELECT scene_id, text, tokens, source, summary
   FROM {scene_cards}
  WHERE story_id = :story AND chapter = :chapter
  ORDER BY source, scene_id"""
@@ -105,6 +105,20 @@ SELECT {ENTRY}
  ORDER BY key, age"""
 
 
+# Has the story's canon changed? One lookup on the (story, source) index: every new step,
+# retirement included, is a row with a higher source.
+LORE_VERSION = """
+SELECT max(source) AS source
+  FROM {canon}
+ WHERE story_id = :story"""
+
+# Every step a mention could bring in, whatever chapter it is in force at (``lore_index``).
+LORE = """
+SELECT kind, key, step, name, aliases, recall
+  FROM {canon}
+ WHERE story_id = :story AND retired = false"""
+
+
 def entry_read(which: str, *, active: bool = False, page: bool = False, recent: bool = False,
                postgres: bool = False) -> str:
     """The step in force at :chapter of each entry ``which`` selects (for ``recent``, only if
@@ -153,7 +167,8 @@ ENTRY_READS = {"entries_of_kind": (OF_KIND, False, False, False),
 
 NAMED = {"story": STORY, "chapter": CHAPTER, "scene_cards": SCENE_CARDS, "scene_tags": SCENE_TAGS,
          "chapter_summaries": CHAPTER_SUMMARIES, "volume_summaries": VOLUME_SUMMARIES, "canon_texts": CANON_TEXTS,
-         "node_texts": NODE_TEXTS, "chain_nodes": CHAIN_NODES, "superseded": SUPERSEDED}
+         "node_texts": NODE_TEXTS, "chain_nodes": CHAIN_NODES, "superseded": SUPERSEDED,
+         "lore_version": LORE_VERSION, "lore": LORE}
 
 _TYPES = {"story": String, "kind": String, "after": String, "projection": String, "chapter": Integer,
           "since": Integer, "first": Integer, "last": Integer, "limit": Integer}

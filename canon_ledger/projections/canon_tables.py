@@ -26,6 +26,13 @@ Version history (packet bytes must not depend on the version: issued packets sta
   resolved ones (1,250 index entries for 106 threads at chapter 1,000 of the benchmark story).
   Both stores use a partial index only when the query states its condition in the same
   words, so the reader's ``canon_sql.ACTIVE`` says ``is_active`` with literals, not parameters.
+- v6: mention-activated recall and stored query words. ``rm_canon`` gains ``recall`` (the
+  entry's ``domain.recall.Rule`` when its fields say more than "name and aliases"; NULL
+  otherwise) and an index on (story, source), so a reader tells in one index lookup whether a
+  story's entries changed since it built its matcher (``projections.lore_index``);
+  ``rm_chapters`` gains ``goal_items`` (the goals as listed) and ``rm_scene_cards``
+  ``summary``, so L1's query and the mention matcher read the author's words, not text the
+  projection rendered.
 
 Only the current version's shape is defined: a store whose active build is older refuses to
 serve until ``canon rebuild`` (``read_models.Outdated``).
@@ -39,7 +46,7 @@ from typing import Any
 from sqlalchemy import (JSON, Boolean, Column, Index, Integer, MetaData, String, Table, Text, and_, false, func,
                         literal_column)
 
-VERSION = 5
+VERSION = 6
 # What a packet candidate needs besides its text, in the order the reader selects it.
 IN_FORCE_COVERS = ("key", "step", "retired", "name", "state", "hidden_until", "tokens", "source")
 
@@ -98,6 +105,7 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("goals_text", Text, nullable=False),
         Column("goals_tokens", Integer, nullable=False),
         Column("goals_source", Integer, nullable=False),
+        Column("goal_items", JSON),  # the goals as listed
         Column("summary_text", Text),
         Column("summary_tokens", Integer),
         Column("summary_source", Integer),
@@ -121,6 +129,7 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("text", Text, nullable=False),
         Column("tokens", Integer, nullable=False),
         Column("source", Integer, nullable=False),
+        Column("summary", Text),  # the card's summary as written
     )
     scene_tags = Table(
         name("scene_tags"), md,
@@ -148,9 +157,12 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("aliases", JSON),  # the entry's names, for lookups
         # The chapter the entry's next step takes over (NULL: still in force): ``as_of_sql``.
         Column("valid_to", Integer),
+        Column("recall", JSON),  # domain.recall.Rule.as_dict(), or NULL: name and aliases, whole words, any case
     ]
     canon = Table(name("canon"), md, *canon_columns)
     Index(f"ix_{name('canon')}_key", canon.c.story_id, canon.c.key)
+    # Has the story's canon changed since a matcher was built? (``max(source)``)
+    Index(f"ix_{name('canon')}_source", canon.c.story_id, canon.c.source)
     # "In force at chapter K, by kind": one index range (``valid_to IS NULL``) plus the few
     # steps revised later (``valid_to > K``), read without the wide rows (no text).
     Index(f"ix_{name('canon')}_in_force", canon.c.story_id, canon.c.kind, canon.c.valid_to, canon.c.valid_from,

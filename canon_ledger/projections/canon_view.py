@@ -25,13 +25,25 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from canon_ledger.application.packets.ports import (CanonReader, CanonSnapshot, ChapterView, EntryView, Fact,
-                                                    NodeView, SceneView, StoryView)
+from canon_ledger.application.packets.ports import (Always, CanonReader, CanonSnapshot, ChapterView, EntryView, Fact,
+                                                    Lore, Mention, NodeView, SceneView, StoryView)
 from canon_ledger.projections import canon_sql, driver_sql
 from canon_ledger.projections.canon_tables import CanonTables
 
 _BY_KIND_KEY = attrgetter("kind", "key")
 _BY_CHAIN_ORDINAL = attrgetter("chain", "ordinal")
+LORE_CACHE = 64  # stories whose matcher a reader keeps (oldest built goes first)
+
+
+class _NoLore:
+    constant: tuple[Always, ...] = ()
+    never: frozenset[tuple[str, str, int]] = frozenset()
+
+    def match(self, texts: list[tuple[str, str]]) -> list[Mention]:
+        return []
+
+
+_NO_LORE = _NoLore()
 
 
 def _json(value: Any) -> dict[str, Any]:
@@ -64,6 +76,7 @@ class SqlCanonReader(CanonReader):
         self._builds = builds
         self._statements: dict[str, tuple[CanonTables, dict[str, Any]]] = {}
         self._row_types: dict[str, Any] = {}  # statement name -> its named-tuple row type (SQLite)
+        self._lore: dict[tuple[str, str], tuple[int | None, Lore]] = {}  # (build, story) -> (source, matcher)
 
     @contextmanager
     def snapshot(self, story: str | None = None) -> Iterator[SqlCanonSnapshot]:
@@ -73,7 +86,7 @@ class SqlCanonReader(CanonReader):
             known = self._statements.get(tables.tag)
             if known is None or known[0] is not tables:
                 known = self._statements[tables.tag] = (tables, canon_sql.statements(tables, self.engine.dialect.name))
-            yield SqlCanonSnapshot(conn, known[1], position, self._row_types)
+            yield SqlCanonSnapshot(conn, known[1], position, self._row_types, self._lore, tables.tag)
 
 
 def _key(stmt: Any, params: dict[str, Any]) -> tuple[Any, ...]:
@@ -82,8 +95,11 @@ def _key(stmt: Any, params: dict[str, Any]) -> tuple[Any, ...]:
 
 class SqlCanonSnapshot(CanonSnapshot):
     def __init__(self, conn: Connection, statements: dict[str, Any], position: int,
-                 row_types: dict[str, Any] | None = None) -> None:
+                 row_types: dict[str, Any] | None = None,
+                 lore: dict[tuple[str, str], tuple[int | None, Lore]] | None = None, tag: str = "") -> None:
         self.c = conn
+        self._lore = {} if lore is None else lore
+        self._tag = tag
         self._row_types = {} if row_types is None else row_types
         self.q = statements
         self.position = position  # the log position this snapshot's read model reflects
@@ -155,15 +171,17 @@ class SqlCanonSnapshot(CanonSnapshot):
         r = rows[0]
         summary = _fact(r.summary_text, r.summary_tokens, r.summary_source) if r.summary_text else None
         text = _fact(r.text, r.text_tokens, r.text_source) if r.text else None
-        return ChapterView(r.chapter, r.volume, _fact(r.goals_text, r.goals_tokens, r.goals_source), summary, text)
+        goals = r.goal_items if isinstance(r.goal_items, list) else json.loads(r.goal_items or "[]")
+        return ChapterView(r.chapter, r.volume, _fact(r.goals_text, r.goals_tokens, r.goals_source), summary, text,
+                           tuple(goals))
 
     def scenes(self, story_id: str, chapter: int) -> list[SceneView]:
         cards = self._rows("scene_cards", story=story_id, chapter=chapter)
         tags: dict[str, list[tuple[str, str]]] = {}
         for r in self._rows("scene_tags", story=story_id, chapter=chapter):
             tags.setdefault(r.scene_id, []).append((r.tag_type, r.key))
-        return [SceneView(r.scene_id, _fact(r.text, r.tokens, r.source), tuple(tags.get(r.scene_id, [])))
-                for r in cards]
+        return [SceneView(r.scene_id, _fact(r.text, r.tokens, r.source), tuple(tags.get(r.scene_id, [])),
+                          r.summary or "") for r in cards]
 
     def entries_as_of(self, story_id: str, chapter: int, *, kinds: tuple[str, ...] = (),
                       keys: tuple[str, ...] = (), since: int | None = None, active: bool = False,
@@ -228,6 +246,24 @@ class SqlCanonSnapshot(CanonSnapshot):
     def volume_summaries(self, story_id: str) -> list[tuple[int, Fact]]:
         rows = self._rows("volume_summaries", story=story_id)
         return [(r.volume, _fact(r.summary_text, r.summary_tokens, r.summary_source)) for r in rows]
+
+    def lore(self, story_id: str) -> Lore:
+        """The story's matcher, built again only when its canon changed (``LORE_VERSION``)."""
+        version = self._rows("lore_version", story=story_id)
+        if self._wanted is not None:
+            return _NO_LORE  # planning a prefetch: nothing is read yet
+        key = (self._tag, story_id)
+        source = version[0].source if version else None
+        known = self._lore.get(key)
+        if known is not None and known[0] == source:
+            return known[1]
+        from canon_ledger.projections.lore_index import LoreIndex  # the automaton: only once a story is matched
+
+        index = LoreIndex(self._rows("lore", story=story_id))
+        if len(self._lore) >= LORE_CACHE:
+            self._lore.pop(next(iter(self._lore)))
+        self._lore[key] = (source, index)
+        return index
 
     def chain_nodes(self, story_id: str, chapter: int) -> list[NodeView]:
         rows = self._rows("chain_nodes", story=story_id, chapter=chapter)

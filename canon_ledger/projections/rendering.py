@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-# Fields that steer packing rather than describe the entry.
-CONTROL_FIELDS = ("hidden_until", "nodes", "state")
+# Fields that steer packing or recall rather than describe the entry: never rendered as text
+# (an imported lorebook entry's source settings would otherwise repeat its content in JSON).
+CONTROL_FIELDS = ("hidden_until", "nodes", "state", "recall", "lorebook")
 
 
 def guardrails(lines: list[str]) -> str:

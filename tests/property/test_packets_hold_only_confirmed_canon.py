@@ -1,5 +1,6 @@
-"""Property: over random histories, no unconfirmed or rejected text ever reaches a packet,
-and every confirmed fact a scene card asks for is there when the budget allows.
+"""Property: over random histories, no unconfirmed, rejected or later-chapter text ever reaches
+a packet, and every confirmed fact a scene card asks for, or its summary mentions by name, is
+there when the budget allows (mention recall admits only what is in force at the chapter).
 
 Every proposal and draft text carries a unique marker. The history mixes proposals,
 confirmations, rejections, revisions (later valid_from), drafts, acceptances and draft
@@ -119,14 +120,19 @@ def test_packets_hold_only_confirmed_canon(services, spec) -> None:
             draft_markers[extra] = True
             accepted_text[draft_chapter[extra]] = extra
 
-    # Scene cards tag what was confirmed (tags of unconfirmed keys are refused by the domain).
+    # Scene cards tag what was confirmed (tags of unconfirmed keys are refused by the domain), and
+    # their summaries name entries of any fate (confirmed, pending or rejected, in force or later).
     confirmed_keys = sorted({(kind, key) for kind, key, _, _ in confirmed if kind in TAGGABLE})
+    every_key = sorted({(kind, key) for kind, key, _, _ in info.values()})
     tagged: dict[int, list[tuple[str, str]]] = {}
+    mentioned: dict[int, list[tuple[str, str]]] = {}
     for n in range(1, CHAPTERS + 1):
         chosen = [ck for ck in confirmed_keys if rnd.random() < 0.6]
         tagged[n] = chosen
+        mentioned[n] = [ck for ck in every_key if rnd.random() < 0.5]
+        summary = "scene: " + "; ".join(f"{kind} {key.rsplit('-', 1)[1]}" for kind, key in mentioned[n])
         tags = {name: [key for kind, key in chosen if TAGGABLE[kind] == name] for name in TAGGABLE.values()}
-        _apply(services, story, {"type": "add_scene_card", "chapter": n, "scene_id": f"s{n}", "summary": "scene",
+        _apply(services, story, {"type": "add_scene_card", "chapter": n, "scene_id": f"s{n}", "summary": summary,
                                  "callbacks": [], **tags})
 
     forbidden = set(unconfirmed.values()) | {m for m, accepted in draft_markers.items() if not accepted}
@@ -140,8 +146,12 @@ def test_packets_hold_only_confirmed_canon(services, spec) -> None:
                 assert getattr(e, "code", None) == "chapter_has_no_accepted_text", e
                 continue
             body = packet.to_json()
-            leaked = [m for m in forbidden if m in body]
+            later = {marker for _, _, valid_from, marker in confirmed if valid_from > n}
+            leaked = [m for m in forbidden | later if m in body]
             assert not leaked, (role, n, leaked)
+            for item in packet.items:
+                if item.reason.startswith("mentioned"):
+                    assert (item.kind, item.key) in mentioned[n] and (item.kind, item.key) not in tagged[n], item
             # L1 retrieval offers only the latest accepted text of earlier chapters.
             for item in packet.items:
                 if item.kind in ("chunk", "wiki_page"):
@@ -151,7 +161,7 @@ def test_packets_hold_only_confirmed_canon(services, spec) -> None:
             if role == "writer" and any(c < n for c in accepted_text):
                 assert any(st.step == "keyword" and st.status == "done" for st in packet.stages), packet.stages
             if role == "writer":
-                for kind, key in tagged[n]:
+                for kind, key in tagged[n] + mentioned[n]:
                     in_force = [c for c in confirmed if (c[0], c[1]) == (kind, key) and c[2] <= n]
                     if in_force:
                         latest = max(range(len(in_force)), key=lambda i: (in_force[i][2], i))

@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from canon_ledger.application.packets import compiler_v1, compiler_v2, compiler_v3, recipes
+from canon_ledger.application.packets import compiler_v1, compiler_v2, compiler_v3, compiler_v4, recipes
 from canon_ledger.application.packets.recipes import FETCH, RECIPES, RETRIEVAL, Read, check, first_reads, staged
 from canon_ledger.domain.story import ROLES
 
-# Compiler 3's recipes as it issued packets with them. Never edit: freeze compiler_v3 instead.
+# Compiler 3's recipes as it issued packets with them. Never edit: freeze a compiler instead.
 _SCENE_V3 = (
     Read("P0", "scene_card", "scene cards", "scene card"),
     Read("P0", "chapter_goals", "chapter goals", "chapter goals"),
@@ -42,7 +42,13 @@ RECIPES_V3 = {
 }
 
 
+# Compiler 4's: compiler 3's, an earlier character state hidden until a later chapter dropped
+# without its text.
+RECIPES_V4 = {role: tuple(replace(r, hides=True) for r in recipe) for role, recipe in RECIPES_V3.items()}
+
+
 def test_earlier_compilers_recipes_are_pinned() -> None:
+    assert compiler_v4.RECIPES == RECIPES_V4
     assert compiler_v3.RECIPES == RECIPES_V3
     all_at_once = {role: tuple(replace(r, while_room=False) for r in recipe) for role, recipe in RECIPES_V3.items()}
     assert compiler_v2.RECIPES == all_at_once
@@ -88,11 +94,11 @@ def _first(role: str) -> list[tuple[str, tuple[object, ...], dict[str, object]]]
 
 def test_first_reads_are_derived_from_the_recipe() -> None:
     writer = _first("writer")
-    assert [name for name, _, _ in writer] == ["story", "chapter", "scenes", "entries_as_of", "chapter_summaries",
-                                               "volume_summaries", "entries_as_of", "entries_as_of"]
+    assert [name for name, _, _ in writer] == ["story", "chapter", "scenes", "lore", "entries_as_of",
+                                               "chapter_summaries", "volume_summaries", "entries_as_of", "entries_as_of"]
     assert writer[-1][2] == {"kinds": ("world_rule",), "after": "", "limit": recipes.WORLD_RULE_PAGE}
-    assert [name for name, _, _ in _first("summarizer")] == ["story", "chapter", "scenes"]
-    assert [name for name, _, _ in _first("chat")] == ["story", "volume_summaries", "chapter_summaries",
+    assert [name for name, _, _ in _first("summarizer")] == ["story", "chapter", "scenes", "lore"]
+    assert [name for name, _, _ in _first("chat")] == ["story", "lore", "volume_summaries", "chapter_summaries",
                                                        "entries_as_of"]
     assert set(FETCH) >= {name for recipe in RECIPES.values() for r in recipe if r.read in recipes.SOURCES
                           for name in recipes.SOURCES[r.read][0]}

@@ -8,21 +8,25 @@ name what was not read. Earlier versions replay through ``replay.compile_packet`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from canon_ledger.application.packets import render
 from canon_ledger.application.packets.filling import MIN_TRIM_TOKENS, Packing, PacketError, refuse_over_budget
 from canon_ledger.application.packets.packet import Packet, Stage
 from canon_ledger.application.packets.ports import CanonSnapshot, Fact, Recall, Retriever, StoryView
-from canon_ledger.application.packets.recipes import RECIPES, Candidate, Read, Reading, Recipe, Request, first_reads, staged
+from canon_ledger.application.packets.recipes import (RECIPES, Candidate, Read, Reading, Recipe, Request, first_reads,
+                                                      query_texts, staged)
 from canon_ledger.domain.errors import NotFound
 from canon_ledger.domain.tokens import TokenCounter
 
-__all__ = ["COMPILER", "MIN_TRIM_TOKENS", "PacketError", "compile_packet", "compile_with", "l1_query", "start"]
+__all__ = ["COMPILER", "MIN_TRIM_TOKENS", "PacketError", "Query", "compile_packet", "compile_with", "l1_query",
+           "start"]
 
 # Which compiler built a packet (recorded in PacketIssued; an audit replays with the same one).
-# 4: an earlier character state hidden until a later chapter is dropped without its text, as
-# every other hidden entry is. 1-3: compiler_v1 .. compiler_v3.
-COMPILER = 4
-QUERY_KINDS = ("chapter_goals", "scene_card")  # the P0 texts that say what the chapter is about
+# 5: mention-activated recall (entries whose keys the goals or scene summaries mention join
+# P1; always-on entries join every packet; an entry whose rule says never joins none), and L1's
+# query read from the goals and summaries as written. 1-4: compiler_v1 .. compiler_v4.
+COMPILER = 5
 # L1 searches with the chapter's goals and scene summaries, cut to this many words: search
 # cost grows with query length while the first sentences already say what the chapter is
 # about. Tag lines are left out: L0 has already fetched every tagged entry by key.
@@ -55,12 +59,23 @@ def start(recipes: dict[str, Recipe], snap: CanonSnapshot, req: Request,
     budget = req.budget if req.budget is not None else story.budgets.get(req.role, 0)
     if budget < 0:
         raise PacketError("budget_must_not_be_negative", f"budget must be >= 0, got {budget}", "budget")
-    return recipe, story, budget, Reading(snap, req, story, tokens)
+    return recipe, story, budget, Reading(snap, req, story, tokens, recipe)
+
+
+def l1_query(reading: Reading, candidates: list[Candidate]) -> str:
+    """The goals and each scene's summary, as written, cut to QUERY_WORDS words: headings
+    ("Chapter N goals:") and tag lines are words every chapter shares, and L0 has already
+    fetched every tagged entry by key."""
+    return " ".join(" ".join(text for _, text in query_texts(reading)).split()[:QUERY_WORDS])
+
+
+Query = Callable[[Reading, list[Candidate]], str]  # what L1 searches with, from the packet's reads
 
 
 def compile_with(recipes: dict[str, Recipe], version: int, snap: CanonSnapshot, req: Request,
-                 tokens: TokenCounter, retriever: Retriever | None) -> Packet:
-    """The packet ``recipes`` give, recorded as built by compiler ``version``."""
+                 tokens: TokenCounter, retriever: Retriever | None, *, query: Query = l1_query) -> Packet:
+    """The packet ``recipes`` give, recorded as built by compiler ``version``; L1 searches
+    with ``query`` (an earlier version's own, for the packets it issued)."""
     recipe, story, budget, reading = start(recipes, snap, req, tokens)
     first, later, l1 = staged(recipe)
     candidates = reading.whole(first)
@@ -75,7 +90,7 @@ def compile_with(recipes: dict[str, Recipe], version: int, snap: CanonSnapshot, 
     elif l1.while_room and packing.remaining < MIN_TRIM_TOKENS:
         recall, l1_stages = None, [Stage("l1-retrieval", "skipped", f"not run: {spent}")]
     else:
-        recall, l1_stages = _l1(req, l1, candidates, retriever, tokens)
+        recall, l1_stages = _l1(req, l1, candidates, retriever, tokens, query(reading, candidates))
     packing.add(candidates[l0:])
     items = packing.finish()
     stages = [*([Stage("quarantined", "error", render.quarantined(*story.quarantined))] if story.quarantined else []),
@@ -104,11 +119,10 @@ def _read_while_room(packing: Packing, candidates: list[Candidate], reading: Rea
 
 
 def _l1(req: Request, l1: Read, candidates: list[Candidate], retriever: Retriever | None,
-        tokens: TokenCounter) -> tuple[Recall | None, list[Stage]]:
+        tokens: TokenCounter, query: str) -> tuple[Recall | None, list[Stage]]:
     """L1 hits join ``l1.tier`` after L0's own; fill gives them what budget is left, in rank order."""
     if retriever is None:
         return None, [Stage("l1-retrieval", "skipped", "no retriever configured: L0 structured recall only")]
-    query = l1_query(candidates)
     if not query.strip():
         return None, [Stage("l1-retrieval", "skipped", "nothing to search with: no scene card or chapter goals")]
     recall = retriever.recall(req.story_id, req.chapter, query)
@@ -126,22 +140,3 @@ def _l1(req: Request, l1: Read, candidates: list[Candidate], retriever: Retrieve
     merge = Stage("merge", "done" if recall.hits else "skipped",
                   render.merged(added, duplicates) if recall.hits else "retrieval found nothing")
     return recall, [*recall.stages, merge]
-
-
-def l1_query(candidates: list[Candidate]) -> str:
-    """The goals' items and each scene's summary, without their headings ("Chapter N goals:",
-    "Scene s1 (chapter N):"): words every chapter shares only slow the search down.
-
-    It reads the texts ``projections/rendering.py`` stored (``goals``, ``scene_card``): the
-    read port carries no goals list or scene summary of their own yet."""
-    parts = []
-    for kind in QUERY_KINDS:
-        for c in candidates:
-            if c.kind != kind or not c.fact.text:
-                continue
-            lines = c.fact.text.splitlines()
-            if kind == "chapter_goals":
-                parts += [line.removeprefix("- ") for line in lines[1:]]
-            else:
-                parts.append(lines[0].partition("): ")[2] or lines[0])
-    return " ".join(" ".join(parts).split()[:QUERY_WORDS])

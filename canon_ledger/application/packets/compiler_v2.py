@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from canon_ledger.application.packets import compiler_v3
+from canon_ledger.application.packets import compiler_v3, compiler_v4
 from canon_ledger.application.packets.compiler import compile_with
 from canon_ledger.application.packets.packet import Packet
 from canon_ledger.application.packets.ports import CanonSnapshot, Retriever
@@ -17,4 +17,4 @@ RECIPES: dict[str, Recipe] = {role: tuple(replace(read, while_room=False) for re
 
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None) -> Packet:
-    return compile_with(RECIPES, 2, snap, req, tokens, retriever)
+    return compile_with(RECIPES, 2, snap, req, tokens, retriever, query=compiler_v4.rendered_query)

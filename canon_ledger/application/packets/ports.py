@@ -48,6 +48,7 @@ class ChapterView:
     goals: Fact
     summary: Fact | None
     text: Fact | None
+    goal_items: tuple[str, ...] = ()  # the goals as the author listed them
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class SceneView:
     scene_id: str
     card: Fact
     tags: tuple[tuple[str, str], ...]  # (tag type, key) in card order
+    summary: str = ""  # the card's summary as written
 
 
 @dataclass(slots=True)
@@ -68,6 +70,38 @@ class EntryView:
     state: str | None
     hidden_until: int | None
     fact: Fact
+
+
+@dataclass(frozen=True, order=True)
+class Mention:
+    """A step whose keys ``match`` found: where first, and as which key (``domain.recall``)."""
+
+    kind: str
+    key: str
+    step: int
+    where: str
+    said: str
+
+
+@dataclass(frozen=True, order=True)
+class Always:
+    """A step its rule includes in every packet of its story, at ``tier``."""
+
+    kind: str
+    key: str
+    step: int
+    tier: str
+
+
+class Lore(Protocol):
+    """One story's activation rules, matched in the read model (``projections.lore_index``)."""
+
+    constant: tuple[Always, ...]
+    never: frozenset[tuple[str, str, int]]  # (kind, key, step) no packet may hold
+
+    def match(self, texts: list[tuple[str, str]]) -> list[Mention]:
+        """The steps mentioned in ``texts`` (``(where, text)``), whatever chapter they are in force at."""
+        ...
 
 
 @dataclass(slots=True)
@@ -106,6 +140,9 @@ class CanonSnapshot(Protocol):
     def chapter_summaries(self, story_id: str, first: int, last: int) -> list[tuple[int, Fact]]: ...
     def volume_summaries(self, story_id: str) -> list[tuple[int, Fact]]: ...
     def chain_nodes(self, story_id: str, chapter: int) -> list[NodeView]: ...
+    def lore(self, story_id: str) -> Lore:
+        """The story's activation rules as its canon stands in this snapshot."""
+        ...
 
 
 class CanonReader(Protocol):

@@ -29,6 +29,7 @@ RECENT_TIMELINE = 5
 WORLD_RULE_PAGE = 64  # world rules read per statement, while the budget has room
 HISTORY_STEPS = 3  # earlier states per tagged character: the latest shifts, not the whole life
 RETRIEVAL = "L1 retrieval"  # the read the compiler makes through its Retriever, last in a recipe
+ALWAYS = "always-on entries"  # a recipe with this read also keeps out every entry whose rule says never
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,8 @@ _SCENE: Recipe = (
     Read("P0", "style_guardrails", "style guardrails", "style guardrails"),
     Read("P0", "output_contract", "output contract", "output contract"),
     Read("P1", "canon", "tagged entries", "tagged"),
+    Read("P1", "canon", "mentioned entries", "mentioned"),
+    Read("P1", "canon", ALWAYS, "always on"),
     Read("P1", "thread", "active threads", "active thread"),
     Read("P2", "chapter_summary", "recent chapter summaries", "recent chapter summary"),
     Read("P2", "volume_summary", "current volume summary", "current volume summary"),
@@ -71,9 +74,11 @@ RECIPES: dict[str, Recipe] = {
     "writer": _SCENE,
     "qa": _SCENE,
     "summarizer": (Read("P0", "chapter_text", "chapter text", "accepted chapter text"),
-                   Read("P1", "role_lists", "role lists", "names the summary must use")),
+                   Read("P1", "role_lists", "role lists", "names the summary must use"),
+                   Read("P1", "canon", ALWAYS, "always on")),
     "chat": (Read("P0", "story", "story", "project"),
              Read("P0", "style_guardrails", "style guardrails", "style guardrails"),
+             Read("P1", "canon", ALWAYS, "always on"),
              Read("P1", "volume_summary", "volume summaries", "project overview"),
              Read("P2", "chapter_summary", "latest chapter summaries", "latest chapter summary"),
              Read("P3", "thread", "active threads", "open thread")),
@@ -89,6 +94,7 @@ class Candidate:
     fact: Fact
     reason: str
     blocked: str | None = None  # a reason it may not be packed at all (hidden, not yet canon)
+    step: int | None = None  # an entry's step (a rule may keep it out of every packet)
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -118,6 +124,7 @@ FETCH: dict[str, Fetch] = {
     "volumes": lambda s, r: s.volume_summaries(r.story_id),
     "timeline": lambda s, r: s.entries_as_of(r.story_id, r.chapter, kinds=("timeline_event",),
                                              since=r.chapter - RECENT_TIMELINE),
+    "lore": lambda s, r: s.lore(r.story_id),
 }
 
 
@@ -129,10 +136,13 @@ class Reading:
     """One packet's reads: a port result several reads use is read once (``get``); what one
     read finds for a later one (the tagged characters, the scene-keys detail) is kept here."""
 
-    def __init__(self, snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter) -> None:
+    def __init__(self, snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter,
+                 recipe: Recipe = ()) -> None:
         self.snap, self.req, self.story, self.tokens, self.k = snap, req, story, tokens, req.chapter
         self.detail = f"{req.role} reads no scene keys"
         self.characters: list[EntryView] = []
+        self.tagged: set[tuple[str, str]] = set()  # the entries a tag brought in (a mention never repeats one)
+        self.rules = any(read.read == ALWAYS for read in recipe)  # do entries' recall rules apply?
         self._got: dict[str, Any] = {}
 
     def get(self, name: str) -> Any:
@@ -147,9 +157,16 @@ class Reading:
         while more and read.page:
             rows = _page(self.snap, self.req, read, after)
             after, more = rows[-1].key if rows else after, len(rows) == read.page
-            yield [_entry(read.tier, e, read.reason, self.k) for e in rows if not e.retired], more
+            yield self._allowed([_entry(read.tier, e, read.reason, self.k) for e in rows if not e.retired]), more
         if not read.page:
-            yield SOURCES[read.read][1](self, read), False
+            yield self._allowed(SOURCES[read.read][1](self, read)), False
+
+    def _allowed(self, candidates: list[Candidate]) -> list[Candidate]:
+        """``candidates`` less the entries whose rule says never (``domain.recall``)."""
+        if not self.rules or not any(c.step is not None for c in candidates):
+            return candidates
+        never = self.get("lore").never
+        return [c for c in candidates if c.step is None or (c.kind, c.key, c.step) not in never] if never else candidates
 
     def whole(self, reads: Recipe | list[Read]) -> list[Candidate]:
         return [c for read in reads for page, _ in self.pages(read) for c in page]
@@ -181,7 +198,8 @@ def _hidden(e: Any, chapter: int) -> str | None:
 
 
 def _entry(tier: Tier, e: EntryView, reason: str, chapter: int) -> Candidate:
-    return Candidate(tier, e.kind, e.key, e.fact, reason + (" (retired)" if e.retired else ""), _hidden(e, chapter))
+    return Candidate(tier, e.kind, e.key, e.fact, reason + (" (retired)" if e.retired else ""), _hidden(e, chapter),
+                     e.step)
 
 
 def _one(read: Read, key: str, fact: Fact | None) -> list[Candidate]:
@@ -217,9 +235,40 @@ def _tagged(r: Reading, read: Read) -> list[Candidate]:
                                  blocked=f"not in canon as of chapter {k}"))
         for e in matches:
             out.append(_entry(read.tier, e, reason, k))
+            r.tagged.add((e.kind, e.key))
             if e.kind == "character":
                 r.characters.append(e)
     return out
+
+
+def query_texts(r: Reading) -> list[tuple[str, str]]:
+    """What the chapter is about, as the author wrote it, each with where it is: the goals,
+    then each scene card's summary (of ``req.scene`` alone when one is asked for)."""
+    chapter = r.get("chapter")
+    goals = [("the chapter goals", g) for g in chapter.goal_items] if chapter else []
+    return [*goals, *((f"scene {s.scene_id}", s.summary) for s in r.cards(False) if s.summary)]
+
+
+def _in_force(r: Reading, steps: dict[tuple[str, str, int], Any]) -> list[tuple[EntryView, Any]]:
+    """The entries of ``steps`` whose step is the one in force at the chapter, shown then (not
+    retired, not hidden), each with its value in ``steps``, in (kind, key) order."""
+    keys = tuple(sorted({key for _, key, _ in steps}))
+    entries = r.snap.entries_as_of(r.req.story_id, r.k, keys=keys) if keys else []
+    return [(e, steps[(e.kind, e.key, e.step)]) for e in entries
+            if (e.kind, e.key, e.step) in steps and not e.retired and _hidden(e, r.k) is None]
+
+
+def _mentioned(r: Reading, read: Read) -> list[Candidate]:
+    """Entries in force whose keys the goals or scene summaries mention (no tag named them)."""
+    mentions = {(m.kind, m.key, m.step): m for m in r.get("lore").match(query_texts(r))
+                if (m.kind, m.key) not in r.tagged}
+    return [_entry(read.tier, e, f'{read.reason} in {m.where} as "{m.said}"', r.k) for e, m in _in_force(r, mentions)]
+
+
+def _always(r: Reading, read: Read) -> list[Candidate]:
+    """Entries in force whose rule includes them in every packet, at the tier it names."""
+    steps = {(a.kind, a.key, a.step): a for a in r.get("lore").constant}
+    return [_entry(a.tier, e, read.reason, r.k) for e, a in _in_force(r, steps)]
 
 
 def _timeline(r: Reading, read: Read) -> list[Candidate]:
@@ -291,6 +340,8 @@ SOURCES: dict[str, tuple[tuple[str, ...], Source]] = {
     "chapter text": (("chapter",), _chapter_text),
     "role lists": (("scenes",), _role_lists),
     "story": ((), _story),
+    "mentioned entries": (("chapter", "scenes", "lore"), _mentioned),
+    ALWAYS: (("lore",), _always),
 }
 
 

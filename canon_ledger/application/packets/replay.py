@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from canon_ledger.application.packets import compiler, compiler_v1, compiler_v2, compiler_v3
+from canon_ledger.application.packets import compiler, compiler_v1, compiler_v2, compiler_v3, compiler_v4
 from canon_ledger.application.packets.compiler import COMPILER
 from canon_ledger.application.packets.packet import Packet, Stage
 from canon_ledger.application.packets.ports import CanonSnapshot, Recall, Recalled, Retriever
@@ -27,7 +27,7 @@ from canon_ledger.domain.tokens import TokenCounter
 from canon_ledger.domain.wiki import WikiPage, page_doc_id, page_summary
 
 _VERSIONS = {1: compiler_v1.compile_packet, 2: compiler_v2.compile_packet, 3: compiler_v3.compile_packet,
-             COMPILER: compiler.compile_packet}
+             4: compiler_v4.compile_packet, COMPILER: compiler.compile_packet}
 
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,

@@ -1,0 +1,243 @@
+#!/usr/bin/env python
+"""Mention-activated recall: writer-packet latency with and without it, at chapter 1,000 with
+10,000 entries carrying aliases (issue 23).
+
+    python benchmarks/bench_recall.py [--store sqlite|postgres|both] [--quick] [--samples N]
+                                      [--format markdown|json] [--save-json PATH]
+
+Not part of the pytest run. The story is ``benchmarks/gen_story.py``'s (seeded: 1,000 chapters,
+10,000 confirmed entries) with two changes, so that recall has work to do: every entry carries
+aliases (a character its surname, any other entry its name without "The"), and every scene
+summary names two entries introduced by then (by name or alias, tagged or not). Prose words
+match other entries' aliases by chance too, as in a real book. Per store (a temp SQLite file; a
+scratch PostgreSQL database, dropped after) the story is loaded through the command path
+(atomic batches of 100), the canon read model caught up, and then, in this one process:
+
+1. per chapter (10, 100, 1,000), after a warm-up, N samples **alternated** of the same writer
+   request compiled from one snapshot by compiler 4 (today's reads: no mention recall, no
+   always-on read) and compiler 5 (the current one, with both): ``compile_packet(snap, request,
+   tokens, retriever, compiler=v)`` inside ``reader.snapshot(story)``, ``record=False``-like
+   (nothing recorded). Ratio: p50(5) / p50(4), goal <= 1.1 at chapter 1,000;
+2. the **matcher build**: the reader's cache of the story's automaton cleared before each of N/4
+   compiler-5 packets at chapter 1,000 (as after a canon change): p50 of that packet, and of
+   ``LoreIndex`` built alone from the rows;
+3. **command-to-packet** after a canon change (a new confirmed entry: the matcher is built
+   again) and after a chapter summary (canon unchanged: the matcher is reused), alternated,
+   through ``packets.packet(request, after=position, record=False)``.
+
+Reports how many items each compiler's chapter-1,000 packet holds by reason, so the work done
+is visible next to its cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+import uuid
+from collections import Counter
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import gen_story  # noqa: E402
+from bench_apply import DEFAULT_SERVER, PostgresStores, SQLiteStores, emit, log, machine_info  # noqa: E402
+from bench_packets import _pcts, load_story  # noqa: E402
+
+from canon_ledger.application.packets.compiler import compile_packet  # noqa: E402
+from canon_ledger.application.packets.recipes import Request  # noqa: E402
+from canon_ledger.application.parsing import parse_command  # noqa: E402
+from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402
+
+GOAL = 1.1  # p50(compiler 5) / p50(compiler 4) at chapter 1,000
+
+
+def with_mentions(dicts: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
+    """The generated story with aliases on every entry and two entries named per scene summary."""
+    rng = random.Random(seed)
+    aliases: dict[str, list[str]] = {}
+    introduced: list[tuple[int, str]] = []  # (valid_from, a name or alias), in log order
+    for d in dicts:
+        if d["type"] != "propose_canon":
+            continue
+        if d["key"] not in aliases:
+            name = d["name"]
+            own = name.split()[-1] if d["kind"] == "character" else name.removeprefix("The ")
+            aliases[d["key"]] = list(dict.fromkeys([*d["aliases"], own]))
+            introduced.append((d["valid_from"], rng.choice([name, *aliases[d["key"]]])))
+        d["aliases"] = aliases[d["key"]]
+    introduced.sort()
+    for d in dicts:
+        if d["type"] == "add_scene_card":
+            known = [said for vf, said in introduced if vf <= d["chapter"]]
+            if known:
+                a, b = rng.choice(known), rng.choice(known)
+                d["summary"] += f" They speak of {a} and of {b}."
+    return dicts
+
+
+def _compile(services: Any, request: Request, version: int) -> Any:
+    packets = services.packets
+    with packets.reader.snapshot(request.story_id) as snap:
+        return compile_packet(snap, request, packets.tokens, packets.retriever, compiler=version)
+
+
+def _reasons(packet: Any) -> dict[str, int]:
+    def label(reason: str) -> str:
+        return "mentioned" if reason.startswith("mentioned") else reason.split(" of ")[0]
+    return dict(Counter(f"{i.status}: {label(i.reason)}" for i in packet.items))
+
+
+def measure(url: str, kind: str, story: str, chapters: list[int], samples: int, warmup: int) -> dict[str, Any]:
+    from canon_ledger.projections.lore_index import LoreIndex
+
+    services = bootstrap(url, embedder="hashing")
+    try:
+        t0 = time.perf_counter()
+        first = services.packets.packet(Request(story, "writer", chapters[-1]), record=False)
+        catch_up = time.perf_counter() - t0
+        log(f"{kind}: caught up and compiled the first packet in {catch_up:.1f} s")
+        out: dict[str, Any] = {"catch_up_and_first_packet_s": round(catch_up, 2), "chapters": {}}
+        for chapter in chapters:
+            request = Request(story, "writer", chapter)
+            for _ in range(warmup):
+                _compile(services, request, 4), _compile(services, request, 5)
+            times: dict[int, list[float]] = {4: [], 5: []}
+            for i in range(samples):
+                for version in ((4, 5) if i % 2 == 0 else (5, 4)):
+                    t = time.perf_counter()
+                    packet = _compile(services, request, version)
+                    times[version].append(time.perf_counter() - t)
+            p4, p5 = _pcts(times[4]), _pcts(times[5])
+            row = {"v4": p4, "v5": p5, "ratio_p50": p5["p50"] / p4["p50"],
+                   "items_v4": _reasons(_compile(services, request, 4)), "items_v5": _reasons(packet)}
+            out["chapters"][chapter] = row
+            log(f"{kind} ch {chapter}: p50 v4 {p4['p50']:.2f} ms, v5 {p5['p50']:.2f} ms, ratio {row['ratio_p50']:.3f}")
+
+        last = Request(story, "writer", chapters[-1])
+        reader = services.packets.reader
+        cold, build = [], []
+        for _ in range(max(4, samples // 4)):
+            reader._lore.clear()  # as after a canon change: the next packet builds the matcher
+            t = time.perf_counter()
+            _compile(services, last, 5)
+            cold.append(time.perf_counter() - t)
+            with reader.snapshot(story) as snap:
+                rows = snap._rows("lore", story=story)
+                t = time.perf_counter()
+                LoreIndex(rows)
+                build.append(time.perf_counter() - t)
+        out["cold_matcher_packet"] = _pcts(cold)
+        out["matcher_build_alone"] = _pcts(build)
+        out["lore_rows"] = len(rows)
+        log(f"{kind}: packet with a fresh matcher p50 {out['cold_matcher_packet']['p50']:.1f} ms "
+            f"(build alone {out['matcher_build_alone']['p50']:.1f} ms over {len(rows):,} steps)")
+
+        c2p: dict[str, list[float]] = {"canon change": [], "summary": []}
+        for i in range(max(4, samples // 4)):
+            for what in (("canon change", "summary") if i % 2 == 0 else ("summary", "canon change")):
+                n = uuid.uuid4().hex[:10]
+                if what == "summary":
+                    commands = [{"type": "record_chapter_summary", "command_id": f"b-{n}", "story_id": story,
+                                 "chapter": chapters[-1] - 1, "text": f"Summary {n}."}]
+                else:
+                    commands = [{"type": "propose_canon", "command_id": f"b-{n}", "story_id": story,
+                                 "proposal_id": f"bp-{n}", "kind": "world_rule", "key": f"bench-{n}",
+                                 "name": f"Rule {n}", "aliases": [f"law {n}"], "text": f"Rule {n}.", "fields": {},
+                                 "valid_from": 1},
+                                {"type": "confirm_canon", "command_id": f"bc-{n}", "story_id": story,
+                                 "proposal_id": f"bp-{n}"}]
+                t = time.perf_counter()
+                results = services.ledger.apply([parse_command(c) for c in commands], atomic=True)
+                assert all(r.status == "applied" for r in results), results[0].as_dict()
+                services.packets.packet(last, after=results[-1].position, record=False)
+                c2p[what].append(time.perf_counter() - t)
+        out["command_to_packet"] = {k: _pcts(v) for k, v in c2p.items()}
+        out["command_to_packet_ratio_p50"] = (out["command_to_packet"]["canon change"]["p50"]
+                                              / out["command_to_packet"]["summary"]["p50"])
+        log(f"{kind}: command-to-packet p50 after a canon change "
+            f"{out['command_to_packet']['canon change']['p50']:.1f} ms, after a summary "
+            f"{out['command_to_packet']['summary']['p50']:.1f} ms")
+        assert first.items
+        return out
+    finally:
+        services.close()
+
+
+def benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    started = time.perf_counter()
+    dicts = with_mentions(gen_story.generate(seed=args.seed, chapters=args.chapters, entries=args.entries), args.seed)
+    story = gen_story.totals(dicts)
+    commands = [parse_command(d) for d in dicts]
+    log(f"story: {story['commands']:,} commands, {story['chapters']:,} chapters, "
+        f"{story['canon_entries']:,} canon entries, every one with aliases")
+    chapters = sorted({c for c in (10, 100, 1000) if c < args.chapters} | {args.chapters})
+    stores: list[Any] = []
+    if args.store in ("sqlite", "both"):
+        stores.append(SQLiteStores())
+    if args.store in ("postgres", "both"):
+        stores.append(PostgresStores(args.pg_url))
+    info = machine_info(args.pg_url if any(s.kind == "postgres" for s in stores) else None)
+    results = []
+    try:
+        for store in stores:
+            with store.fresh() as url:
+                loaded = load_story(url, store.kind, commands, 100)
+                results.append({"store": store.kind, "load": loaded,
+                                **measure(url, store.kind, gen_story.STORY, chapters, args.samples, args.warmup)})
+    finally:
+        for store in stores:
+            store.close()
+    info["wall_seconds"] = round(time.perf_counter() - started, 1)
+    return {"machine": info, "story": story, "chapters": chapters, "samples": args.samples, "goal": GOAL,
+            "results": results}
+
+
+def markdown(report: dict[str, Any], argv: list[str]) -> str:
+    out = [f"`python benchmarks/bench_recall.py {' '.join(argv)}`", "",
+           f"git {report['machine'].get('git_commit', '?')}, {report['machine'].get('date', '')}, "
+           f"wall {report['machine']['wall_seconds']} s; {report['samples']} samples per compiler, alternated", "",
+           "| store | chapter | p50 v4 (ms) | p50 v5 (ms) | v5 / v4 | p95 v4 | p95 v5 |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in report["results"]:
+        for chapter, row in r["chapters"].items():
+            out.append(f"| {r['store']} | {chapter} | {row['v4']['p50']:.2f} | {row['v5']['p50']:.2f} | "
+                       f"**{row['ratio_p50']:.3f}** | {row['v4']['p95']:.2f} | {row['v5']['p95']:.2f} |")
+    out += ["", "| store | packet, fresh matcher p50 | matcher build alone p50 | steps | "
+                "command-to-packet p50: canon change | : summary | ratio |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in report["results"]:
+        c2p = r["command_to_packet"]
+        out.append(f"| {r['store']} | {r['cold_matcher_packet']['p50']:.1f} ms | {r['matcher_build_alone']['p50']:.1f} ms"
+                   f" | {r['lore_rows']:,} | {c2p['canon change']['p50']:.1f} ms | {c2p['summary']['p50']:.1f} ms | "
+                   f"{r['command_to_packet_ratio_p50']:.2f} |")
+    for r in report["results"]:
+        last = r["chapters"][max(r["chapters"])]
+        out += ["", f"{r['store']}, chapter {max(r['chapters'])} items: v4 {last['items_v4']}; v5 {last['items_v5']}"]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument("--quick", action="store_true", help="200 chapters, 2,000 entries, 30 samples (smoke run)")
+    parser.add_argument("--samples", type=int)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=gen_story.DEFAULT_SEED)
+    parser.add_argument("--pg-url", default=os.environ.get("TEST_DATABASE_URL") or DEFAULT_SERVER)
+    parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    parser.add_argument("--save-json", metavar="PATH")
+    args = parser.parse_args(argv)
+    args.chapters = 200 if args.quick else gen_story.CHAPTERS
+    args.entries = 2_000 if args.quick else gen_story.ENTRIES
+    args.samples = args.samples or (30 if args.quick else 200)
+    report = benchmark(args)
+    emit(report, args, markdown(report, argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
