@@ -118,6 +118,9 @@ SELECT kind, key, step, name, aliases, recall
   FROM {canon}
  WHERE story_id = :story AND retired = false"""
 
+# The steps added since a matcher was built (steps are immutable: a change is a new row).
+LORE_SINCE = LORE + " AND source > :since"
+
 
 def entry_read(which: str, *, active: bool = False, page: bool = False, recent: bool = False,
                postgres: bool = False) -> str:
@@ -168,7 +171,7 @@ ENTRY_READS = {"entries_of_kind": (OF_KIND, False, False, False),
 NAMED = {"story": STORY, "chapter": CHAPTER, "scene_cards": SCENE_CARDS, "scene_tags": SCENE_TAGS,
          "chapter_summaries": CHAPTER_SUMMARIES, "volume_summaries": VOLUME_SUMMARIES, "canon_texts": CANON_TEXTS,
          "node_texts": NODE_TEXTS, "chain_nodes": CHAIN_NODES, "superseded": SUPERSEDED,
-         "lore_version": LORE_VERSION, "lore": LORE}
+         "lore_version": LORE_VERSION, "lore": LORE, "lore_since": LORE_SINCE}
 
 _TYPES = {"story": String, "kind": String, "after": String, "projection": String, "chapter": Integer,
           "since": Integer, "first": Integer, "last": Integer, "limit": Integer}

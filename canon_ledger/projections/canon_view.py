@@ -33,6 +33,7 @@ from canon_ledger.projections.canon_tables import CanonTables
 _BY_KIND_KEY = attrgetter("kind", "key")
 _BY_CHAIN_ORDINAL = attrgetter("chain", "ordinal")
 LORE_CACHE = 64  # stories whose matcher a reader keeps (oldest built goes first)
+LORE_NEWER = 512  # steps added since a matcher's whole build that it keeps apart (then: build it whole)
 
 
 class _NoLore:
@@ -248,7 +249,9 @@ class SqlCanonSnapshot(CanonSnapshot):
         return [(r.volume, _fact(r.summary_text, r.summary_tokens, r.summary_source)) for r in rows]
 
     def lore(self, story_id: str) -> Lore:
-        """The story's matcher, built again only when its canon changed (``LORE_VERSION``)."""
+        """The story's matcher, built when its canon changed (``LORE_VERSION``): the steps
+        added since the last whole build join as a second part, until they are more than
+        ``LORE_NEWER`` and the whole is built again."""
         version = self._rows("lore_version", story=story_id)
         if self._wanted is not None:
             return _NO_LORE  # planning a prefetch: nothing is read yet
@@ -259,7 +262,14 @@ class SqlCanonSnapshot(CanonSnapshot):
             return known[1]
         from canon_ledger.projections.lore_index import LoreIndex  # the automaton: only once a story is matched
 
-        index = LoreIndex(self._rows("lore", story=story_id))
+        index: LoreIndex | None = None
+        if known is not None and isinstance(known[1], LoreIndex) and known[1].source is not None:
+            newer = self._rows("lore_since", story=story_id, since=known[1].source)
+            if len(newer) <= LORE_NEWER:
+                index = known[1].with_newer(newer)
+        if index is None:
+            index = LoreIndex(self._rows("lore", story=story_id), source)
+        self._lore.pop(key, None)
         if len(self._lore) >= LORE_CACHE:
             self._lore.pop(next(iter(self._lore)))
         self._lore[key] = (source, index)

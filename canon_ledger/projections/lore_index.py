@@ -13,12 +13,11 @@ Regular-expression keys (``/pattern/flags``) are few and run one by one.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import ahocorasick
+import orjson
 
 from canon_ledger.application.packets.ports import Always, Mention
 from canon_ledger.domain.recall import Rule, default_rule, regex_key
@@ -26,90 +25,116 @@ from canon_ledger.domain.recall import Rule, default_rule, regex_key
 Step = tuple[str, str, int]  # (kind, key, step)
 
 
-@dataclass(frozen=True, slots=True)
-class _Key:
-    rule: int  # index into LoreIndex._rules
-    secondary: bool
-    text: str  # as the entry writes it (a reason quotes it)
-    whole: bool
+_Key = tuple[int, bool, str, bool]  # (rule: an index into the part's rules, secondary, the key as written, whole words)
 
 
 def _word(ch: str) -> bool:
     return ch.isalnum() or ch == "_"
 
 
-class LoreIndex:
-    """``match(texts)``: the mentioned steps; ``constant``: the always-on steps; ``never``: the
-    steps no packet may hold."""
+def _json(value: Any) -> Any:
+    return value if value is None or isinstance(value, (dict, list)) else orjson.loads(value)
+
+
+class _Part:
+    """The keys of some of a story's steps, in two automata and a list of regexes."""
 
     def __init__(self, rows: Iterable[Any]) -> None:
-        self._rules: list[tuple[Step, Rule]] = []
+        self.rules: list[tuple[Step, Rule]] = []
         folded: dict[str, list[_Key]] = {}
         exact: dict[str, list[_Key]] = {}
-        self._regexes: list[tuple[Any, _Key]] = []
+        self.regexes: list[tuple[Any, _Key]] = []
         constant, never = [], set()
         for r in rows:
-            d = r.recall if isinstance(r.recall, dict) or r.recall is None else json.loads(r.recall)
-            aliases = r.aliases if isinstance(r.aliases, list) or r.aliases is None else json.loads(r.aliases)
-            rule = Rule.from_dict(d) if d else default_rule(r.name, aliases or [])
+            d = _json(r.recall)
+            rule = Rule.from_dict(d) if d else default_rule(r.name, _json(r.aliases) or [])
             step: Step = (r.kind, r.key, r.step)
             if rule.never:
                 never.add(step)
                 continue
-            i = len(self._rules)
-            self._rules.append((step, rule))
+            i = len(self.rules)
+            self.rules.append((step, rule))
             if rule.constant:
                 constant.append(Always(*step, rule.tier))
             for secondary, keys in ((False, rule.keys), (True, rule.secondary)):
                 for text in keys:
-                    key = _Key(i, secondary, text, rule.whole_words)
-                    pattern = regex_key(text, rule.case_sensitive)
+                    key = (i, secondary, text, rule.whole_words)
+                    pattern = regex_key(text, rule.case_sensitive) if text.startswith("/") else None
                     if pattern is not None:
-                        self._regexes.append((pattern, key))
+                        self.regexes.append((pattern, key))
                     elif rule.case_sensitive:
                         exact.setdefault(text, []).append(key)
                     else:
                         folded.setdefault(text.casefold(), []).append(key)
-        self.constant: tuple[Always, ...] = tuple(sorted(constant))
-        self.never: frozenset[Step] = frozenset(never)
-        self._folded, self._exact = _automaton(folded), _automaton(exact)
+        self.constant, self.never = constant, never
+        self.folded, self.exact = _automaton(folded), _automaton(exact)
 
     def match(self, texts: list[tuple[str, str]]) -> list[Mention]:
-        """The steps mentioned in ``texts`` (``(where, text)`` pairs, in the order a reason should
-        name them): a primary key found, and the secondary keys found satisfy the rule's logic.
-        Each names the first text it was found in and, there, the key found first (the longer
-        of two starting together); sorted by (kind, key, step)."""
         first: dict[int, tuple[str, str]] = {}
         secondary: dict[int, set[str]] = {}
         for where, text in texts:
             here: dict[int, tuple[int, int, str]] = {}
-            for start, length, key in self._found(text):
-                if key.secondary:
-                    secondary.setdefault(key.rule, set()).add(key.text)
-                elif key.rule not in first and (key.rule not in here or (start, -length) < here[key.rule][:2]):
-                    here[key.rule] = (start, -length, key.text)
+            for start, length, (n, is_secondary, said, _) in self._found(text):
+                if is_secondary:
+                    secondary.setdefault(n, set()).add(said)
+                elif n not in first and (n not in here or (start, -length) < here[n][:2]):
+                    here[n] = (start, -length, said)
             first.update((i, (where, said)) for i, (_, _, said) in here.items())
         out = []
         for i, (where, said) in first.items():
-            step, rule = self._rules[i]
+            step, rule = self.rules[i]
             if rule.selected(len(secondary.get(i, ()))):
                 out.append(Mention(*step, where, said))
-        return sorted(out)
+        return out
 
     def _found(self, text: str) -> Iterable[tuple[int, int, _Key]]:
         """Each key found in ``text``: where it starts, its length, and the key."""
-        for automaton, haystack in ((self._folded, text.casefold()), (self._exact, text)):
+        for automaton, haystack in ((self.folded, text.casefold()), (self.exact, text)):
             if automaton is None:
                 continue
             for end, (length, keys) in automaton.iter(haystack):
                 start = end - length + 1
                 whole = (start == 0 or not _word(haystack[start - 1])) and (
                     end + 1 == len(haystack) or not _word(haystack[end + 1]))
-                yield from ((start, length, k) for k in keys if whole or not k.whole)
-        for pattern, key in self._regexes:
+                yield from ((start, length, k) for k in keys if whole or not k[3])
+        for pattern, key in self.regexes:
             m = pattern.search(text)
             if m is not None:
                 yield m.start(), len(m.group()), key
+
+
+class LoreIndex:
+    """``match(texts)``: the mentioned steps; ``constant``: the always-on steps; ``never``: the
+    steps no packet may hold.
+
+    Built from every step of the story up to ``source`` (its highest source position), and
+    extended by ``with_newer``: steps are immutable rows, so the steps added since are exactly
+    the rows whose source is higher, kept in a second, small part until the reader builds
+    the whole again (``canon_view``)."""
+
+    def __init__(self, rows: Iterable[Any], source: int | None = None) -> None:
+        self.source = source
+        self._parts: tuple[_Part, ...] = (_Part(rows),)
+        self._settle()
+
+    def with_newer(self, rows: Iterable[Any]) -> LoreIndex:
+        """This index's steps and ``rows`` (every step with a source above ``self.source``)."""
+        index = object.__new__(LoreIndex)
+        index.source = self.source
+        index._parts = (self._parts[0], _Part(rows))
+        index._settle()
+        return index
+
+    def _settle(self) -> None:
+        self.constant: tuple[Always, ...] = tuple(sorted(a for p in self._parts for a in p.constant))
+        self.never: frozenset[Step] = frozenset(s for p in self._parts for s in p.never)
+
+    def match(self, texts: list[tuple[str, str]]) -> list[Mention]:
+        """The steps mentioned in ``texts`` (``(where, text)`` pairs, in the order a reason should
+        name them): a primary key found, and the secondary keys found satisfy the rule's logic.
+        Each names the first text it was found in and, there, the key found first (the longer
+        of two starting together); sorted by (kind, key, step)."""
+        return sorted(m for p in self._parts for m in p.match(texts))
 
 
 def _automaton(patterns: dict[str, list[_Key]]) -> Any:

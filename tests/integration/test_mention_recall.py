@@ -171,3 +171,32 @@ def test_an_imported_lorebook_entry_is_recalled_by_its_keys(s: Any) -> None:
     assert items[("world_rule", "glade")].reason == "world rule"  # no key of it is mentioned: P3 only
     assert items[("world_rule", "glade")].tier == "P3"
     assert "lorebook" not in items[("world_rule", "eldoria")].text  # activation settings are not canon text
+
+
+@pytest.mark.parametrize("newer", [512, 0], ids=["kept-apart", "built-whole"])
+def test_entries_added_after_the_matcher_was_built_are_matched(s: Any, newer: int,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader keeps a built matcher and adds the steps confirmed since as a second part (or,
+    past ``LORE_NEWER`` of them, builds it whole): either way the packet is the one a fresh
+    reader compiles."""
+    from canon_ledger.projections import canon_view
+
+    monkeypatch.setattr(canon_view, "LORE_NEWER", newer)
+    _entry(s, "ahab", "Ahab")
+    _chapter(s, 1, ["Ahab and the white whale"], {"1a": "Starbuck speaks to Fedallah."})
+    assert [k for k in _items(s, 1) if k[1] in ("ahab", "starbuck", "fedallah", "law")] == [("character", "ahab")]
+    _entry(s, "starbuck", "Starbuck", aliases=("the mate",))
+    _entry(s, "fedallah", "Fedallah", fields={"recall": {"never": True}})
+    _entry(s, "law", "Fast-Fish", kind="world_rule", fields={"recall": {"constant": True, "tier": "P2"}})
+    items = _items(s, 1)
+    assert items[("character", "starbuck")].reason == 'mentioned in scene 1a as "Starbuck"'
+    assert ("character", "fedallah") not in items
+    assert items[("world_rule", "law")].reason == "always on" and items[("world_rule", "law")].tier == "P2"
+    [(_, index)] = s.packets.reader._lore.values()
+    assert len(index._parts) == (2 if newer else 1)  # the path this case is about was taken
+    fresh = bootstrap(s.config.url, embedder="hashing")
+    try:
+        request = Request(STORY, "writer", 1)
+        assert fresh.packets.packet(request, record=False).hash == s.packets.packet(request, record=False).hash
+    finally:
+        fresh.close()
