@@ -134,7 +134,11 @@ def entry_read(which: str, *, active: bool = False, page: bool = False, recent: 
     On PostgreSQL each row's text is looked up by primary key (``TEXT_BY_KEY``): selecting the
     text column in the union needs the table's rows, and the planner then walked every step of
     the kind, as it cannot tell how few are active; a scalar subquery is one lookup per row
-    returned, whatever the estimates. SQLite reads the text in the union."""
+    returned, whatever the estimates. SQLite reads the text in the union.
+
+    Entries named by key (``OF_KEYS``) are one range per key on the key index, with the
+    in-force test as a filter: given the union's two in-force ranges, SQLite walked the whole
+    in-force index once the list of keys was long (docs/benchmarks.md, issue 23)."""
     by_code_point = ' COLLATE "C"' if postgres else ""
     where = f"story_id = :story AND {which}"
     if recent:  # not a bound when not asked for: on SQLite it moved the keys read off its index
@@ -144,9 +148,12 @@ def entry_read(which: str, *, active: bool = False, page: bool = False, recent: 
     if active:
         where += f" AND {ACTIVE}"
     columns = ENTRY if postgres else f"{ENTRY}, text"
-    union = (f"SELECT {columns} FROM {{canon}} WHERE {where} AND {IN_FORCE_CURRENT}\n"
-             f"UNION ALL\n"
-             f"SELECT {columns} FROM {{canon}} WHERE {where} AND {IN_FORCE_SUPERSEDED_LATER}")
+    if which == OF_KEYS:  # the keys' own index, the in-force test a filter on its few steps per key
+        union = f"SELECT {columns} FROM {{canon}} WHERE {where} AND {IN_FORCE}"
+    else:
+        union = (f"SELECT {columns} FROM {{canon}} WHERE {where} AND {IN_FORCE_CURRENT}\n"
+                 f"UNION ALL\n"
+                 f"SELECT {columns} FROM {{canon}} WHERE {where} AND {IN_FORCE_SUPERSEDED_LATER}")
     if page:
         union = f"SELECT * FROM ({union}) page ORDER BY key{by_code_point} LIMIT :limit"
     if not postgres:
