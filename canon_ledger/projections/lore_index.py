@@ -1,8 +1,9 @@
-"""One story's mention matcher: every entry's keys in one Aho-Corasick automaton.
+"""One story's mention matcher: every entry's keys in Aho-Corasick automata.
 
 Built from the story's canon rows (every step not retired, each with its ``domain.recall.Rule``)
-once per change of the story's canon, and kept by the reader (``canon_view``) under the build
-and the highest source position of those rows: a packet only runs the automaton over its
+and kept by the reader (``canon_view``) under the build and the highest source position of
+those rows; the steps added after it join as a second part (``with_newer``). A packet only runs
+the automata over its
 chapter's goals and scene summaries. It finds steps whose keys are mentioned; whether a step
 is in force at the packet's chapter is the compiler's question, answered by the canon reads.
 
