@@ -126,7 +126,7 @@ def _print_structure(structure: dict[str, Any]) -> None:
 
 
 def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
-    p = add_verb(verbs, "import", common, "import a manuscript (Markdown or plain text) into a story")
+    p = add_verb(verbs, "import", common, "import a manuscript (Markdown or plain text) or a lorebook into a story")
     kinds = p.add_subparsers(dest="import_kind", required=True, metavar="manuscript|lorebook")
     m = add_verb(kinds, "manuscript", common,
                  "a book's chapters as planned chapters with accepted drafts; re-importing is idempotent",
@@ -150,8 +150,8 @@ def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
                   "Reads SillyTavern world info, a CCv3 lorebook (lorebook_v3), a character card (chara_card_v2/v3, "
                   "JSON or PNG: its character_book) and a NovelAI .lorebook. Each enabled entry becomes propose_canon "
                   "(key: a slug of its name; aliases: its keys; text: its content; fields.lorebook: the source's "
-                  "settings, whole); disabled entries are reported, not imported. Ids derive from the content: "
-                  "importing again appends nothing.")
+                  "settings, whole: its keys then bring it into packets when mentioned); disabled entries are "
+                  "reported, not imported. Ids derive from the content: importing again appends nothing.")
     lb.add_argument("file", help="the lorebook (.json, .lorebook or a .png character card)")
     lb.add_argument("--story", required=True, help="the story (it must exist)")
     lb.add_argument("--kind", choices=KINDS, default="world_rule", help="the entries' canon kind (default world_rule)")
