@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-WAR_AND_PEACE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "novels" / "war_and_peace.txt"
+from tests.shared_data import WAR_AND_PEACE
 
 
 def canon(db: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -4,7 +4,6 @@ nothing."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from canon_ledger.domain.errors import CanonError
 from canon_ledger.domain.lorebook import LoreEntry, Lorebook, read
 from canon_ledger.infrastructure.bootstrap import bootstrap
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "lorebooks"
+from tests.shared_data import LOREBOOKS as SAMPLES
 
 
 @pytest.fixture

@@ -156,13 +156,11 @@ def test_a_bad_recall_setting_is_refused_and_changes_nothing(s: Any) -> None:
 
 
 def test_an_imported_lorebook_entry_is_recalled_by_its_keys(s: Any) -> None:
-    from pathlib import Path
-
     from canon_ledger.application.lorebook_import import import_lorebook
     from canon_ledger.domain.lorebook import read
+    from tests.shared_data import LOREBOOKS
 
-    sample = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "lorebooks"
-    book = read((sample / "sillytavern-world-info-eldoria.json").read_bytes())
+    book = read((LOREBOOKS / "sillytavern-world-info-eldoria.json").read_bytes())
     assert import_lorebook(s.ledger, book, STORY, confirm=True).failed is None
     _chapter(s, 2, ["Into the magical forest"], {"2a": "Beasts stalk the travellers."})
     items = _items(s, 2)

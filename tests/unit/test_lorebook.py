@@ -6,13 +6,12 @@ import base64
 import json
 import struct
 import zlib
-from pathlib import Path
 
 import pytest
 
 from canon_ledger.domain.lorebook import PNG, LorebookError, read, slug
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "lorebooks"
+from tests.shared_data import LOREBOOKS as SAMPLES
 
 
 def test_the_sample_world_info_file() -> None:

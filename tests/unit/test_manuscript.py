@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from canon_ledger.domain.manuscript import CHAPTER, VOLUME, ManuscriptError, pattern, split
 
-WAR_AND_PEACE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "novels" / "war_and_peace.txt"
+from tests.shared_data import WAR_AND_PEACE
 
 
 def test_war_and_peace_has_365_chapters_in_17_volumes() -> None:
