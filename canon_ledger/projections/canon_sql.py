@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
+
 from sqlalchemy import Integer, String, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
 
@@ -184,6 +186,11 @@ _TYPES = {"story": String, "kind": String, "after": String, "projection": String
           "since": Integer, "first": Integer, "last": Integer, "limit": Integer}
 _LISTS = {"keys": String, "chains": String, "steps": Integer}
 _PARAMETER = re.compile(r"(?<![:\w]):(\w+)")
+
+
+def json_column(value: Any) -> Any:
+    """A JSON column's value: psycopg decodes it, sqlite3 gives its text."""
+    return orjson.loads(value) if isinstance(value, str) else value
 
 
 def for_sqlite(sql: str) -> str:

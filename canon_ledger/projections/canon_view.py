@@ -16,12 +16,11 @@ in one pipeline: one round trip instead of one each.
 
 from __future__ import annotations
 
-import json
 from collections import namedtuple
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -29,6 +28,9 @@ from canon_ledger.application.packets.ports import (Always, CanonReader, CanonSn
                                                     Lore, Mention, NodeView, SceneView, StoryView)
 from canon_ledger.projections import canon_sql, driver_sql
 from canon_ledger.projections.canon_tables import CanonTables
+
+if TYPE_CHECKING:  # the automaton is imported once a story is matched
+    from canon_ledger.projections.lore_index import LoreIndex
 
 _BY_KIND_KEY = attrgetter("kind", "key")
 _BY_CHAIN_ORDINAL = attrgetter("chain", "ordinal")
@@ -45,11 +47,6 @@ class _NoLore:
 
 
 _NO_LORE = _NoLore()
-
-
-def _json(value: Any) -> dict[str, Any]:
-    """A JSON column: decoded by psycopg, text from sqlite3."""
-    return dict(json.loads(value) if isinstance(value, str) else value)
 
 
 def _fact(text: str | None, tokens: int | None, source: int | None) -> Fact:
@@ -77,7 +74,7 @@ class SqlCanonReader(CanonReader):
         self._builds = builds
         self._statements: dict[str, tuple[CanonTables, dict[str, Any]]] = {}
         self._row_types: dict[str, Any] = {}  # statement name -> its named-tuple row type (SQLite)
-        self._lore: dict[tuple[str, str], tuple[int | None, Lore]] = {}  # (build, story) -> (source, matcher)
+        self._lore: dict[tuple[str, str], tuple[int | None, LoreIndex]] = {}  # (build, story) -> (source, matcher)
 
     @contextmanager
     def snapshot(self, story: str | None = None) -> Iterator[SqlCanonSnapshot]:
@@ -97,7 +94,7 @@ def _key(stmt: Any, params: dict[str, Any]) -> tuple[Any, ...]:
 class SqlCanonSnapshot(CanonSnapshot):
     def __init__(self, conn: Connection, statements: dict[str, Any], position: int,
                  row_types: dict[str, Any] | None = None,
-                 lore: dict[tuple[str, str], tuple[int | None, Lore]] | None = None, tag: str = "") -> None:
+                 lore: dict[tuple[str, str], tuple[int | None, LoreIndex]] | None = None, tag: str = "") -> None:
         self.c = conn
         self._lore = {} if lore is None else lore
         self._tag = tag
@@ -162,7 +159,7 @@ class SqlCanonSnapshot(CanonSnapshot):
             return None
         r = rows[0]
         return StoryView(r.story_id, r.title, _fact(r.guardrails_text, r.guardrails_tokens, r.source),
-                         _fact(r.contract_text, r.contract_tokens, r.source), _json(r.budgets), r.position,
+                         _fact(r.contract_text, r.contract_tokens, r.source), dict(canon_sql.json_column(r.budgets)), r.position,
                          (r.poisoned, r.first_poisoned, r.last_poisoned) if r.poisoned else None)
 
     def chapter(self, story_id: str, number: int) -> ChapterView | None:
@@ -172,9 +169,8 @@ class SqlCanonSnapshot(CanonSnapshot):
         r = rows[0]
         summary = _fact(r.summary_text, r.summary_tokens, r.summary_source) if r.summary_text else None
         text = _fact(r.text, r.text_tokens, r.text_source) if r.text else None
-        goals = r.goal_items if isinstance(r.goal_items, list) else json.loads(r.goal_items or "[]")
         return ChapterView(r.chapter, r.volume, _fact(r.goals_text, r.goals_tokens, r.goals_source), summary, text,
-                           tuple(goals))
+                           tuple(canon_sql.json_column(r.goal_items) or ()))
 
     def scenes(self, story_id: str, chapter: int) -> list[SceneView]:
         cards = self._rows("scene_cards", story=story_id, chapter=chapter)
@@ -260,18 +256,18 @@ class SqlCanonSnapshot(CanonSnapshot):
         known = self._lore.get(key)
         if known is not None and known[0] == source:
             return known[1]
-        from canon_ledger.projections.lore_index import LoreIndex  # the automaton: only once a story is matched
+        from canon_ledger.projections.lore_index import LoreIndex
 
         index: LoreIndex | None = None
-        if known is not None and isinstance(known[1], LoreIndex) and known[1].source is not None:
+        if known is not None and known[1].source is not None:
             newer = self._rows("lore_since", story=story_id, since=known[1].source)
             if len(newer) <= LORE_NEWER:
                 index = known[1].with_newer(newer)
         if index is None:
             index = LoreIndex(self._rows("lore", story=story_id), source)
         self._lore.pop(key, None)
-        if len(self._lore) >= LORE_CACHE:
-            self._lore.pop(next(iter(self._lore)))
+        if len(self._lore) >= LORE_CACHE:  # the oldest built goes (None: another request took it first)
+            self._lore.pop(next(iter(self._lore), key), None)
         self._lore[key] = (source, index)
         return index
 

@@ -18,10 +18,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import ahocorasick
-import orjson
 
 from canon_ledger.application.packets.ports import Always, Mention
 from canon_ledger.domain.recall import Rule, default_rule, regex_key
+from canon_ledger.projections.canon_sql import json_column
 
 Step = tuple[str, str, int]  # (kind, key, step)
 
@@ -31,10 +31,6 @@ _Key = tuple[int, bool, str, bool]  # (rule: an index into the part's rules, sec
 
 def _word(ch: str) -> bool:
     return ch.isalnum() or ch == "_"
-
-
-def _json(value: Any) -> Any:
-    return value if value is None or isinstance(value, (dict, list)) else orjson.loads(value)
 
 
 class _Part:
@@ -47,8 +43,8 @@ class _Part:
         self.regexes: list[tuple[Any, _Key]] = []
         constant, never = [], set()
         for r in rows:
-            d = _json(r.recall)
-            rule = Rule.from_dict(d) if d else default_rule(r.name, _json(r.aliases) or [])
+            d = json_column(r.recall)
+            rule = Rule.from_dict(d) if d else default_rule(r.name, json_column(r.aliases) or [])
             step: Step = (r.kind, r.key, r.step)
             if rule.never:
                 never.add(step)

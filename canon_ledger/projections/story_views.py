@@ -13,7 +13,6 @@ holds, unless it retired the entry.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
 from canon_ledger.projections.as_of_sql import IN_FORCE
+from canon_ledger.projections.canon_sql import json_column
 
 Tables = Callable[[Connection], Any]  # the serving build's table set, read in ``conn``'s transaction
 
@@ -79,7 +79,7 @@ class StoryViews:
             if not found:
                 return None
             story = found[0]
-            story["budgets"] = _json(story["budgets"])
+            story["budgets"] = json_column(story["budgets"])
             story["chapters"] = _rows(conn, f"""
                 SELECT chapter, volume, summary_text IS NOT NULL AS summarised, text IS NOT NULL AS text_accepted
                   FROM {t['chapters']} WHERE story_id = :s ORDER BY chapter""", s=story_id)
@@ -131,7 +131,7 @@ class StoryViews:
                  ORDER BY chapter""", s=story_id, key=key)]
         for step in steps:
             step["retired"] = bool(step["retired"])
-            step["aliases"] = _json(step.get("aliases")) or []
+            step["aliases"] = json_column(step.get("aliases")) or []
         return {"story_id": story_id, "kind": kind, "key": key, "name": steps[-1]["name"],
                 "retired": steps[-1]["retired"], "versions": steps, "tagged_in_chapters": tagged}
 
@@ -176,10 +176,5 @@ class StoryViews:
 
 
 def _entry_row(r: dict[str, Any]) -> dict[str, Any]:
-    r["aliases"] = _json(r.get("aliases")) or []
+    r["aliases"] = json_column(r.get("aliases")) or []
     return r
-
-
-def _json(value: Any) -> Any:
-    """A JSON column read through plain SQL: SQLite gives its text, PostgreSQL the value."""
-    return json.loads(value) if isinstance(value, str) else value
