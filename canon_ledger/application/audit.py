@@ -15,11 +15,12 @@ from typing import Any, Protocol
 
 from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.application.packets.packet import Item, Packet, Stage
-from canon_ledger.application.packets.ports import CanonReader, CanonSnapshot, Recall
+from canon_ledger.application.packets.ports import CanonReader, CanonSnapshot, DraftView, Recall
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.application.packets.compiler import COMPILER
 from canon_ledger.application.packets.replay import RecordedRecall, compile_packet
-from canon_ledger.domain.errors import NotFound
+from canon_ledger.domain.draft import Draft
+from canon_ledger.domain.errors import InvalidCommand, NotFound
 from canon_ledger.domain.packet_log import PacketRecord, dropped_summary
 from canon_ledger.domain.receipt import CommandReceipt, event_ref
 from canon_ledger.domain.tokens import TokenCounter
@@ -76,7 +77,20 @@ class AuditReport:
 
 
 def request_of(record: PacketRecord) -> Request:
-    return Request(record.story_id, record.role, record.chapter, record.scene, record.budget)
+    return Request(record.story_id, record.role, record.chapter, record.scene, record.budget,
+                   record.draft["draft_id"] if record.draft else None)
+
+
+def recorded_draft(record: PacketRecord, event_at: Callable[[int], Any]) -> DraftView | None:
+    """The draft a packet recorded under review (``PacketIssued.draft``), its text read again
+    from its submission's event. An event that is not that draft's submission gives no text,
+    so the replayed packet cannot match its hash."""
+    if record.draft is None:
+        return None
+    draft_id, position = record.draft["draft_id"], record.draft["position"]
+    event = event_at(position)
+    submitted = isinstance(event, Draft.Submitted) and (event.story_id, event.draft_id) == (record.story_id, draft_id)
+    return DraftView(draft_id, record.chapter, "submitted", event.text if submitted else "", position)
 
 
 class Auditor:
@@ -93,8 +107,12 @@ class Auditor:
 
         L0 is rebuilt from the log. Retrieval indexes are not kept per position, so L1 is the
         selection recorded by a packet issued for the same request at the same story position,
-        if there was one; otherwise the packet says L1 was not replayed.
+        if there was one; otherwise the packet says L1 was not replayed. A draft under review is
+        checked against canon as it stands, not replayed: a request naming one is refused.
         """
+        if request.draft is not None:
+            raise InvalidCommand("draft_not_replayed", "a packet at a past position replays canon only; a draft under "
+                                 "review is checked against the canon of now: ask without `at`", "at")
         replay = self.scratch(request.story_id, position)
         try:
             with replay.snapshot() as snap:
@@ -142,40 +160,43 @@ class Auditor:
         if record is None:
             raise NotFound("unknown_packet", f"no packet {packet_id!r} was issued", "packet_id")
         request = request_of(record)
+        draft = recorded_draft(record, self.event_at)
         replay = self.scratch(record.story_id, record.position)
         try:
             retriever = (RecordedRecall(record.recall, self.event_at, replay.events, self.tokens)
                          if record.recall is not None else None)
             with replay.snapshot() as snap:
-                replayed = self._recompile(snap, request, retriever, record.compiler)
+                replayed = self._recompile(snap, request, retriever, record.compiler, draft)
             events = dict(replay.events)
         finally:
             replay.close()
         differences = _differences(record, replayed)
-        live = self._live_check(request, replayed, record.compiler, retriever)
+        live = self._live_check(request, replayed, record.compiler, retriever, draft)
         lineage = self._lineage(record, replayed, events)
         return AuditReport(packet_id, record.story_id, record.position, record.hash, replayed.hash, len(events),
                            live, [(i, lineage.get(i.sources, [])) for i in replayed.items], differences)
 
-    def _recompile(self, snap: CanonSnapshot, request: Request, retriever: Any, compiler: int) -> Packet:
+    def _recompile(self, snap: CanonSnapshot, request: Request, retriever: Any, compiler: int,
+                   draft: DraftView | None) -> Packet:
         """The packet again. A record with no recall was issued without L1 hits: either L1 had
         nothing to search with (the compiler says so only when a retriever is there), or no
         retriever was configured. Which of the two, the compile itself tells."""
         if retriever is not None:
-            return compile_packet(snap, request, self.tokens, retriever, compiler=compiler)
+            return compile_packet(snap, request, self.tokens, retriever, compiler=compiler, draft=draft)
         try:
-            return compile_packet(snap, request, self.tokens, _NothingRecorded(), compiler=compiler)
+            return compile_packet(snap, request, self.tokens, _NothingRecorded(), compiler=compiler, draft=draft)
         except _RecallNotRecorded:
-            return compile_packet(snap, request, self.tokens, None, compiler=compiler)
+            return compile_packet(snap, request, self.tokens, None, compiler=compiler, draft=draft)
 
-    def _live_check(self, request: Request, replayed: Packet, compiler: int, retriever: Any) -> str:
+    def _live_check(self, request: Request, replayed: Packet, compiler: int, retriever: Any,
+                    draft: DraftView | None) -> str:
         self.live_catch_up(self.ledger.position())
         with self.live.snapshot() as snap:
             story = snap.story(request.story_id)
             if story is None or story.position != replayed.position:
                 moved = story.position if story else None
                 return f"skipped: the story's canon has moved on to position {moved}"
-            live = self._recompile(snap, request, retriever, compiler)
+            live = self._recompile(snap, request, retriever, compiler, draft)
         if live.hash == replayed.hash:
             return "ok"
         changed = [f"{a.tier} {a.kind} {a.key}" for a, b in zip(live.items, replayed.items) if a != b]

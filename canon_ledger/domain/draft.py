@@ -18,11 +18,28 @@ SUBMITTED, ACCEPTED, REJECTED = "submitted", "accepted", "rejected"
 
 
 class Draft(Aggregate):
+    class Submitted(Aggregate.Created):
+        story_id: str
+        draft_id: str
+        chapter: int
+        text: str
+
+    class Accepted(Aggregate.Event):
+        story_id: str
+        draft_id: str
+        chapter: int
+
+    class Rejected(Aggregate.Event):
+        story_id: str
+        draft_id: str
+        chapter: int
+        reason: str
+
     @staticmethod
     def create_id(story_id: str, draft_id: str, **_: Any) -> UUID:
         return ids.draft_id(story_id, draft_id)
 
-    @event("Submitted")
+    @event(Submitted)
     def __init__(self, story_id: str, draft_id: str, chapter: int, text: str) -> None:
         self.story_id = story_id
         self.draft_id = draft_id
@@ -47,7 +64,7 @@ class Draft(Aggregate):
             )
         self._accept(story_id=self.story_id, draft_id=self.draft_id, chapter=self.chapter)
 
-    @event("Accepted")
+    @event(Accepted)
     def _accept(self, story_id: str, draft_id: str, chapter: int) -> None:
         self.status = ACCEPTED
 
@@ -64,7 +81,7 @@ class Draft(Aggregate):
             )
         self._reject(story_id=self.story_id, draft_id=self.draft_id, chapter=self.chapter, reason=reason)
 
-    @event("Rejected")
+    @event(Rejected)
     def _reject(self, story_id: str, draft_id: str, chapter: int, reason: str) -> None:
         self.status = REJECTED
         self.reason = reason

@@ -18,6 +18,11 @@ Class version 4 writes the kept items compactly (``kept_items``): one group per 
 status, each row ``[key, *sources]``. The record is written on the command-to-packet path, and
 field names repeated on every item were half its bytes: at chapter 1,000 of the benchmark serial
 it went from 15 KB to 4.3 KB. The aggregate still holds ``items`` as one dict per kept item.
+
+Class version 5 adds ``draft``: the draft a QA packet put under review (``{"draft_id",
+"position"}``, its submission's position), None for every other packet. The draft is not
+canon, so an audit cannot find it in the story's replayed canon: it reads its text again
+from the event at that position.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ class PacketRecord(Aggregate):
         return ids.packet_id(packet_id)
 
     class PacketIssued(Aggregate.Created):
-        class_version = 4
+        class_version = 5
         packet_id: str
         story_id: str
         role: str
@@ -53,6 +58,7 @@ class PacketRecord(Aggregate):
         compiler: int
         recall: dict[str, Any] | None
         dropped: dict[str, Any]
+        draft: dict[str, Any] | None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -72,6 +78,10 @@ class PacketRecord(Aggregate):
             state["items"] = kept_items((i["tier"], i["kind"], i["key"], i["status"], i["sources"])
                                         for i in state["items"])
 
+        @staticmethod
+        def upcast_v4_v5(state: dict[str, Any]) -> None:
+            state["draft"] = None  # no packet held a draft before version 5
+
     @event(PacketIssued)
     def __init__(
         self,
@@ -88,6 +98,7 @@ class PacketRecord(Aggregate):
         compiler: int = 1,
         recall: dict[str, Any] | None = None,
         dropped: dict[str, Any] | None = None,
+        draft: dict[str, Any] | None = None,
     ) -> None:
         self.packet_id = packet_id
         self.story_id = story_id
@@ -103,6 +114,7 @@ class PacketRecord(Aggregate):
         self.compiler = compiler
         self.recall = recall
         self.dropped = dropped if dropped is not None else dropped_summary(())
+        self.draft = draft
 
 
 def dropped_summary(dropped: Iterable[tuple[str, str, str, Sequence[int]]]) -> dict[str, Any]:

@@ -45,8 +45,9 @@ class LedgerAPI:
         return self.services.ledger.apply(items, atomic=atomic)
 
     def packet(self, story: str, role: str, chapter: int, *, scene: str | None = None, budget: int | None = None,
-               after: int | None = None, at: int | None = None, record: bool = True) -> Packet:
-        return self.services.packet(Request(story, role, chapter, scene, budget), after=after, at=at, record=record)
+               after: int | None = None, at: int | None = None, record: bool = True, draft: str | None = None) -> Packet:
+        return self.services.packet(Request(story, role, chapter, scene, budget, draft), after=after, at=at,
+                                    record=record)
 
     def audit(self, packet_id: str) -> AuditReport:
         return self.services.auditor.audit(packet_id)

@@ -24,6 +24,7 @@ from canon_ledger.infrastructure.tokenizer import token_counter
 from canon_ledger.projections import authoring, canon_tables
 from canon_ledger.projections.canon import CanonProjection
 from canon_ledger.projections.canon_view import SqlCanonReader
+from canon_ledger.projections.draft_view import SqlDrafts
 from canon_ledger.projections.knowledge import KnowledgeProjection
 from canon_ledger.projections.knowledge_tables import VERSION as KNOWLEDGE_VERSION
 from canon_ledger.projections.knowledge_tables import knowledge_tables
@@ -336,7 +337,7 @@ def bootstrap(url: str | None = None, *, page_size: int | None = None, quota_pol
         return canon.tables(build), position
 
     live = SqlCanonReader(read, active_canon)
-    packets = PacketService(ledger, canon, live, tokens)
+    packets = PacketService(ledger, canon, live, tokens, drafts=SqlDrafts(authoring_models))
     auditor = Auditor(ledger, lambda story, position: scratch_canon(ledger, tokens, story, position), live,
                       canon.catch_up, tokens)
     knowledge_reader = SqlKnowledgeReader(read, lambda conn: knowledge.tables(knowledge.active(conn)))

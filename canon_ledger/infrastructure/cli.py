@@ -20,13 +20,14 @@ from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.application.parsing import decode_line, parse_line
 from canon_ledger.application.results import CommandResult
 from canon_ledger.application.retrieval.feedback import MODES as FEEDBACK_MODES
-from canon_ledger.domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_LINE_BYTES, MAX_POSITION
+from canon_ledger.domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_ID, MAX_LINE_BYTES, MAX_POSITION
 from canon_ledger.domain.commands import json_schema
 from canon_ledger.domain.story import DEFAULT_BUDGETS, ROLES
 from canon_ledger.domain.document import title_of
 from canon_ledger.domain.errors import CanonError, InvalidCommand
 from canon_ledger.infrastructure.cli_errors import OK, REJECTED, UNAVAILABLE, UNAVAILABLE_CODES, USAGE, USAGE_CODES, Failure
-from canon_ledger.infrastructure.cli_parsing import CanonArgumentParser, UsageError, add_verb, bounded, wants_json
+from canon_ledger.infrastructure.cli_parsing import (CanonArgumentParser, UsageError, add_verb, an_id, bounded,
+                                                    wants_json)
 from canon_ledger.infrastructure.jsonout import dumps
 from canon_ledger.infrastructure.store_faults import is_store_fault, scrubbed
 from canon_ledger.infrastructure.stores import URL_ENV, open_ledger, require_store, resolve_url, store_config
@@ -203,7 +204,7 @@ def cmd_packet(args: argparse.Namespace) -> int:
 
     services = bootstrap(args.db)
     try:
-        request = Request(args.story, args.role, args.chapter, args.scene, args.budget)
+        request = Request(args.story, args.role, args.chapter, args.scene, args.budget, args.draft)
         packet = services.packet(request, after=args.after, at=args.at, record=not args.no_record)
     finally:
         services.close()
@@ -546,7 +547,9 @@ def build_parser() -> argparse.ArgumentParser:
                  "proposals never reach one), filled by tier P0..P4 within the token budget.\n"
                  f"Default budgets in tokens: {BUDGETS_HELP}\n"
                  "(a story's start_story may set its own).\n"
-                 "The qa packet is the canon a draft is checked against; the draft itself is not in it.")
+                 "The qa packet is the canon a draft is checked against. With --draft D it also holds that\n"
+                 "submitted draft in P0, labelled unconfirmed (draft_under_review), and recalls the canon\n"
+                 "the draft mentions; no other packet ever holds a draft.")
     p.add_argument("--story", required=True, help="the story id")
     p.add_argument("--role", required=True, choices=ROLES,
                    help="the worker the packet is for: " + ", ".join(ROLES) + " (planner, writer and qa also get "
@@ -558,6 +561,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--after", type=bounded(0, MAX_POSITION), metavar="POSITION",
                    help="reflect at least this log position (one a write returned); it does not wait for later "
                         "writes, and a position beyond the log is refused (default: everything applied)")
+    p.add_argument("--draft", type=an_id(MAX_ID), metavar="DRAFT_ID",
+                   help="qa only: the submitted draft under review, put in P0 as unconfirmed text (an accepted or "
+                        "rejected draft is refused)")
     p.add_argument("--no-record", action="store_true", help="do not record PacketIssued in the log")
     p.add_argument("--at", type=bounded(0, MAX_POSITION), metavar="POSITION",
                    help="the packet as it would have been at this past log position (replayed; not recorded)")
@@ -635,6 +641,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_worker.add_verbs(verbs, common, bounded)
     cli_mcp.add_verbs(verbs, common)
     cli_import.add_verbs(verbs, common)
+    from canon_ledger.infrastructure import cli_export; cli_export.add_verbs(verbs, common)  # noqa: E702
     return parser
 
 

@@ -57,6 +57,18 @@ def bounded(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def an_id(most: int) -> Callable[[str], str]:
+    """An argparse type: a non-empty id of at most ``most`` characters, or a usage error."""
+
+    def parse(text: str) -> str:
+        if not 0 < len(text) <= most:
+            raise argparse.ArgumentTypeError(f"an id must be 1..{most} characters, got {len(text):,}")
+        return text
+
+    parse.__name__ = "id"
+    return parse
+
+
 def wants_json(argv: list[str]) -> bool:
     """Does this command line ask for ``--format json`` (read before parsing, for a usage error)?"""
     return any(a == "--format=json" or (a == "--format" and i + 1 < len(argv) and argv[i + 1] == "json")

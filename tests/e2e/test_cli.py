@@ -182,3 +182,25 @@ def test_packet_errors_are_structured(sample_db: str) -> None:
     assert small.stderr.startswith("canon: p0_exceeds_budget")
     missing = canon("--db", sample_db, "audit", "pkt_missing")
     assert missing.returncode == 1 and "unknown_packet" in missing.stderr
+
+
+def test_a_qa_packet_reviews_a_submitted_draft_and_refuses_a_decided_one(sample_db: str) -> None:
+    args = ("--db", sample_db, "packet", "--story", "lamplight", "--role", "qa", "--chapter", "5")
+    review = canon(*args, "--draft", "d5-wip", "--format", "json")
+    assert review.returncode == 0, review.stderr
+    body = json.loads(review.stdout)
+    [item] = [i for i in body["items"] if i["kind"] == "draft_under_review"]
+    assert item["tier"] == "P0" and item["key"] == "d5-wip" and "DRAFT-PENDING-MARKER" in item["text"]
+    assert item["text"].startswith("UNCONFIRMED DRAFT under review")
+    audit = canon("--db", sample_db, "audit", body["packet_id"], "--format", "json")
+    assert audit.returncode == 0 and json.loads(audit.stdout)["verdict"] == "ok", audit.stdout
+    plain = canon(*args, "--format", "json")
+    assert plain.returncode == 0 and "DRAFT-PENDING-MARKER" not in plain.stdout
+    for draft, role, code, status in (("d2-first", "qa", "draft_not_under_review", 1),
+                                      ("d5-wip", "writer", "draft_only_for_review", 2),
+                                      ("nope", "qa", "unknown_draft", 1)):
+        refused = canon("--db", sample_db, "packet", "--story", "lamplight", "--role", role, "--chapter", "5",
+                        "--draft", draft, "--format", "json")
+        assert refused.returncode == status and json.loads(refused.stdout)["error"]["code"] == code, refused.stdout
+    too_long = canon(*args, "--draft", "x" * 201, "--format", "json")
+    assert too_long.returncode == 2 and json.loads(too_long.stdout)["error"]["field"] == "draft"

@@ -86,6 +86,8 @@ def test_over_stdio_an_agent_reads_packets_and_proposes_but_only_an_author_confi
         listed = await session.list_tools()
         got: dict[str, Any] = {"tools": {t.name: t for t in listed.tools}}
         got["packet"] = await session.call_tool("get_packet", {"story": STORY, "role": "writer", "chapter": 3})
+        got["review"] = await session.call_tool("get_packet", {"story": STORY, "role": "qa", "chapter": 5,
+                                                               "draft": "d5-wip"})
         got["first"] = await session.call_tool("propose_canon", RULE)
         got["again"] = await session.call_tool("propose_canon", RULE)
         got["confirm"] = await session.call_tool("confirm_canon", {"story": STORY, "proposal_id": "x"})
@@ -101,6 +103,8 @@ def test_over_stdio_an_agent_reads_packets_and_proposes_but_only_an_author_confi
     assert not got["packet"].is_error
     assert got["packet"].content[0].text == expected.text  # the API's bytes
     assert got["packet"].structured_content is None  # the text is the packet: one copy, the API's bytes
+    review = json.loads(got["review"].content[0].text)  # the qa packet holds the draft it checks, labelled
+    assert [i["key"] for i in review["items"] if i["kind"] == "draft_under_review"] == ["d5-wip"]
 
     first, again = got["first"].structured_content, got["again"].structured_content
     assert (first["status"], again["status"]) == ("applied", "duplicate")
@@ -227,6 +231,10 @@ def test_bad_arguments_get_structured_errors_and_change_nothing(demo: tuple[Serv
            ("get_packet", {"story": STORY, "role": "writer", "chapter": 10**30}, "invalid_field", "chapter"),
            ("get_packet", {"story": STORY, "role": "writer", "chapter": 1, "after": 10**9}, "position_beyond_log",
             "after"),
+           ("get_packet", {"story": STORY, "role": "writer", "chapter": 5, "draft": "d5-wip"},
+            "draft_only_for_review", "draft"),
+           ("get_packet", {"story": STORY, "role": "qa", "chapter": 2, "draft": "d2-first"},
+            "draft_not_under_review", "draft"),
            ("propose_canon", {**RULE, "text": "x" * (5 * 1024 * 1024)}, "invalid_field", "text"),
            ("propose_canon", {**RULE, "kind": "spaceship"}, "invalid_field", "kind"),
            ("propose_canon", {**RULE, "fields": {"state": 7}}, "state_must_be_text", "fields.state"),

@@ -357,3 +357,30 @@ def test_metrics_count_requests_by_route_template(api: Api) -> None:
     assert 'route="/v1/stories/{story}",status="404"' in text and "nope" not in text
     assert 'canon_packet_seconds_count{role="writer"} 2.0' in text
     assert 'canon_projection_lag_events{projection="canon"}' in text and "canon_quota_left" in text
+
+
+def test_a_qa_packet_with_draft_holds_it_and_refusals_are_problems(api: Api) -> None:
+    token = api.tokens["worker"]
+    path = f"/v1/stories/{STORY}/packet?role=qa&chapter=5"
+    review = api.call("GET", f"{path}&draft=d5-wip", token)
+    assert review.status_code == 200, review.text
+    [item] = [i for i in review.json()["items"] if i["kind"] == "draft_under_review"]
+    assert item["tier"] == "P0" and "DRAFT-PENDING-MARKER" in item["text"]
+    assert review.content == api.ctx.services.packet(_qa_request("d5-wip")).to_json().encode()
+    assert "DRAFT-PENDING-MARKER" not in api.call("GET", path, token).text
+    audit = api.call("GET", f"/v1/packets/{review.json()['packet_id']}/audit", token)
+    assert audit.status_code == 200 and audit.json()["verdict"] == "ok"
+    for query, status, code, field in (("&draft=d2-first", 409, "draft_not_under_review", "draft"),
+                                       ("&draft=nope", 404, "unknown_draft", "draft"),
+                                       ("&draft=" + "x" * 201, 422, "invalid_field", "draft"),
+                                       ("&draft=d5-wip&at=1", 422, "draft_not_replayed", "at")):
+        r = api.call("GET", path + query, token)
+        assert (r.status_code, r.json()["code"], r.json()["field"]) == (status, code, field), (query, r.text)
+    writer = api.call("GET", f"/v1/stories/{STORY}/packet?role=writer&chapter=5&draft=d5-wip", token)
+    assert writer.status_code == 422 and writer.json()["code"] == "draft_only_for_review"
+
+
+def _qa_request(draft: str) -> Any:
+    from canon_ledger.application.packets.recipes import Request
+
+    return Request(STORY, "qa", 5, None, None, draft)

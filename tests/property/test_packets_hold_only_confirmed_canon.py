@@ -2,7 +2,10 @@
 a packet, and every confirmed fact a scene card asks for, or its summary mentions by name, is
 there when the budget allows (mention recall admits only what is in force at the chapter).
 
-Every proposal and draft text carries a unique marker. The history mixes proposals,
+Every proposal and draft text carries a unique marker. A qa packet asked to review a
+submitted draft holds that draft's marker, once, as its ``draft_under_review`` item, and no
+other draft's; a decided draft is refused for review; the canon its text mentions comes in
+under the same rule (confirmed, in force at the chapter) and no other packet holds any draft. The history mixes proposals,
 confirmations, rejections, revisions (later valid_from), drafts, acceptances and draft
 rejections in random order; the domain refuses what is illegal (confirming a rejected
 proposal, accepting a rejected draft), and the model below follows only what was applied.
@@ -89,7 +92,9 @@ def test_packets_hold_only_confirmed_canon(services, spec) -> None:
         steps.append(seq)
     for j, (chapter, fate) in enumerate(drafts):
         did, marker = f"d{j}", _marker("D")
-        seq = [("submit", {"type": "submit_draft", "chapter": chapter, "draft_id": did, "text": marker}, marker)]
+        names = [f"{kind} {k}" for kind, k, _, _ in proposals if rnd.random() < 0.3]  # what the draft mentions
+        seq = [("submit", {"type": "submit_draft", "chapter": chapter, "draft_id": did,
+                           "text": " ".join([marker, *names])}, marker)]
         if fate in ("reject", "reject-then-accept"):
             seq.append(("reject_draft", {"type": "reject_draft", "draft_id": did, "reason": "no"}, None))
         if fate in ("accept", "reject-then-accept"):
@@ -101,6 +106,9 @@ def test_packets_hold_only_confirmed_canon(services, spec) -> None:
     info: dict[str, tuple[str, str, int, str]] = {}
     draft_markers: dict[str, bool] = {}  # marker -> accepted
     draft_chapter: dict[str, int] = {}
+    draft_of: dict[str, str] = {}  # marker -> draft id
+    draft_texts = [cmd["text"] for seq in steps for _, cmd, _ in seq if cmd["type"] == "submit_draft"]
+    decided: set[str] = set()  # markers of drafts accepted or rejected
     accepted_text: dict[int, str] = {}  # chapter -> the marker of its latest accepted draft
     while any(steps):
         seq = rnd.choice([s for s in steps if s])
@@ -116,9 +124,13 @@ def test_packets_hold_only_confirmed_canon(services, spec) -> None:
         elif action == "submit":
             draft_markers[extra] = False
             draft_chapter[extra] = command["chapter"]
+            draft_of[extra] = command["draft_id"]
         elif action == "accept" and status == "applied":
             draft_markers[extra] = True
             accepted_text[draft_chapter[extra]] = extra
+            decided.add(extra)
+        elif action == "reject_draft" and status == "applied":
+            decided.add(next(m for m, d in draft_of.items() if d == command["draft_id"]))
 
     # Scene cards tag what was confirmed (tags of unconfirmed keys are refused by the domain), and
     # their summaries name entries of any fate (confirmed, pending or rejected, in force or later).
@@ -166,3 +178,25 @@ def test_packets_hold_only_confirmed_canon(services, spec) -> None:
                     if in_force:
                         latest = max(range(len(in_force)), key=lambda i: (in_force[i][2], i))
                         assert in_force[latest][3] in body, (kind, key, n)
+
+    # The review: each submitted draft in its own qa packet only; a decided one is refused.
+    for marker, did in draft_of.items():
+        n = draft_chapter[marker]
+        request = Request(story, "qa", n, budget=1_000_000, draft=did)
+        if marker in decided:
+            with pytest.raises(Exception) as refused:
+                services.packets.packet(request, record=False)
+            assert getattr(refused.value, "code", None) == "draft_not_under_review"
+            continue
+        packet = services.packets.packet(request, record=False)
+        body = packet.to_json()
+        later = {m for _, _, valid_from, m in confirmed if valid_from > n}
+        leaked = [m for m in (forbidden - {marker}) | later if m in body]
+        assert not leaked, (did, n, leaked)
+        holding = [i for i in packet.items if marker in i.text]
+        assert [(i.tier, i.kind, i.key) for i in holding] == [("P0", "draft_under_review", did)], holding
+        text = next(d for d in draft_texts if d.startswith(marker))
+        for item in packet.items:
+            if item.reason.startswith("mentioned in the draft under review"):
+                kind, k = item.key.rsplit("-", 1)
+                assert f"{kind} {k}" in text and (item.kind, item.key) not in tagged[n], item

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from canon_ledger.application.packets import render
 from canon_ledger.application.packets.filling import MIN_TRIM_TOKENS, Packing, PacketError, refuse_over_budget
 from canon_ledger.application.packets.packet import Packet, Stage
-from canon_ledger.application.packets.ports import CanonSnapshot, Fact, Recall, Retriever, StoryView
-from canon_ledger.application.packets.recipes import (RECIPES, Candidate, Read, Reading, Recipe, Request, first_reads,
-                                                      query_texts, staged)
-from canon_ledger.domain.errors import NotFound
+from canon_ledger.application.packets.ports import CanonSnapshot, DraftView, Fact, Recall, Retriever, StoryView
+from canon_ledger.application.packets.recipes import (RECIPES, REVIEW, Candidate, Read, Reading, Recipe, Request,
+                                                      first_reads, query_texts, staged)
+from canon_ledger.domain.errors import InvalidCommand, NotFound
 from canon_ledger.domain.tokens import TokenCounter
 
 __all__ = ["COMPILER", "MIN_TRIM_TOKENS", "PacketError", "Query", "compile_packet", "compile_with", "l1_query",
@@ -34,23 +34,25 @@ QUERY_WORDS = 64
 
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,
-                   *, compiler: int = COMPILER) -> Packet:
+                   *, compiler: int = COMPILER, draft: DraftView | None = None) -> Packet:
     """``retriever``: L1; an audit passes one that replays the recorded hits. ``compiler``:
-    an earlier version, forwarded to ``replay.compile_packet`` (the entry audits use)."""
+    an earlier version, forwarded to ``replay.compile_packet`` (the entry audits use).
+    ``draft``: the draft ``req.draft`` names, as read (``reviewed`` decides if it may be shown)."""
     if compiler != COMPILER:
         from canon_ledger.application.packets.replay import compile_packet as replayed
         return replayed(snap, req, tokens, retriever, compiler=compiler)
-    return compile_with(RECIPES, COMPILER, snap, req, tokens, retriever)
+    return compile_with(RECIPES, COMPILER, snap, req, tokens, retriever, draft=draft)
 
 
 def start(recipes: dict[str, Recipe], snap: CanonSnapshot, req: Request,
-          tokens: TokenCounter) -> tuple[Recipe, StoryView, int, Reading]:
+          tokens: TokenCounter, draft: DraftView | None = None) -> tuple[Recipe, StoryView, int, Reading]:
     """The request checked, the recipe's first reads prefetched, the story and budget read."""
     recipe = recipes.get(req.role)
     if recipe is None:
         raise PacketError("unknown_role", f"role {req.role!r} is not one of {', '.join(recipes)}", "role")
     if req.chapter < 1:
         raise PacketError("chapter_must_be_positive", f"chapter must be >= 1, got {req.chapter}", "chapter")
+    draft = reviewed(recipe, req, draft)
     fetches = first_reads(recipe)
     snap.prefetch(lambda s: [fetch(s, req) for fetch in fetches])
     story = snap.story(req.story_id)
@@ -59,7 +61,33 @@ def start(recipes: dict[str, Recipe], snap: CanonSnapshot, req: Request,
     budget = req.budget if req.budget is not None else story.budgets.get(req.role, 0)
     if budget < 0:
         raise PacketError("budget_must_not_be_negative", f"budget must be >= 0, got {budget}", "budget")
-    return recipe, story, budget, Reading(snap, req, story, tokens, recipe)
+    return recipe, story, budget, Reading(snap, req, story, tokens, recipe, draft)
+
+
+def reviewed(recipe: Recipe, req: Request, draft: DraftView | None) -> DraftView | None:
+    """``draft`` if ``req`` may hold it: a role whose recipe reviews drafts, the draft still
+    submitted (neither accepted nor rejected) and written for the packet's chapter; else the
+    rule-named refusal. None when ``req`` names no draft."""
+    if req.draft is None:
+        return None
+    if not any(read.read == REVIEW for read in recipe):
+        raise InvalidCommand("draft_only_for_review",
+                          f"a draft is put under review only in a packet of a role that checks drafts "
+                          f"({', '.join(role for role, r in RECIPES.items() if any(x.read == REVIEW for x in r))}), "
+                          f"not {req.role}", "draft")
+    if draft is None:
+        raise NotFound("unknown_draft", f"story {req.story_id!r} has no draft {req.draft!r}", "draft")
+    if draft.status != "submitted":
+        why = f" ({draft.reason})" if draft.reason else ""
+        raise PacketError("draft_not_under_review",
+                          f"draft {draft.draft_id!r} is {draft.status}{why}; only a submitted draft is reviewed"
+                          + ("; its text is the chapter's canon text now" if draft.status == "accepted" else ""),
+                          "draft")
+    if draft.chapter != req.chapter:
+        raise PacketError("draft_is_for_another_chapter",
+                          f"draft {draft.draft_id!r} was submitted for chapter {draft.chapter}, not {req.chapter}",
+                          "chapter")
+    return draft
 
 
 def l1_query(reading: Reading, candidates: list[Candidate]) -> str:
@@ -73,10 +101,11 @@ Query = Callable[[Reading, list[Candidate]], str]  # what L1 searches with, from
 
 
 def compile_with(recipes: dict[str, Recipe], version: int, snap: CanonSnapshot, req: Request,
-                 tokens: TokenCounter, retriever: Retriever | None, *, query: Query = l1_query) -> Packet:
+                 tokens: TokenCounter, retriever: Retriever | None, *, query: Query = l1_query,
+                 draft: DraftView | None = None) -> Packet:
     """The packet ``recipes`` give, recorded as built by compiler ``version``; L1 searches
     with ``query`` (an earlier version's own, for the packets it issued)."""
-    recipe, story, budget, reading = start(recipes, snap, req, tokens)
+    recipe, story, budget, reading = start(recipes, snap, req, tokens, draft)
     first, later, l1 = staged(recipe)
     candidates = reading.whole(first)
     refuse_over_budget(candidates, budget, req.role)
@@ -94,12 +123,13 @@ def compile_with(recipes: dict[str, Recipe], version: int, snap: CanonSnapshot, 
     packing.add(candidates[l0:])
     items = packing.finish()
     stages = [*([Stage("quarantined", "error", render.quarantined(*story.quarantined))] if story.quarantined else []),
+              *([Stage("review", "done", render.reviewing(reading.draft))] if reading.draft else []),
               Stage("scene-keys", "done", reading.detail),
               Stage("l0-recall", "done", render.l0_recall(l0, req.chapter, unread, spent)),
               *l1_stages,
               Stage("truncate", "done", render.usage(items, budget))]
     return Packet(req.story_id, req.role, req.chapter, req.scene, story.position, budget, tokens.name,
-                  tuple(items), tuple(stages), recall=recall, compiler=version).sealed()
+                  tuple(items), tuple(stages), recall=recall, compiler=version, draft=reading.draft).sealed()
 
 
 def _read_while_room(packing: Packing, candidates: list[Candidate], reading: Reading, later: list[Read]) -> list[str]:

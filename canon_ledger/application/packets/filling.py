@@ -31,9 +31,12 @@ class PacketError(CanonError):
 def refuse_over_budget(candidates: list[Candidate], budget: int, role: str) -> None:
     p0 = sum(c.fact.tokens for c in candidates if c.tier == "P0")
     if p0 > budget:
+        draft = sum(c.fact.tokens for c in candidates if c.tier == "P0" and c.kind == "draft_under_review")
         raise PacketError(
             "p0_exceeds_budget",
-            f"the hard constraints (P0) need {p0} tokens but the {role} budget is {budget}; "
+            f"the hard constraints (P0) need {p0} tokens"
+            + (f", {draft} of them the draft under review," if draft else "")
+            + f" but the {role} budget is {budget}; "
             "P0 is never trimmed: raise the budget or shorten the scene card, goals, guardrails or contract",
             "budget",
         )

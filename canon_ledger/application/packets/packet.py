@@ -61,6 +61,7 @@ class Packet:
     body_json: bytes = field(default=b"", repr=False, compare=False)  # the sealed body, reused by to_json
     recall: Any = field(default=None, repr=False, compare=False)  # ports.Recall: what L1 selected, for the record
     compiler: int = field(default=1, compare=False)  # which compiler built it (not in the JSON)
+    draft: Any = field(default=None, repr=False, compare=False)  # ports.DraftView: the draft under review, if any
 
     @property
     def used_tokens(self) -> int:

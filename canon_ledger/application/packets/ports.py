@@ -145,6 +145,27 @@ class CanonSnapshot(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class DraftView:
+    """A chapter draft as the authoring read model holds it: never canon. ``position``: the
+    log position of its submission (the source its text is read from again by an audit)."""
+
+    draft_id: str
+    chapter: int
+    status: str  # submitted | accepted | rejected
+    text: str
+    position: int
+    reason: str | None = None
+
+
+class Drafts(Protocol):
+    """Drafts by id, for the one packet that may show one: the QA packet checking it."""
+
+    def draft(self, story_id: str, draft_id: str, target: int) -> DraftView | None:
+        """The draft as it stands once the read model reflects the log up to ``target``."""
+        ...
+
+
 class CanonReader(Protocol):
     def snapshot(self, story: str | None = None) -> AbstractContextManager[CanonSnapshot]:
         """One consistent read; ``story``: the only story read (its ``position`` is that story's)."""

@@ -17,7 +17,8 @@ from typing import Any
 
 from canon_ledger.application.packets import render
 from canon_ledger.application.packets.packet import Tier
-from canon_ledger.application.packets.ports import CanonSnapshot, ChapterView, EntryView, Fact, SceneView, StoryView
+from canon_ledger.application.packets.ports import (CanonSnapshot, ChapterView, DraftView, EntryView, Fact, SceneView,
+                                                    StoryView)
 from canon_ledger.domain.errors import NotFound
 from canon_ledger.domain.story import ROLES
 from canon_ledger.domain.tokens import TokenCounter
@@ -30,6 +31,7 @@ WORLD_RULE_PAGE = 64  # world rules read per statement, while the budget has roo
 HISTORY_STEPS = 3  # earlier states per tagged character: the latest shifts, not the whole life
 RETRIEVAL = "L1 retrieval"  # the read the compiler makes through its Retriever, last in a recipe
 ALWAYS = "always-on entries"  # a recipe with this read also keeps out every entry whose rule says never
+REVIEW = "draft under review"  # a recipe with this read may be asked for a packet holding one submitted draft
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,9 @@ _SCENE: Recipe = (
 RECIPES: dict[str, Recipe] = {
     "planner": (Read("P0", "scene_card", "scene cards, if planned", "scene card"), *_SCENE[1:]),
     "writer": _SCENE,
-    "qa": _SCENE,
+    # The one packet that may hold a draft: the one asked to check it (``Request.draft``).
+    "qa": (*_SCENE[:4], Read("P0", "draft_under_review", REVIEW, "the draft under review: unconfirmed text, not canon"),
+           *_SCENE[4:]),
     "summarizer": (Read("P0", "chapter_text", "chapter text", "accepted chapter text"),
                    Read("P1", "role_lists", "role lists", "names the summary must use"),
                    Read("P1", "canon", ALWAYS, "always on")),
@@ -108,6 +112,7 @@ class Request:
     chapter: int
     scene: str | None = None
     budget: int | None = None
+    draft: str | None = None  # the id of the submitted draft a qa packet checks
 
 
 # The port reads whose arguments come from the request alone, by name: a store may fetch
@@ -137,8 +142,9 @@ class Reading:
     read finds for a later one (the tagged characters, the scene-keys detail) is kept here."""
 
     def __init__(self, snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter,
-                 recipe: Recipe = ()) -> None:
+                 recipe: Recipe = (), draft: DraftView | None = None) -> None:
         self.snap, self.req, self.story, self.tokens, self.k = snap, req, story, tokens, req.chapter
+        self.draft = draft  # the draft under review (checked by ``reviewed``), or None
         self.detail = f"{req.role} reads no scene keys"
         self.characters: list[EntryView] = []
         self.tagged: set[tuple[str, str]] = set()  # the entries a tag brought in (a mention never repeats one)
@@ -259,9 +265,10 @@ def _in_force(r: Reading, steps: dict[tuple[str, str, int], Any]) -> list[tuple[
 
 
 def _mentioned(r: Reading, read: Read) -> list[Candidate]:
-    """Entries in force whose keys the goals or scene summaries mention (no tag named them)."""
-    mentions = {(m.kind, m.key, m.step): m for m in r.get("lore").match(query_texts(r))
-                if (m.kind, m.key) not in r.tagged}
+    """Entries in force whose keys the goals, the scene summaries or the draft under review
+    mention (no tag named them)."""
+    texts = query_texts(r) + ([("the draft under review", r.draft.text)] if r.draft is not None else [])
+    mentions = {(m.kind, m.key, m.step): m for m in r.get("lore").match(texts) if (m.kind, m.key) not in r.tagged}
     return [_entry(read.tier, e, f'{read.reason} in {m.where} as "{m.said}"', r.k) for e, m in _in_force(r, mentions)]
 
 
@@ -311,6 +318,14 @@ def _role_lists(r: Reading, read: Read) -> list[Candidate]:
     return _one(read, str(r.k), Fact(text, r.tokens.count(text) if text else 0, sources))
 
 
+def _draft(r: Reading, read: Read) -> list[Candidate]:
+    """The draft under review, whole and labelled as unconfirmed, sourced at its submission."""
+    if r.draft is None:
+        return []
+    text = render.draft_under_review(r.draft.draft_id, r.draft.chapter, r.draft.text)
+    return _one(read, r.draft.draft_id, Fact(text, r.tokens.count(text), (r.draft.position,)))
+
+
 def _story(r: Reading, read: Read) -> list[Candidate]:
     title = render.story_title(r.story.title, r.story.story_id)
     return _one(read, r.story.story_id, Fact(title, r.tokens.count(title), r.story.guardrails.sources))
@@ -340,6 +355,7 @@ SOURCES: dict[str, tuple[tuple[str, ...], Source]] = {
     "chapter text": (("chapter",), _chapter_text),
     "role lists": (("scenes",), _role_lists),
     "story": ((), _story),
+    REVIEW: ((), _draft),
     "mentioned entries": (("chapter", "scenes", "lore"), _mentioned),
     ALWAYS: (("lore",), _always),
 }

@@ -22,6 +22,17 @@ def story_title(title: str, story_id: str) -> str:
     return f"Story: {title} ({story_id})"
 
 
+def draft_under_review(draft_id: str, chapter: int, text: str) -> str:
+    """The draft a qa packet checks, headed so that no reader takes it for canon."""
+    return (f"UNCONFIRMED DRAFT under review (draft {draft_id}, chapter {chapter}): not canon. Check it against "
+            f"the confirmed canon in this packet.\n\n{text}")
+
+
+def reviewing(draft: Any) -> str:
+    return (f"draft {draft.draft_id} (chapter {draft.chapter}, submitted at position {draft.position}) in P0 as "
+            "unconfirmed text; canon it mentions is recalled")
+
+
 def role_lists(entries: list[Any]) -> str:
     """"Required role lists:" and a line per kind naming each entry "name (key)"; "" if none."""
     lists = []

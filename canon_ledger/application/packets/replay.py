@@ -19,7 +19,7 @@ from typing import Any
 from canon_ledger.application.packets import compiler, compiler_v1, compiler_v2, compiler_v3, compiler_v4
 from canon_ledger.application.packets.compiler import COMPILER
 from canon_ledger.application.packets.packet import Packet, Stage
-from canon_ledger.application.packets.ports import CanonSnapshot, Recall, Recalled, Retriever
+from canon_ledger.application.packets.ports import CanonSnapshot, DraftView, Recall, Recalled, Retriever
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.domain.chapter import Chapter
 from canon_ledger.domain.chunking import chunk_chapter, story_collection
@@ -31,8 +31,11 @@ _VERSIONS = {1: compiler_v1.compile_packet, 2: compiler_v2.compile_packet, 3: co
 
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,
-                   *, compiler: int = COMPILER) -> Packet:
-    """The packet compiler ``compiler`` (as PacketIssued recorded it) builds for ``req``."""
+                   *, compiler: int = COMPILER, draft: DraftView | None = None) -> Packet:
+    """The packet compiler ``compiler`` (as PacketIssued recorded it) builds for ``req``
+    (``draft``: the draft under review it recorded; only the current compiler shows one)."""
+    if compiler == COMPILER:
+        return _VERSIONS[COMPILER](snap, req, tokens, retriever, draft=draft)
     return _VERSIONS[compiler](snap, req, tokens, retriever)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.application.packets.compiler import compile_packet
 from canon_ledger.application.packets.packet import Packet
-from canon_ledger.application.packets.ports import CanonReader, Freshness, Retriever
+from canon_ledger.application.packets.ports import CanonReader, DraftView, Drafts, Freshness, Retriever
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.domain.packet_log import PacketRecord, dropped_summary, kept_items
@@ -14,8 +14,9 @@ from canon_ledger.domain.tokens import TokenCounter
 
 class PacketService:
     def __init__(self, ledger: CanonLedger, canon: Freshness, reader: CanonReader,
-                 tokens: TokenCounter, retriever: Retriever | None = None) -> None:
+                 tokens: TokenCounter, retriever: Retriever | None = None, drafts: Drafts | None = None) -> None:
         self.ledger = ledger
+        self.drafts = drafts  # where a qa packet's draft under review is read (``Request.draft``)
         self.retriever = retriever
         self.canon = canon
         self.reader = reader
@@ -31,11 +32,12 @@ class PacketService:
         """
         target = self.within_log(after)
         story = request.story_id
+        draft = self.draft(request, target)
         self.canon.reach(target, story)  # before the snapshot: a request after a write finds it behind
         for _ in range(5):
             with self.reader.snapshot(story) as snap:
                 if self.canon.reflects(snap.position, target):
-                    packet = compile_packet(snap, request, self.tokens, self.retriever)
+                    packet = compile_packet(snap, request, self.tokens, self.retriever, draft=draft)
                     break
             # Behind all the same (a rebuild switched builds in between): catch up, read again.
             self.canon.catch_up(target)
@@ -48,6 +50,12 @@ class PacketService:
                 self._recorded.pop(next(iter(self._recorded)))
         return packet
 
+    def draft(self, request: Request, target: int) -> DraftView | None:
+        """The draft ``request`` names, as of ``target`` (the compiler decides whether it may
+        be shown); None when it names none or there is no such draft."""
+        if request.draft is None or self.drafts is None:
+            return None
+        return self.drafts.draft(request.story_id, request.draft, target)
 
     def within_log(self, after: int | None, field: str = "after") -> int:
         """The position to reflect: ``after``, refused unless the log reaches it (a position
@@ -69,6 +77,7 @@ def issued(packet: Packet) -> PacketRecord:
         scene=packet.scene, budget=packet.budget, position=packet.position, hash=packet.hash,
         tokenizer=packet.tokenizer, compiler=packet.compiler,
         recall=packet.recall.record() if packet.recall is not None else None,
+        draft=None if packet.draft is None else {"draft_id": packet.draft.draft_id, "position": packet.draft.position},
         items=kept_items((i.tier, i.kind, i.key, i.status, i.sources) for i in packet.items if i.status != "dropped"),
         dropped=dropped_summary((i.tier, i.kind, i.key, i.sources) for i in packet.items if i.status == "dropped"),
     )

@@ -169,12 +169,15 @@ def build_server(tools: Callable[[], AgentTools], local: Principal | None = None
                        "Token budget (default: the story's budget for the role)."))] = None,
                    after: Annotated[int | None, Field(ge=0, le=b.MAX_POSITION, description=(
                        "A log position an earlier answer gave: the packet reflects at least that."))] = None,
+                   draft: Annotated[str | None, Field(min_length=1, max_length=b.MAX_ID, description=(
+                       "Role qa only: the id of the submitted draft to check. It is put in P0, labelled as "
+                       "unconfirmed text (not canon), and canon it mentions is recalled."))] = None,
                    ) -> CallToolResult:
         """The context packet for one worker call: confirmed canon only, as of the chapter, in tiers
         P0 (hard constraints) to P4 (supplementary), within a token budget. Every item says why it is
         there. The answer's text is the packet JSON, exactly what the HTTP API's packet endpoint
         returns; the call is recorded, so `audit_packet(packet_id)` can reproduce it later."""
-        return _answered(lambda: tools().get_packet(caller(ctx), story, role, chapter, scene, budget, after),
+        return _answered(lambda: tools().get_packet(caller(ctx), story, role, chapter, scene, budget, after, draft),
                          structured=False)
 
     @server.tool(annotations=READ)

@@ -43,12 +43,12 @@ class AgentTools:
         self.services = context.services
 
     def get_packet(self, principal: Principal, story: str, role: str, chapter: int, scene: str | None = None,
-                   budget: int | None = None, after: int | None = None) -> str:
+                   budget: int | None = None, after: int | None = None, draft: str | None = None) -> str:
         """The packet JSON, byte for byte what ``GET /v1/stories/{story}/packet`` sends (recorded
         as issued, so ``audit_packet`` can replay it)."""
         require(principal, "worker")
         visible(principal, story)
-        packet = self.context.reading(self.services.packet, PacketRequest(story, role, chapter, scene, budget),
+        packet = self.context.reading(self.services.packet, PacketRequest(story, role, chapter, scene, budget, draft),
                                       after=after)
         return packet.to_json()
 

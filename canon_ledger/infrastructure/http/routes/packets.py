@@ -25,19 +25,22 @@ Position = Annotated[int | None, Query(ge=0, le=MAX_POSITION)]
 @router.get("/v1/stories/{story}/packet", summary="A worker's context packet",
             description="The same bytes `canon packet --format json` prints for the same request. `after`: the "
                         "position a command response gave (read your writes). `at`: the packet as it would have "
-                        "been at that past position (replayed, not recorded). ETag is the packet hash.")
+                        "been at that past position (replayed, not recorded). `draft` (role qa only): the submitted "
+                        "draft under review, put in P0 as unconfirmed text; canon it mentions is recalled. ETag is "
+                        "the packet hash.")
 async def get_packet(request: Request, story: Annotated[str, Path(min_length=1, max_length=MAX_STORY_ID)],
                      principal: Annotated[Principal, Depends(needs("worker"))],
                      role: Role, chapter: Annotated[int, Query(ge=1, le=MAX_CHAPTER)],
                      scene: Annotated[str | None, Query(min_length=1, max_length=MAX_ID)] = None,
                      budget: Annotated[int | None, Query(ge=0, le=MAX_BUDGET)] = None,
+                     draft: Annotated[str | None, Query(min_length=1, max_length=MAX_ID)] = None,
                      after: Position = None, at: Position = None, record: bool = True,
                      if_none_match: Annotated[str | None, Header(max_length=200)] = None) -> Response:
     visible(principal, story)
     context = ctx(request)
     started = time.perf_counter()
     packet = await run_in_threadpool(context.reading, context.services.packet,
-                                     PacketRequest(story, role, chapter, scene, budget), after=after, at=at,
+                                     PacketRequest(story, role, chapter, scene, budget, draft), after=after, at=at,
                                      record=record)
     context.metrics.packets.labels(role).observe(time.perf_counter() - started)
     etag = f'"{packet.hash}"'
