@@ -4,7 +4,10 @@ For each chapter (``domain.manuscript``): ``plan_chapter`` (its volume, no goals
 ``submit_draft`` + ``accept_draft`` with its text; ``start_story`` first when the story is new.
 Command and draft ids derive from the story, the chapter and its text, so importing an
 unchanged file again is all ``duplicate`` and a chapter whose text changed appends one new
-accepted draft (and nothing else). Every command is parsed, bounds checked, before the first
+accepted draft (and nothing else). A chapter whose text is already its canon text reuses the
+draft that made it so; any other text gets a draft id derived also from the draft it replaces,
+so a chapter edited and then reverted to an earlier text is accepted again, not skipped as a
+duplicate of its first import. Every command is parsed, bounds checked, before the first
 batch is applied: a manuscript that cannot be imported whole writes nothing.
 """
 
@@ -15,8 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from eventsourcing.application import AggregateNotFoundError
+
 from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain import ids
+from canon_ledger.domain.chapter import Chapter
 from canon_ledger.domain.manuscript import Manuscript
 
 BATCH_CHAPTERS = 20  # chapters per atomic batch (3 commands each)
@@ -26,14 +33,35 @@ def _digest(*parts: object) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
-def draft_id(story_id: str, chapter: int, text: str) -> str:
-    """The imported draft of ``chapter`` with exactly ``text``."""
-    return f"import-{chapter}-{_digest(story_id, chapter, text)}"
+Accepted = dict[int, tuple[str, str]]  # chapter -> (the accepted draft's id, its text): the chapter's canon text
 
 
-def commands(manuscript: Manuscript, story_id: str, *, title: str | None, new_story: bool) -> list[list[Any]]:
+def draft_id(story_id: str, chapter: int, text: str, replacing: str | None = None) -> str:
+    """The imported draft of ``chapter`` with exactly ``text``, replacing the accepted draft
+    ``replacing`` (None: the chapter has no text yet)."""
+    parts = (story_id, chapter, text) if replacing is None else (story_id, chapter, text, replacing)
+    return f"import-{chapter}-{_digest(*parts)}"
+
+
+def accepted(ledger: CanonLedger, story_id: str, chapters: list[int]) -> Accepted:
+    """Each of ``chapters`` that has an accepted text: that draft's id and the text."""
+    found: Accepted = {}
+    for number in chapters:
+        try:
+            chapter: Chapter = ledger.repository.get(ids.chapter_id(story_id, number))
+        except AggregateNotFoundError:
+            continue
+        if chapter.accepted_draft_id is not None and chapter.text is not None:
+            found[number] = (chapter.accepted_draft_id, chapter.text)
+    return found
+
+
+def commands(manuscript: Manuscript, story_id: str, *, title: str | None, new_story: bool,
+             current: Accepted | None = None) -> list[list[Any]]:
     """The parsed commands, one list per atomic batch (``InvalidCommand`` if any is out of
-    bounds: a chapter's text too long, a story id the vocabulary refuses)."""
+    bounds: a chapter's text too long, a story id the vocabulary refuses). ``current``: the
+    chapters' accepted texts now (``accepted``)."""
+    current = current or {}
     batches: list[list[dict[str, Any]]] = []
     head: list[dict[str, Any]] = []
     if new_story:
@@ -47,7 +75,9 @@ def commands(manuscript: Manuscript, story_id: str, *, title: str | None, new_st
                           "goals": [], "command_id": f"import:plan:{ch.number}:{_digest(story_id, ch.number, ch.volume)}"})
             if not ch.text.strip():
                 continue  # a heading with no text: planned, nothing to accept
-            draft = draft_id(story_id, ch.number, ch.text)
+            now = current.get(ch.number)
+            draft = now[0] if now is not None and now[1] == ch.text else draft_id(
+                story_id, ch.number, ch.text, now[0] if now is not None else None)
             batch.append({"type": "submit_draft", "story_id": story_id, "chapter": ch.number, "draft_id": draft,
                           "text": ch.text, "command_id": f"import:submit:{draft}"})
             batch.append({"type": "accept_draft", "story_id": story_id, "draft_id": draft,
@@ -76,14 +106,17 @@ def import_manuscript(ledger: CanonLedger, manuscript: Manuscript, story_id: str
     """Apply the manuscript's commands batch by batch; stops at the first batch refused (earlier
     batches stay: importing again resumes, as every id is derived). ``progress(chapters)``
     after each batch."""
-    batches = commands(manuscript, story_id, title=title, new_story=new_story)
+    numbers = [ch.number for ch in manuscript.chapters]
+    batches = commands(manuscript, story_id, title=title, new_story=new_story,
+                       current=None if new_story else accepted(ledger, story_id, numbers))
     report = ImportReport(story_id, len(manuscript.chapters), len(manuscript.volumes))
     for batch in batches:
         results = ledger.apply(batch, atomic=True)
+        chapter_of = {c.draft_id: c.chapter for c in batch if c.type == "submit_draft"}
         for command, result in zip(batch, results, strict=True):
             report.counts[result.status] = report.counts.get(result.status, 0) + 1
             if command.type == "accept_draft" and result.status == "applied":
-                report.new_drafts.append(int(command.draft_id.split("-")[1]))
+                report.new_drafts.append(chapter_of[command.draft_id])
         refused = next((r for r in results if not r.ok), None)
         if refused is not None:
             report.failed = refused.as_dict()

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from canon_ledger.application.manuscript_import import import_manuscript
+from canon_ledger.application.manuscript_import import accepted as accepted_texts, import_manuscript
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.application.parsing import parse_command
 from canon_ledger.domain.bounds import MAX_CHAPTER_TEXT
@@ -55,6 +55,15 @@ def test_a_book_imports_once_and_an_edit_appends_one_accepted_draft(services: An
     assert edited.counts == {"duplicate": 6 * 3 - 2, "applied": 2} and edited.new_drafts == [3]
     assert len(services.views().drafts("ledger", chapter=3, status="accepted")) == 2
     assert services.views().chapter("ledger", 3)["text_source"] > source  # the new text is chapter 3's now
+
+    again = import_manuscript(services.ledger, split(book(edit=3)), "ledger", title="The Ledger", new_story=False)
+    assert again.counts == {"duplicate": 6 * 3} and again.new_drafts == []
+    # Reverted to the first text: accepted again (a new draft), not skipped as its first import's duplicate.
+    reverted = import_manuscript(services.ledger, split(book()), "ledger", title="The Ledger", new_story=False)
+    assert reverted.counts == {"duplicate": 6 * 3 - 2, "applied": 2} and reverted.new_drafts == [3]
+    assert accepted_texts(services.ledger, "ledger", [3])[3][1] == split(book()).chapters[2].text
+    assert import_manuscript(services.ledger, split(book()), "ledger", title="The Ledger",
+                             new_story=False).counts == {"duplicate": 6 * 3}
 
 
 def test_a_chapter_out_of_bounds_writes_nothing(services: Any) -> None:
