@@ -138,13 +138,14 @@ def _sillytavern(e: dict[str, Any], uid: str) -> LoreEntry:
 
 
 def _ccv3_entries(book: dict[str, Any], spec: str) -> list[LoreEntry]:
-    out = []
-    for i, raw in enumerate(_list(book.get("entries"), f"{spec} entries")):
-        e = _object(raw, f"entries[{i}]")
-        keys = _strings(e.get("keys"), f"entries[{i}].keys")
-        out.append(_entry(str(e.get("id", i)), e.get("name") or e.get("comment"), keys,
-                          _text(e.get("content"), f"entries[{i}].content"), bool(e.get("enabled", True)), e, "content"))
-    return out
+    return [_ccv3(raw, i) for i, raw in enumerate(_list(book.get("entries"), f"{spec} entries"))]
+
+
+def _ccv3(raw: Any, i: int) -> LoreEntry:
+    e = _object(raw, f"entries[{i}]")
+    keys = _strings(e.get("keys"), f"entries[{i}].keys")
+    return _entry(str(e.get("id", i)), e.get("name") or e.get("comment"), keys,
+                  _text(e.get("content"), f"entries[{i}].content"), bool(e.get("enabled", True)), e, "content")
 
 
 def _novelai(raw: Any, i: int) -> LoreEntry:
@@ -152,6 +153,18 @@ def _novelai(raw: Any, i: int) -> LoreEntry:
     keys = _strings(e.get("keys"), f"entries[{i}].keys")
     return _entry(str(e.get("id", i)), e.get("displayName"), keys, _text(e.get("text"), f"entries[{i}].text"),
                   bool(e.get("enabled", True)), e, "text")
+
+
+def read_entry(fmt: str, raw: Any) -> LoreEntry:
+    """One entry of a ``fmt`` lorebook (one of ``FORMATS``), read as ``read`` reads it in its
+    file: its name, keys, text and whether it is enabled (``LorebookError`` if malformed)."""
+    if fmt == "sillytavern":
+        return _sillytavern(_object(raw, "the entry"), "0")
+    if fmt == "novelai":
+        return _novelai(raw, 0)
+    if fmt in FORMATS:
+        return _ccv3(raw, 0)
+    raise LorebookError("unknown_lorebook_format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
 
 
 def _card_from_png(data: bytes) -> Any:

@@ -38,6 +38,7 @@ VERBS_WITH_A_STORE = {
     "serve": ["serve", "--port", "0"],
     "mcp": ["mcp"],
     "import": ["import", "manuscript", "book.md", "--story", "s"],
+    "export": ["export", "lorebook", "--story", "s", "--as-of", "1", "--as", "sillytavern"],
 }
 
 
