@@ -634,14 +634,14 @@ def build_parser() -> argparse.ArgumentParser:
                  "missing), then show its packets, an audit, a search and a rebuild.")
     p.set_defaults(run=cmd_demo)
 
-    from canon_ledger.infrastructure import cli_import, cli_mcp, cli_worker
+    from canon_ledger.infrastructure import cli_export, cli_import, cli_mcp, cli_worker
     from canon_ledger.infrastructure.cli_service import add_verbs
 
     add_verbs(verbs, common, bounded)
     cli_worker.add_verbs(verbs, common, bounded)
     cli_mcp.add_verbs(verbs, common)
     cli_import.add_verbs(verbs, common)
-    from canon_ledger.infrastructure import cli_export; cli_export.add_verbs(verbs, common)  # noqa: E702
+    cli_export.add_verbs(verbs, common)
     return parser
 
 
