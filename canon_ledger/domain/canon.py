@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
@@ -89,11 +90,32 @@ def require_control_fields(fields: dict[str, Any]) -> None:
 
 
 class CanonProposal(Aggregate):
+    class Proposed(Aggregate.Created):
+        story_id: str
+        proposal_id: str
+        kind: str
+        key: str
+        name: str
+        aliases: list[str]
+        text: str
+        fields: dict[str, Any]
+        tags: list[str]
+        valid_from: int
+
+    class Confirmed(Aggregate.Event):
+        story_id: str
+        proposal_id: str
+
+    class Rejected(Aggregate.Event):
+        story_id: str
+        proposal_id: str
+        reason: str
+
     @staticmethod
-    def create_id(story_id: str, proposal_id: str, **_: Any):  # type: ignore[override]
+    def create_id(story_id: str, proposal_id: str, **_: Any) -> UUID:
         return ids.proposal_id(story_id, proposal_id)
 
-    @event("Proposed")
+    @event(Proposed)
     def __init__(
         self,
         story_id: str,
@@ -140,7 +162,7 @@ class CanonProposal(Aggregate):
         self._confirm(story_id=self.story_id, proposal_id=self.proposal_id)
         return True
 
-    @event("Confirmed")
+    @event(Confirmed)
     def _confirm(self, story_id: str, proposal_id: str) -> None:
         self.status = CONFIRMED
 
@@ -157,7 +179,7 @@ class CanonProposal(Aggregate):
             )
         self._reject(story_id=self.story_id, proposal_id=self.proposal_id, reason=reason)
 
-    @event("Rejected")
+    @event(Rejected)
     def _reject(self, story_id: str, proposal_id: str, reason: str) -> None:
         self.status = REJECTED
         self.reason = reason
@@ -177,11 +199,30 @@ class CanonProposal(Aggregate):
 class CanonEntry(Aggregate):
     """Confirmed canon for one (story, kind, key): a timeline of versions and retirements."""
 
+    class Established(Aggregate.Created):
+        story_id: str
+        kind: str
+        key: str
+        version: dict[str, Any]
+
+    class Revised(Aggregate.Event):
+        story_id: str
+        kind: str
+        key: str
+        version: dict[str, Any]
+
+    class Retired(Aggregate.Event):
+        story_id: str
+        kind: str
+        key: str
+        valid_from: int
+        reason: str
+
     @staticmethod
-    def create_id(story_id: str, kind: str, key: str, **_: Any):  # type: ignore[override]
+    def create_id(story_id: str, kind: str, key: str, **_: Any) -> UUID:
         return ids.canon_entry_id(story_id, kind, key)
 
-    @event("Established")
+    @event(Established)
     def __init__(self, story_id: str, kind: str, key: str, version: dict[str, Any]) -> None:
         self.story_id = story_id
         self.kind = kind
@@ -191,7 +232,7 @@ class CanonEntry(Aggregate):
     def revise(self, version: dict[str, Any]) -> None:
         self._revise(story_id=self.story_id, kind=self.kind, key=self.key, version=version)
 
-    @event("Revised")
+    @event(Revised)
     def _revise(self, story_id: str, kind: str, key: str, version: dict[str, Any]) -> None:
         self.timeline.append(dict(version))
 
@@ -217,7 +258,7 @@ class CanonEntry(Aggregate):
             )
         self._retire(story_id=self.story_id, kind=self.kind, key=self.key, valid_from=valid_from, reason=reason)
 
-    @event("Retired")
+    @event(Retired)
     def _retire(self, story_id: str, kind: str, key: str, valid_from: int, reason: str) -> None:
         self.timeline.append(_retirement(valid_from, reason))
 

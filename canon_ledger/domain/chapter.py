@@ -36,11 +36,36 @@ def _card(summary: str, tags: dict[str, list[str]]) -> dict[str, Any]:
 
 
 class Chapter(Aggregate):
+    class Planned(Aggregate.Created):
+        story_id: str
+        number: int
+        volume: int
+        goals: list[str]
+
+    # Events carry their story and natural key, so read models never look anything up.
+    class SceneCardAdded(Aggregate.Event):
+        story_id: str
+        chapter: int
+        scene_id: str
+        summary: str
+        tags: dict[str, list[str]]
+
+    class TextAccepted(Aggregate.Event):
+        story_id: str
+        chapter: int
+        draft_id: str
+        text: str
+
+    class SummaryRecorded(Aggregate.Event):
+        story_id: str
+        chapter: int
+        text: str
+
     @staticmethod
     def create_id(story_id: str, number: int, **_: Any) -> UUID:
         return ids.chapter_id(story_id, number)
 
-    @event("Planned")
+    @event(Planned)
     def __init__(self, story_id: str, number: int, volume: int, goals: list[str]) -> None:
         self.story_id = story_id
         self.number = number
@@ -72,8 +97,7 @@ class Chapter(Aggregate):
             story_id=self.story_id, chapter=self.number, scene_id=scene_id, summary=summary, tags=tags
         )
 
-    # Events carry their story and natural key, so read models never look anything up.
-    @event("SceneCardAdded")
+    @event(SceneCardAdded)
     def _add_scene_card(
         self, story_id: str, chapter: int, scene_id: str, summary: str, tags: dict[str, list[str]]
     ) -> None:
@@ -83,7 +107,7 @@ class Chapter(Aggregate):
     def accept_text(self, draft_id: str, text: str) -> None:
         self._accept_text(story_id=self.story_id, chapter=self.number, draft_id=draft_id, text=text)
 
-    @event("TextAccepted")
+    @event(TextAccepted)
     def _accept_text(self, story_id: str, chapter: int, draft_id: str, text: str) -> None:
         self.accepted_draft_id = draft_id
         self.text = text
@@ -93,6 +117,6 @@ class Chapter(Aggregate):
             return  # the summary it has: nothing changes
         self._record_summary(story_id=self.story_id, chapter=self.number, text=text)
 
-    @event("SummaryRecorded")
+    @event(SummaryRecorded)
     def _record_summary(self, story_id: str, chapter: int, text: str) -> None:
         self.summary = text

@@ -21,11 +21,40 @@ from canon_ledger.domain.errors import NotFound
 
 
 class Document(Aggregate):
+    class Ingested(Aggregate.Created):
+        collection_id: str
+        document_id: str
+        title: str
+        sections: list[dict[str, Any]]
+        chunks: list[dict[str, Any]]
+
+    class Restructured(Aggregate.Event):
+        collection_id: str
+        document_id: str
+        title: str
+        sections: list[dict[str, Any]]
+
+    class ChunkAdded(Aggregate.Event):
+        collection_id: str
+        chunk: dict[str, Any]
+
+    class ChunkEdited(Aggregate.Event):
+        collection_id: str
+        chunk_id: str
+        text: str
+        hash: str
+        previous_hash: str
+
+    class ChunkRemoved(Aggregate.Event):
+        collection_id: str
+        chunk_id: str
+        previous_hash: str
+
     @staticmethod
     def create_id(collection_id: str, document_id: str, **_: Any) -> UUID:
         return ids.document_id(collection_id, document_id)
 
-    @event("Ingested")
+    @event(Ingested)
     def __init__(self, collection_id: str, document_id: str, title: str, sections: list[dict[str, Any]],
                  chunks: list[dict[str, Any]]) -> None:
         self.collection_id = collection_id
@@ -68,20 +97,20 @@ class Document(Aggregate):
         self._edit(collection_id=self.collection_id, chunk_id=chunk_id, text=text, hash=content_hash(text),
                    previous_hash=old["hash"])
 
-    @event("Restructured")
+    @event(Restructured)
     def _restructure(self, collection_id: str, document_id: str, title: str, sections: list[dict[str, Any]]) -> None:
         self.title = title
         self.sections = {s["section_id"]: list(s["breadcrumb"]) for s in sections}
 
-    @event("ChunkAdded")
+    @event(ChunkAdded)
     def _add(self, collection_id: str, chunk: dict[str, Any]) -> None:
         self.chunks[chunk["chunk_id"]] = dict(chunk)
 
-    @event("ChunkEdited")
+    @event(ChunkEdited)
     def _edit(self, collection_id: str, chunk_id: str, text: str, hash: str, previous_hash: str) -> None:
         self.chunks[chunk_id] = {**self.chunks[chunk_id], "text": text, "hash": hash}
 
-    @event("ChunkRemoved")
+    @event(ChunkRemoved)
     def _remove(self, collection_id: str, chunk_id: str, previous_hash: str) -> None:
         del self.chunks[chunk_id]
 

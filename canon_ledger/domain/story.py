@@ -25,11 +25,18 @@ def with_default_budgets(budgets: dict[str, int]) -> dict[str, int]:
 
 
 class Story(Aggregate):
+    class Started(Aggregate.Created):
+        story_id: str
+        title: str
+        style_guardrails: list[str]
+        output_contract: str
+        budgets: dict[str, int]
+
     @staticmethod
     def create_id(story_id: str, **_: Any) -> UUID:
         return ids.story_id(story_id)
 
-    @event("Started")
+    @event(Started)
     def __init__(
         self,
         story_id: str,

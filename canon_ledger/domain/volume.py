@@ -12,11 +12,20 @@ from canon_ledger.domain.chapter import require_positive
 
 
 class Volume(Aggregate):
+    class Opened(Aggregate.Created):
+        story_id: str
+        number: int
+
+    class SummaryRecorded(Aggregate.Event):
+        story_id: str
+        volume: int
+        text: str
+
     @staticmethod
     def create_id(story_id: str, number: int, **_: Any) -> UUID:
         return ids.volume_id(story_id, number)
 
-    @event("Opened")
+    @event(Opened)
     def __init__(self, story_id: str, number: int) -> None:
         self.story_id = story_id
         self.number = number
@@ -32,6 +41,6 @@ class Volume(Aggregate):
             return  # the summary it has: nothing changes
         self._record_summary(story_id=self.story_id, volume=self.number, text=text)
 
-    @event("SummaryRecorded")
+    @event(SummaryRecorded)
     def _record_summary(self, story_id: str, volume: int, text: str) -> None:
         self.summary = text

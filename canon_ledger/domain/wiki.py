@@ -40,11 +40,20 @@ def embedding_key(title: str, tldr: str, tags: list[str]) -> str:
 
 
 class WikiPage(Aggregate):
+    class Opened(Aggregate.Created):
+        collection_id: str
+        topic_id: str
+
+    class PageCompiled(Aggregate.Event):
+        collection_id: str
+        topic_id: str
+        page: dict[str, Any]
+
     @staticmethod
     def create_id(collection_id: str, topic_id: str, **_: Any) -> UUID:
         return ids.wiki_page_id(collection_id, topic_id)
 
-    @event("Opened")
+    @event(Opened)
     def __init__(self, collection_id: str, topic_id: str) -> None:
         self.collection_id = collection_id
         self.topic_id = topic_id
@@ -53,6 +62,6 @@ class WikiPage(Aggregate):
     def compile(self, page: dict[str, Any]) -> None:
         self._compiled(collection_id=self.collection_id, topic_id=self.topic_id, page=page)
 
-    @event("PageCompiled")
+    @event(PageCompiled)
     def _compiled(self, collection_id: str, topic_id: str, page: dict[str, Any]) -> None:
         self.compiled = dict(page)

@@ -201,7 +201,7 @@ class SplitWork:
         self.stories: list[str] = []
         self._seen = 0  # log position up to which the stories were read
         self._since: dict[str, float] = {}  # when each model's split catch-up began
-        self._started = stored_topics(Story.Started)  # type: ignore[attr-defined]  # an @event class
+        self._started = stored_topics(Story.Started)
 
     def known_stories(self, end: int) -> list[str]:
         ledger = self.worker.services.ledger

@@ -142,25 +142,27 @@ class CanonProjection:
 
     @on.register
     def _(self, e: Story.Started, p: int, page: _Page) -> list[Op]:
-        row = {"story_id": e.story_id, "title": e.title, "guardrails_text": r.guardrails(e.style_guardrails),
-               "contract_text": r.output_contract(e.output_contract), "budgets": with_default_budgets(e.budgets),
-               "source": p, "position": p}
+        row: dict[str, Any] = {
+            "story_id": e.story_id, "title": e.title, "guardrails_text": r.guardrails(e.style_guardrails),
+            "contract_text": r.output_contract(e.output_contract), "budgets": with_default_budgets(e.budgets),
+            "source": p, "position": p}
         page.count(row, "guardrails_tokens", row["guardrails_text"])
         page.count(row, "contract_tokens", row["contract_text"])
         return [Upsert(self.t.stories, row)]
 
     @on.register
     def _(self, e: Chapter.Planned, p: int, page: _Page) -> list[Op]:
-        row = {"story_id": e.story_id, "chapter": e.number, "volume": e.volume,
-               "goals_text": r.goals(e.number, e.goals), "goals_source": p, "goal_items": list(e.goals)}
+        row: dict[str, Any] = {"story_id": e.story_id, "chapter": e.number, "volume": e.volume,
+                               "goals_text": r.goals(e.number, e.goals), "goals_source": p, "goal_items": list(e.goals)}
         page.count(row, "goals_tokens", row["goals_text"])
         return [Upsert(self.t.chapters, row)]
 
     @on.register
     def _(self, e: Chapter.SceneCardAdded, p: int, page: _Page) -> list[Op]:
         story, chapter, scene = e.story_id, e.chapter, e.scene_id
-        row = {"story_id": story, "chapter": chapter, "scene_id": scene,
-               "text": r.scene_card(chapter, scene, e.summary, e.tags), "source": p, "summary": e.summary}
+        row: dict[str, Any] = {"story_id": story, "chapter": chapter, "scene_id": scene,
+                               "text": r.scene_card(chapter, scene, e.summary, e.tags), "source": p,
+                               "summary": e.summary}
         page.count(row, "tokens", row["text"])
         ops: list[Op] = [Upsert(self.t.scene_cards, row)]
         tags = self.t.scene_tags
@@ -174,13 +176,13 @@ class CanonProjection:
 
     @on.register
     def _(self, e: Chapter.TextAccepted, p: int, page: _Page) -> list[Op]:
-        values = {"text": r.chapter_text(e.chapter, e.text), "text_source": p}
+        values: dict[str, Any] = {"text": r.chapter_text(e.chapter, e.text), "text_source": p}
         page.count(values, "text_tokens", values["text"])
         return [Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values)]
 
     @on.register
     def _(self, e: Chapter.SummaryRecorded, p: int, page: _Page) -> list[Op]:
-        values = {"summary_text": r.chapter_summary(e.chapter, e.text), "summary_source": p}
+        values: dict[str, Any] = {"summary_text": r.chapter_summary(e.chapter, e.text), "summary_source": p}
         page.count(values, "summary_tokens", values["summary_text"])
         return [Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values)]
 
@@ -190,8 +192,8 @@ class CanonProjection:
 
     @on.register
     def _(self, e: Volume.SummaryRecorded, p: int, page: _Page) -> list[Op]:
-        row = {"story_id": e.story_id, "volume": e.volume, "summary_text": r.volume_summary(e.volume, e.text),
-               "summary_source": p}
+        row: dict[str, Any] = {"story_id": e.story_id, "volume": e.volume,
+                               "summary_text": r.volume_summary(e.volume, e.text), "summary_source": p}
         page.count(row, "summary_tokens", row["summary_text"])
         return [Upsert(self.t.volumes, row)]
 
@@ -227,7 +229,7 @@ class CanonProjection:
 
     @on.register
     def _(self, e: CanonEntry.Retired, p: int, page: _Page) -> list[Op]:
-        row = {
+        row: dict[str, Any] = {
             "story_id": e.story_id, "kind": e.kind, "key": e.key, "step": e.originator_version,
             "valid_from": e.valid_from, "retired": True, "name": e.key, "state": None, "hidden_until": None, "aliases": [],
             "recall": None,

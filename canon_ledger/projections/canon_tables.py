@@ -140,7 +140,7 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("ordinal", Integer, primary_key=True),
         Column("key", String(200), nullable=False),
     )
-    canon_columns = [
+    canon_columns: list[Column[Any]] = [
         Column("story_id", String(200), primary_key=True),
         Column("kind", String(40), primary_key=True),
         Column("key", String(200), primary_key=True),

@@ -20,7 +20,7 @@ from collections import namedtuple
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -30,6 +30,8 @@ from canon_ledger.projections import canon_sql, driver_sql
 from canon_ledger.projections.canon_tables import CanonTables
 
 if TYPE_CHECKING:  # the automaton is imported once a story is matched
+    import sqlite3
+
     from canon_ledger.projections.lore_index import LoreIndex
 
 _BY_KIND_KEY = attrgetter("kind", "key")
@@ -73,7 +75,7 @@ class SqlCanonReader(CanonReader):
         self.engine = engine
         self._builds = builds
         self._statements: dict[str, tuple[CanonTables, dict[str, Any]]] = {}
-        self._row_types: dict[str, Any] = {}  # statement name -> its named-tuple row type (SQLite)
+        self._row_types: dict[str, type[NamedTuple]] = {}  # statement name -> its named-tuple row type (SQLite)
         self._lore: dict[tuple[str, str], tuple[int | None, LoreIndex]] = {}  # (build, story) -> (source, matcher)
 
     @contextmanager
@@ -93,7 +95,7 @@ def _key(stmt: Any, params: dict[str, Any]) -> tuple[Any, ...]:
 
 class SqlCanonSnapshot(CanonSnapshot):
     def __init__(self, conn: Connection, statements: dict[str, Any], position: int,
-                 row_types: dict[str, Any] | None = None,
+                 row_types: dict[str, type[NamedTuple]] | None = None,
                  lore: dict[tuple[str, str], tuple[int | None, LoreIndex]] | None = None, tag: str = "") -> None:
         self.c = conn
         self._lore = {} if lore is None else lore
@@ -104,7 +106,7 @@ class SqlCanonSnapshot(CanonSnapshot):
         # PostgreSQL: the driver's connection, in the same transaction as ``conn``
         postgres = conn.dialect.name == "postgresql"
         self._driver = conn.connection.driver_connection if postgres else None
-        self._sqlite = None if postgres else conn.connection.driver_connection
+        self._sqlite: sqlite3.Connection | None = None if postgres else conn.connection.driver_connection
         self._ahead: dict[tuple[Any, ...], list[Any]] = {}  # prefetched rows, each used once
         self._wanted: list[tuple[Any, dict[str, Any]]] | None = None  # statements, while prefetch plans
 
@@ -141,10 +143,12 @@ class SqlCanonSnapshot(CanonSnapshot):
             if rows is not None:
                 return rows
         if self._driver is None:
-            cursor = self._sqlite.execute(*canon_sql.sqlite_params(stmt, params))
+            # SQLite: ``_sqlite`` is set whenever ``_driver`` is not.
+            cursor = cast("sqlite3.Connection", self._sqlite).execute(*canon_sql.sqlite_params(stmt, params))
             row = self._row_types.get(name)
             if row is None:
-                row = self._row_types[name] = namedtuple(name, [d[0] for d in cursor.description])  # type: ignore[misc]
+                row = self._row_types[name] = cast("type[NamedTuple]",
+                                                   namedtuple(name, [d[0] for d in cursor.description]))
             return list(map(row._make, cursor.fetchall()))
         return driver_sql.driver_rows(self.c, stmt, params, named_rows=True)
 

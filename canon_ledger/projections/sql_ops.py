@@ -90,7 +90,7 @@ def _merge_rows(table: Table, ops: list[Op]) -> list[Op] | None:
     """One op per row, or None when the ops cannot be merged safely (keep their order)."""
     pk = _pk(table)
     pkset = set(pk)
-    get = itemgetter(*pk) if len(pk) > 1 else (lambda d, c=pk[0]: (d[c],))  # type: ignore[misc]
+    get = itemgetter(*pk) if len(pk) > 1 else (lambda d, c=pk[0]: (d[c],))
     rows: dict[Any, Op] = {}
     for op in ops:
         if type(op) is Upsert:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 from canon_ledger.application.packets.packet import Item
 from canon_ledger.application.packets.recipes import Candidate
@@ -80,7 +80,11 @@ class Packing:
                 remaining -= size
                 packed[identity] = c.tier
             elif remaining >= MIN_TRIM_TOKENS:
-                full = fact.text if fact.text is not None else self.load([fact.ref])[fact.ref]
+                if fact.text is not None:
+                    full = fact.text
+                else:  # a fact left without its text has its ref (ports.Fact)
+                    ref = cast("tuple[Any, ...]", fact.ref)
+                    full = self.load([ref])[ref]
                 text = trimmed(full, remaining, tokens)
                 used = tokens.count(text)
                 items.append(Item(c.tier, c.kind, c.key, text, used, "trimmed",

@@ -68,7 +68,8 @@ class Packet:
         return sum(i.tokens for i in self.items if i.status != "dropped")
 
     def tiers(self) -> list[dict[str, Any]]:
-        counts = {tier: {"tier": tier, "included": 0, "trimmed": 0, "dropped": 0, "tokens": 0} for tier in TIERS}
+        counts: dict[Tier, dict[str, Any]] = {
+            tier: {"tier": tier, "included": 0, "trimmed": 0, "dropped": 0, "tokens": 0} for tier in TIERS}
         for i in self.items:
             row = counts[i.tier]
             row[i.status] += 1

@@ -26,8 +26,10 @@ from canon_ledger.domain.chunking import chunk_chapter, story_collection
 from canon_ledger.domain.tokens import TokenCounter
 from canon_ledger.domain.wiki import WikiPage, page_doc_id, page_summary
 
-_VERSIONS = {1: compiler_v1.compile_packet, 2: compiler_v2.compile_packet, 3: compiler_v3.compile_packet,
-             4: compiler_v4.compile_packet, COMPILER: compiler.compile_packet}
+_CURRENT = compiler.compile_packet  # the current compiler: the only one that takes a draft
+_VERSIONS: dict[int, Callable[[CanonSnapshot, Request, TokenCounter, Retriever | None], Packet]] = {
+    1: compiler_v1.compile_packet, 2: compiler_v2.compile_packet, 3: compiler_v3.compile_packet,
+    4: compiler_v4.compile_packet, COMPILER: _CURRENT}
 
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,
@@ -35,7 +37,7 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retr
     """The packet compiler ``compiler`` (as PacketIssued recorded it) builds for ``req``
     (``draft``: the draft under review it recorded; only the current compiler shows one)."""
     if compiler == COMPILER:
-        return _VERSIONS[COMPILER](snap, req, tokens, retriever, draft=draft)
+        return _CURRENT(snap, req, tokens, retriever, draft=draft)
     return _VERSIONS[compiler](snap, req, tokens, retriever)
 
 
