@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from canon_ledger.domain.bounds import MAX_CHAPTER
-from canon_ledger.domain.canon import CanonEntry, require_kind
+from canon_ledger.domain.canon import CanonEntry, hidden_at, require_kind
 from canon_ledger.domain.errors import InvalidCommand, NotFound
 from canon_ledger.domain.lorebook_export import TARGETS, ExportedEntry, document, source_format
 from canon_ledger.domain.topics import stored_topics
@@ -85,22 +85,17 @@ def export_lorebook(views: CanonViews, log: StoredEvents, story_id: str, as_of: 
     for row in steps:
         version = versions[int(row["source"])]
         fields = dict(version.get("fields") or {})
-        if _hidden_at(fields.get("hidden_until"), as_of):
+        if hidden_at(fields.get("hidden_until"), as_of):
             hidden += 1
             continue
         nodes = fields.get("nodes")
         if isinstance(nodes, list):
-            fields["nodes"] = [n for n in nodes if not (isinstance(n, dict) and _hidden_at(n.get("hidden_until"), as_of))]
+            fields["nodes"] = [n for n in nodes if not (isinstance(n, dict) and hidden_at(n.get("hidden_until"), as_of))]
             hidden_nodes += len(nodes) - len(fields["nodes"])
         shown.append(ExportedEntry(row["kind"], row["key"], {**version, "fields": fields}))
     doc = document(target, shown, story_id=story_id, name=str(head.get("title") or story_id))
     return LorebookExport(doc, story_id, as_of, target, len(shown), hidden, hidden_nodes,
                           dict(sorted(Counter(source_format(e) for e in shown).items())))
-
-
-def _hidden_at(hidden_until: Any, chapter: int) -> bool:
-    """The packets' rule: shown at ``chapter`` unless ``hidden_until`` is a later chapter."""
-    return isinstance(hidden_until, int) and hidden_until > chapter
 
 
 def _versions(log: StoredEvents, positions: list[int]) -> dict[int, dict[str, Any]]:

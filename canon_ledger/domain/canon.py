@@ -48,6 +48,12 @@ def valid_to(valid_froms: Sequence[int]) -> list[int | None]:
     return ends
 
 
+def hidden_at(hidden_until: int | None, chapter: int) -> bool:
+    """May an entry's (or a chain node's) text not be shown at ``chapter``? Only when its
+    ``hidden_until`` (a chapter number, checked by ``require_control_fields``) is later."""
+    return hidden_until is not None and hidden_until > chapter
+
+
 def require_kind(kind: str) -> None:
     if kind not in KINDS:
         raise RuleViolated("unknown_canon_kind", f"kind {kind!r} is not one of {', '.join(KINDS)}", "kind")

@@ -36,7 +36,7 @@ from uuid import UUID, uuid5
 
 from canon_ledger.domain import ids
 from canon_ledger.domain.lorebook import FORMATS, LoreEntry, LorebookError, read_entry
-from canon_ledger.domain.recall import LOGICS, Rule, default_rule, rule
+from canon_ledger.domain.recall import LOGICS, Rule, default_rule, rule, zero_chance
 
 TARGETS = ("sillytavern", "lorebook_v3", "novelai")
 NOT_IMPORTED = "not_imported"  # the source of an entry no lorebook import brought
@@ -222,8 +222,7 @@ def _chance(settings: dict[str, Any], never: bool) -> None:
     """A ``never`` rule as a 0% trigger chance; an entry no longer ``never`` loses its 0%."""
     if never:
         settings.update(useProbability=True, probability=0)
-    elif settings.get("useProbability") is True and _number(settings.get("probability")) \
-            and settings["probability"] <= 0:
+    elif zero_chance(settings):
         settings["probability"] = 100
 
 
@@ -307,7 +306,7 @@ def _as_lorebook_v3(hub: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _as_novelai(hub: dict[str, Any], name: str) -> dict[str, Any]:
-    never = hub.get("useProbability") is True and _number(hub.get("probability")) and hub["probability"] <= 0
+    never = zero_chance(hub)
     priority = hub["order"] if _number(hub.get("order")) else NAI_CONTEXT["budgetPriority"]
     return {"text": hub["content"], "contextConfig": NAI_CONTEXT | {"budgetPriority": priority}, "displayName": name,
             "id": None, "keys": hub["key"], "searchRange": NAI_SEARCH_RANGE, "enabled": not hub["disable"] and not never,

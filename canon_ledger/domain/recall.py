@@ -114,6 +114,13 @@ def _object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def zero_chance(settings: dict[str, Any]) -> bool:
+    """SillyTavern's trigger chance of 0% (``useProbability`` on, ``probability`` <= 0): the
+    entry is never inserted. ``settings``: a world-info entry, or a CCv3 entry's ``extensions``."""
+    probability = settings.get("probability")
+    return settings.get("useProbability") is True and isinstance(probability, (int, float)) and probability <= 0
+
+
 def _from_lorebook(lore: dict[str, Any]) -> Rule:
     """The activation settings of an imported entry, as its format wrote them (lenient: a
     value of the wrong type is its default). Disabled entries are never imported."""
@@ -124,18 +131,16 @@ def _from_lorebook(lore: dict[str, Any]) -> Rule:
         keys, secondary = _strings(entry.get("key")), _strings(entry.get("keysecondary"))
         logic_code, constant = entry.get("selectiveLogic"), entry.get("constant")
         case, whole = entry.get("caseSensitive"), entry.get("matchWholeWords")
-        probability, use_probability = entry.get("probability"), entry.get("useProbability")
     else:  # CCv3 books and cards keep SillyTavern's extras under extensions; NovelAI has keys only
         keys, secondary = _strings(entry.get("keys")), _strings(entry.get("secondary_keys"))
         logic_code, constant = ext.get("selectiveLogic"), entry.get("constant", entry.get("forceActivation"))
         case, whole = entry.get("case_sensitive", ext.get("case_sensitive")), ext.get("match_whole_words")
-        probability, use_probability = ext.get("probability"), ext.get("useProbability")
         if entry.get("use_regex") is True:
             keys = tuple(k if _REGEX_KEY.match(k) else f"/{k}/" for k in keys)
     selective = entry.get("selective") is not False if fmt == "sillytavern" else entry.get("selective") is True
     logic = LOGICS[logic_code] if isinstance(logic_code, int) and 0 <= logic_code < len(LOGICS) else "and_any"
     # SillyTavern: a trigger chance of 0% never inserts the entry
-    never = use_probability is True and isinstance(probability, (int, float)) and probability <= 0
+    never = zero_chance(entry if fmt == "sillytavern" else ext)
     return Rule(keys, secondary if selective else (), logic, _flag(case, False), _flag(whole, True),
                 _flag(constant, False), never)
 

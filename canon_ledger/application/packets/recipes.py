@@ -19,6 +19,7 @@ from canon_ledger.application.packets import render
 from canon_ledger.application.packets.packet import Tier
 from canon_ledger.application.packets.ports import (CanonSnapshot, ChapterView, DraftView, EntryView, Fact, SceneView,
                                                     StoryView)
+from canon_ledger.domain.canon import hidden_at
 from canon_ledger.domain.errors import NotFound
 from canon_ledger.domain.story import ROLES
 from canon_ledger.domain.tokens import TokenCounter
@@ -200,7 +201,7 @@ class Reading:
 
 def _hidden(e: Any, chapter: int) -> str | None:
     """Why ``e``'s text may not be shown at ``chapter`` (its ``hidden_until`` is later), or None."""
-    return f"hidden until chapter {e.hidden_until}" if e.hidden_until is not None and e.hidden_until > chapter else None
+    return f"hidden until chapter {e.hidden_until}" if hidden_at(e.hidden_until, chapter) else None
 
 
 def _entry(tier: Tier, e: EntryView, reason: str, chapter: int) -> Candidate:
@@ -295,7 +296,7 @@ def _history(r: Reading, read: Read) -> list[Candidate]:
 def _chains(r: Reading, read: Read) -> list[Candidate]:
     k, out = r.k, []
     for node in r.snap.chain_nodes(r.req.story_id, k):
-        blocked = f"hidden until chapter {node.hidden_until}" if node.hidden_until and node.hidden_until > k else None
+        blocked = f"hidden until chapter {node.hidden_until}" if hidden_at(node.hidden_until, k) else None
         out.append(Candidate(read.tier, read.kind, f"{node.chain}/{node.node_id}", node.fact,
                              f"{read.reason} {node.chain} ({node.node_kind})", blocked))
     return out
