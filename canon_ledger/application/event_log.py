@@ -78,29 +78,34 @@ class EventLogReader:
         """Decoded (position, event) pairs: the projections' view of the log."""
         return [(n.id, self.mapper.to_domain_event(n)) for n in self.records(start, limit, stop, topics)]
 
-    def read_partition(self, start: int, limit: int, stop: int, topics: Sequence[str], field: str,
-                       value: str) -> tuple[list[tuple[int, Any]], int | None]:
-        """The events of ``topics`` in [start, stop] whose ``field`` is ``value`` (a story's
-        events), at most ``limit`` rows looked at; and the last position looked at when the
-        limit was reached (None: the range was read to ``stop``).
+    def read_partition(self, start: int, limit: int, stop: int, topics: Sequence[str],
+                       matches: Sequence[tuple[str, str]], belongs: Callable[[Any], bool],
+                       ) -> tuple[list[tuple[int, Any]], int | None]:
+        """The events of ``topics`` in [start, stop] of one share of a split build (a story's,
+        a collection's): those whose stored JSON holds one of ``matches`` (a field and its
+        value) and whose decoded event ``belongs``; at most ``limit`` rows looked at; and the
+        last position looked at when the limit was reached (None: the range was read to ``stop``).
 
         PostgreSQL only (a split build's read): the rows are selected by their stored bytes
-        (the field and value as the library's JSON transcoder writes them), so other stories'
-        events are neither sent nor decoded; each event is then checked by its decoded field."""
-        needle = self.mapper.transcoder.encode({field: value})[1:-1]  # b'"story_id":"..."'
+        (each field and value as the library's JSON transcoder writes them), so other shares'
+        events are neither sent nor decoded; each event is then checked by ``belongs``."""
+        needles = [self.mapper.transcoder.encode({field: value})[1:-1] for field, value in matches]  # b'"story_id":"x"'
+        if not needles:
+            raise ValueError("a share is read by at least one (field, value)")
         table = f'"{self.recorder.datastore.schema}"."{self.recorder.events_table_name}"'
+        held = " OR ".join(["position(%s::bytea IN state) > 0"] * len(needles))
         sql = (f"SELECT notification_id, originator_id, originator_version, topic, state FROM {table} "
-               "WHERE notification_id >= %s AND notification_id <= %s AND topic = ANY(%s) "
-               "AND position(%s::bytea IN state) > 0 ORDER BY notification_id LIMIT %s")
+               f"WHERE notification_id >= %s AND notification_id <= %s AND topic = ANY(%s) AND ({held}) "
+               "ORDER BY notification_id LIMIT %s")
         from eventsourcing.persistence import Notification
 
         with self.recorder.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(sql, (start, stop, list(topics), needle, limit), prepare=True)
+            curs.execute(sql, (start, stop, list(topics), *needles, limit), prepare=True)
             rows = curs.fetchall()
         page = [(n.id, e) for n in (Notification(id=r["notification_id"], originator_id=r["originator_id"],
                                                  originator_version=r["originator_version"], topic=r["topic"],
                                                  state=bytes(r["state"])) for r in rows)
-                if getattr(e := self.decode(n), field, None) == value]
+                if belongs(e := self.decode(n))]
         return page, (rows[-1]["notification_id"] if len(rows) == limit else None)
 
     def history(self, *, story_id: str | None = None, start: int = 1, stop: int | None = None) -> Iterator[LoggedEvent]:

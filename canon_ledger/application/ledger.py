@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from eventsourcing.persistence import IntegrityError
@@ -264,10 +264,11 @@ class CanonLedger(LedgerApplication):
         """Decoded (position, event) pairs: the projections' view of the log."""
         return self.event_log.read(start, limit, stop, topics)
 
-    def read_partition(self, start: int, limit: int, stop: int, topics: Sequence[str], field: str,
-                       value: str) -> tuple[list[tuple[int, Any]], int | None]:
-        """See ``EventLogReader.read_partition``: one story's events of a range."""
-        return self.event_log.read_partition(start, limit, stop, topics, field, value)
+    def read_partition(self, start: int, limit: int, stop: int, topics: Sequence[str],
+                       matches: Sequence[tuple[str, str]], belongs: Callable[[Any], bool],
+                       ) -> tuple[list[tuple[int, Any]], int | None]:
+        """See ``EventLogReader.read_partition``: one share's events of a range."""
+        return self.event_log.read_partition(start, limit, stop, topics, matches, belongs)
 
     def history(self, *, story_id: str | None = None, start: int = 1, stop: int | None = None) -> Iterator[LoggedEvent]:
         """The global log in order, decoded; optionally only one story's events."""

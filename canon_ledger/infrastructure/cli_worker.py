@@ -62,6 +62,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         behind = f"{s.pending}{'+' if s.capped else ''} event(s) behind, {s.seconds:.1f} s" if s.pending else "current"
         texts = f"; {s.texts} text(s) waiting" if s.texts else ""
         print(f"  {name:<10} at {s.position:<8} {behind}{texts}")
+        for share in s.shares:  # a split build: what workers took past its low-water mark
+            print(f"    {share.share:<20} at {share.position:<8} {share.behind} position(s) behind the log")
     return 0
 
 
@@ -73,9 +75,10 @@ def add_verbs(verbs: Any, common: argparse.ArgumentParser, bounded: Callable[[in
     p.add_argument("--once", action="store_true", help="catch up to the log's end, then exit")
     p.add_argument("--split", action="store_true",
                    help="share the work with other `canon worker --split` processes (PostgreSQL): canon and "
-                        "authoring story by story, each story claimed by one worker at a time; other models whole")
+                        "authoring story by story, knowledge and retrieval collection by collection, each share "
+                        "claimed by one worker at a time; the vector index whole")
     p.add_argument("--split-after", type=bounded(0, 1_000_000_000), default=SPLIT_AFTER, metavar="N",
-                   help=f"with --split: share a model story by story only while it trails the log by more than N "
+                   help=f"with --split: share a model by story or collection only while it trails the log by more than N "
                         f"positions (default {SPLIT_AFTER}; closer, one whole-model step is cheaper)")
     p.add_argument("--page-size", type=bounded(1, 100_000), metavar="N",
                    help="events per read-model transaction, 1..100,000 (default: each read model's own size)")

@@ -24,6 +24,7 @@ from typing import Any
 
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.infrastructure.log_wakeup import LogWakeup
+from canon_ledger.projections.partitioning import Partitioning
 
 log = logging.getLogger(__name__)
 VECTOR_SLICE = 200  # log positions the vector index embeds and writes per step: progress is committed in steps
@@ -45,8 +46,9 @@ class Progress:
 
     def caught_up(self, model: str, position: int, events: int, seconds: float) -> None: ...
 
-    def applied(self, model: str, story: str, events: int, position: int) -> None:
-        """A claimed story's share caught up: ``events`` applied by this worker, now at ``position``."""
+    def applied(self, model: str, share: str, events: int, position: int, kind: str = "story") -> None:
+        """A claimed share caught up: ``events`` applied by this worker, now at ``position``;
+        ``kind`` says what the share is (``Partitioning.name``: "story", "collection")."""
 
     def fault(self, model: str, error: str) -> None: ...
 
@@ -177,18 +179,18 @@ class ProjectionWorker:
 class SplitWork:
     """How a ``split`` worker shares the work with others (PostgreSQL only).
 
-    Per pass, for a model split by story (canon, authoring) that trails the log by more than
-    ``split_after`` positions: every story not yet at the log's end is claimed in turn
-    (``Claims``; a story another worker holds is left to it), caught up on its own
-    (``ReadModels.catch_up_partition``) and released. When every story stands at the end, the
-    build's low-water mark moves there without reading the log (``ReadModels.advance``).
-    Closer to the end, and for every other model, the model is claimed whole and caught up
-    as by a single worker; a model another worker holds is skipped this pass. Stories are
-    found from the log's ``Story.Started`` events, read once each."""
+    Per pass, for a model that can be split (``projections.partitioning``: canon and authoring
+    by story, knowledge and the keyword index by collection) and trails the log by more than
+    ``split_after`` positions: every share (a story, a collection) not yet at the log's end is
+    claimed in turn (``Claims``; a share another worker holds is left to it), caught up on its
+    own (``ReadModels.catch_up_partition``) and released. When every share stands at the end,
+    the build's low-water mark moves there without reading the log (``ReadModels.advance``).
+    Closer to the end, and for every other model (the vector index), the model is claimed
+    whole and caught up as by a single worker; a model another worker holds is skipped this
+    pass. Shares are found from the log's opening events (``Partitioning.openers``), each
+    read once."""
 
     def __init__(self, worker: ProjectionWorker, split_after: int) -> None:
-        from canon_ledger.domain.story import Story
-        from canon_ledger.domain.topics import stored_topics
         from canon_ledger.infrastructure.claims import Claims
 
         services = worker.services
@@ -198,22 +200,26 @@ class SplitWork:
         self.worker = worker
         self.split_after = split_after
         self.claims = Claims(services.config)
-        self.stories: list[str] = []
-        self._seen = 0  # log position up to which the stories were read
+        self._found: dict[str, tuple[int, list[str]]] = {}  # per partitioning: (log read up to, shares in order)
         self._since: dict[str, float] = {}  # when each model's split catch-up began
-        self._started = stored_topics(Story.Started)
 
-    def known_stories(self, end: int) -> list[str]:
+    def known_shares(self, partitioning: Partitioning, end: int) -> list[str]:
+        """Every share of ``partitioning`` with an event up to ``end``, in the order they opened."""
+        from canon_ledger.domain.topics import stored_topics
+
+        seen, shares = self._found.get(partitioning.name, (0, []))
+        topics = stored_topics(*partitioning.openers)
         ledger = self.worker.services.ledger
-        while self._seen < end:
-            page = ledger.read(self._seen + 1, 1000, end, self._started)
-            self.stories.extend(str(e.story_id) for _, e in page)
-            self._seen = page[-1][0] if len(page) == 1000 else end
-        return self.stories
+        while seen < end:
+            page = ledger.read(seen + 1, 1000, end, topics)
+            shares.extend(dict.fromkeys(s for s in (partitioning.opened(e) for _, e in page) if s not in shares))
+            seen = page[-1][0] if len(page) == 1000 else end
+        self._found[partitioning.name] = (seen, shares)
+        return shares
 
     def step(self, name: str, models: Any, end: int) -> None:
         if models.splittable() and end - models.position() > self.split_after:
-            self._by_story(name, models, end)
+            self._by_share(name, models, end)
             return
         if not self.claims.take(name):
             return  # another worker has it this pass
@@ -222,32 +228,34 @@ class SplitWork:
         finally:
             self.claims.release(name)
 
-    def _by_story(self, name: str, models: Any, end: int) -> None:
-        stories = self.known_stories(end)
+    def _by_share(self, name: str, models: Any, end: int) -> None:
+        partitioning = models.partitioning()
+        shares = self.known_shares(partitioning, end)
         since = self._since.setdefault(name, time.monotonic())
         g, ahead = models.shares()
         worked = False
-        for story in stories:
+        for share in shares:
             if self.worker.stopping:
                 return
-            if ahead.get(story, g) >= end:
+            if ahead.get(share, g) >= end:
                 continue
-            share = f"{name}/{story}"
-            if not self.claims.take(share):
+            claim = f"{name}/{share}"
+            if not self.claims.take(claim):
                 continue
             worked = True
             try:
-                done_before = models.applied().get(story, 0)
-                reached = models.catch_up_partition(story, end, lambda r, goal: self.worker.progress.moved(share, r, goal),
+                done_before = models.applied().get(share, 0)
+                reached = models.catch_up_partition(share, end, lambda r, goal: self.worker.progress.moved(claim, r, goal),
                                                     stop=lambda: self.worker.stopping)
-                self.worker.progress.applied(name, story, models.applied().get(story, 0) - done_before, reached)
+                self.worker.progress.applied(name, share, models.applied().get(share, 0) - done_before, reached,
+                                             partitioning.name)
             finally:
-                self.claims.release(share)
+                self.claims.release(claim)
         now, ahead = models.shares()
-        if all(ahead.get(story, now) >= end for story in stories):
-            if models.advance(stories, end):
+        if all(ahead.get(share, now) >= end for share in shares):
+            if models.advance(shares, end):
                 self.worker.progress.caught_up(name, end, end - g, time.monotonic() - self._since.pop(name, since))
-        elif not worked:  # the stories left are other workers': look again shortly, do not spin
+        elif not worked:  # the shares left are other workers': look again shortly, do not spin
             self.worker._stop.wait(BUSY_ELSEWHERE)
 
     def close(self) -> None:

@@ -42,11 +42,11 @@ class TerminalProgress(Progress):
             self.bars.pop(key).close()
         print(f"{model}: caught up at {position} ({events} positions in {seconds:.1f} s)", file=sys.stderr)
 
-    def applied(self, model: str, story: str, events: int, position: int) -> None:
-        shown = self.bars.pop(f"{model}/{story}", None)
+    def applied(self, model: str, share: str, events: int, position: int, kind: str = "story") -> None:
+        shown = self.bars.pop(f"{model}/{share}", None)
         if shown is not None:
             shown.close()
-        print(f"{model}/{story}: {events} event(s) applied, at {position}", file=sys.stderr)
+        print(f"{model}/{share}: {events} event(s) applied, at {position}", file=sys.stderr)
 
     def fault(self, model: str, error: str) -> None:
         print(f"{model}: {error} (retrying)", file=sys.stderr)
@@ -59,8 +59,8 @@ class JsonProgress(Progress):
         print(dumps({"model": model, "status": "caught_up", "position": position, "positions": events,
                      "seconds": round(seconds, 3)}), flush=True)
 
-    def applied(self, model: str, story: str, events: int, position: int) -> None:
-        print(dumps({"model": model, "story": story, "status": "applied", "events": events, "position": position}),
+    def applied(self, model: str, share: str, events: int, position: int, kind: str = "story") -> None:
+        print(dumps({"model": model, kind: share, "status": "applied", "events": events, "position": position}),
               flush=True)
 
     def fault(self, model: str, error: str) -> None:

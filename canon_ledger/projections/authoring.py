@@ -14,6 +14,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, Text
 
 from canon_ledger.domain.canon import CanonProposal
 from canon_ledger.domain.draft import Draft
+from canon_ledger.projections.partitioning import BY_STORY
 from canon_ledger.projections.sql_ops import Op, Update, Upsert
 
 VERSION = 1
@@ -66,7 +67,7 @@ class AuthoringProjection:
     handled type, and ``HANDLED`` (hence ``topics``) is read from that registry."""
 
     name = "authoring"
-    partition_by = "story_id"  # every event names its story; workers may split a build by it
+    partitioning = BY_STORY  # every event names its story; workers may split a build by it
 
     def __init__(self, tables: AuthoringTables) -> None:
         self.t = tables

@@ -21,6 +21,7 @@ from canon_ledger.domain.volume import Volume
 from canon_ledger.projections import as_of_sql
 from canon_ledger.projections import rendering as r
 from canon_ledger.projections.canon_tables import CanonTables
+from canon_ledger.projections.partitioning import BY_STORY
 from canon_ledger.projections.sql_ops import Op, Run, Update, Upsert
 from canon_ledger.projections.token_memo import TokenMemo
 
@@ -56,7 +57,7 @@ class CanonProjection:
     handled type, and ``HANDLED`` (hence ``topics``) is read from that registry."""
 
     name = "canon"
-    partition_by = "story_id"  # every event names its story; workers may split a build by it
+    partitioning = BY_STORY  # every event names its story; workers may split a build by it
     # Its writes find rows by primary key only: a rebuild may build the other indexes last.
     defer_indexes = True
     # Events per transaction when the runner is left at its default: a fifth of the commits of

@@ -21,6 +21,7 @@ from canon_ledger.domain.document import Document
 from canon_ledger.domain.tokens import TokenCounter
 from canon_ledger.domain.wiki import WikiPage
 from canon_ledger.projections.knowledge_tables import KnowledgeTables
+from canon_ledger.projections.partitioning import BY_COLLECTION
 from canon_ledger.projections.sql_ops import Delete, Op, Run, Update, Upsert
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class KnowledgeProjection:
     handled type, and ``HANDLED`` (hence ``topics``) is read from that registry."""
 
     name = "knowledge"
+    partitioning = BY_COLLECTION  # every row is a collection's; workers may split a build by it
 
     def __init__(self, tables: KnowledgeTables, tokens: TokenCounter) -> None:
         self.t = tables

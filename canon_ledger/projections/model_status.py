@@ -4,6 +4,10 @@ stages report while a worker catches up.
 Read only: nothing here writes a row or moves a tracking position. Counting stops at
 ``SCAN`` entries of the model's topics (a backlog that long is reported as at least that
 many, ``capped``), so a status read stays cheap whatever the backlog.
+
+While workers split a build (``projections.partitions``), the model's position is its
+low-water mark: every share is applied at least that far. The shares workers have taken
+further (a story, a collection) are listed with their own positions.
 """
 
 from __future__ import annotations
@@ -11,13 +15,21 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from canon_ledger.projections.retrieval import Put, changes
 
 SCAN = 2000  # entries of a model's topics read to size its backlog
+
+
+@dataclass(frozen=True)
+class ShareStatus:
+    share: str  # a story, or a collection
+    position: int  # every event of the share up to here is applied
+    behind: int  # log positions between it and the log's end (other shares' entries among them)
+    story: str | None  # the story it belongs to (None: a collection of no story)
 
 
 @dataclass(frozen=True)
@@ -28,12 +40,18 @@ class ModelStatus:
     capped: bool  # more than ``pending`` are waiting
     seconds: float  # since the oldest pending entry was appended (0 when none)
     texts: int | None = None  # texts not yet indexed / embedded in those entries (retrieval models)
+    shares: tuple[ShareStatus, ...] = ()  # shares split workers took past ``position``
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, sees: Callable[[str | None], bool] | None = None) -> dict[str, Any]:
+        """``sees``: which stories the reader may know of (a scoped key); a share of a story it
+        may not see, or of no story, is left out. None: every share."""
         body: dict[str, Any] = {"position": self.position, "behind": self.pending, "behind_capped": self.capped,
                                 "behind_seconds": round(self.seconds, 3)}
         if self.texts is not None:
             body["backlog_texts"] = self.texts
+        shown = [s for s in self.shares if sees is None or (s.story is not None and sees(s.story))]
+        if shown:
+            body["shares"] = {s.share: {"position": s.position, "behind_positions": s.behind} for s in shown}
         return body
 
 
@@ -97,6 +115,16 @@ def collections_in(models: Any, log: Any, records: Sequence[Any], counts: TextCo
     return {collection for record in records for collection in counts.of(projection, log, record)}
 
 
+def shares_ahead(models: Any, end: int) -> tuple[ShareStatus, ...]:
+    """The shares of a split build standing past its low-water mark (none on SQLite, or when
+    no worker splits it)."""
+    if not models.splittable():
+        return ()
+    partitioning = models.partitioning()
+    _, ahead = models.shares()
+    return tuple(ShareStatus(share, p, max(0, end - p), partitioning.story(share)) for share, p in sorted(ahead.items()))
+
+
 def model_status(name: str, models: Any, log: Any, end: int, *, texts: TextCounts | None = None) -> ModelStatus:
     """``texts``: count the texts waiting too (for a retrieval model), with these counts."""
     position, records = pending_records(models, log, end)
@@ -104,4 +132,5 @@ def model_status(name: str, models: Any, log: Any, end: int, *, texts: TextCount
     if records:
         seconds = max(0.0, time.time() - log.decode(records[0]).timestamp.timestamp())
     return ModelStatus(name, position, len(records), len(records) >= SCAN, seconds,
-                       texts_waiting(models, log, records, texts) if texts is not None else None)
+                       texts_waiting(models, log, records, texts) if texts is not None else None,
+                       shares_ahead(models, end) if records else ())

@@ -1,5 +1,7 @@
-"""A build split by story between workers (PostgreSQL): each story's share is caught up on
-its own, in its own transactions, while other stories' shares move in parallel.
+"""A build split between workers (PostgreSQL), by story or by collection
+(``projections.partitioning``): each share (a story's, a collection's) is caught up on its
+own, in its own transactions, while other shares move in parallel. Below, "story" stands for
+either.
 
 Tracking: the build's row in ``rm_tracking`` is the low-water mark G (every event up to G is
 applied, for every story); a row in ``rm_partitions`` says story S is applied up to p_S > G.
@@ -24,6 +26,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
+from canon_ledger.projections.partitioning import partitioning_of
 from canon_ledger.projections.runner import (
     STORE_FAULTS,
     BuildGone,
@@ -42,11 +45,11 @@ class PartitionRunner:
     committed pages only."""
 
     def __init__(self, runner: ProjectionRunner) -> None:
-        field = getattr(runner.projection, "partition_by", None)
-        if field is None:
-            raise ValueError(f"the {runner.projection.name} projection is not split by story")
+        partitioning = partitioning_of(runner.projection)
+        if partitioning is None:
+            raise ValueError(f"the {runner.projection.name} projection is not split")
         self.runner = runner
-        self.field = field
+        self.partitioning = partitioning
         self.applied: dict[str, int] = {}
         self.reached: dict[str, int] = {}  # what this process committed or read per story (never back)
 
@@ -104,7 +107,9 @@ class PartitionRunner:
         start = max(g, own)
         if start >= goal:
             return start, 0
-        page, last = r.log.read_partition(start + 1, r.page_size, goal, r.projection.topics, self.field, partition)
+        of = self.partitioning.of
+        page, last = r.log.read_partition(start + 1, r.page_size, goal, r.projection.topics,
+                                          self.partitioning.matches(partition), lambda e: of(e) == partition)
         reached = goal if last is None else last
         with gc_paused():
             if careful:

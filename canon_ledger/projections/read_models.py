@@ -22,6 +22,7 @@ from canon_ledger.application.packets.ports import Freshness
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.projections.driver_sql import driver_rows
 from canon_ledger.projections.partitions import PartitionRunner
+from canon_ledger.projections.partitioning import Partitioning, partitioning_of
 from canon_ledger.projections.runner import (
     PAGE_SIZE,
     Appended,
@@ -268,9 +269,13 @@ class ReadModels(Freshness):
             return self.catch_up(target)
 
     def splittable(self) -> bool:
-        """Can workers split this model's builds by story (PostgreSQL, a story field)?"""
+        """Can workers split this model's builds (PostgreSQL, and a projection with a ``partitioning``)?"""
         return (self.write_engine.dialect.name == "postgresql"
-                and getattr(self.spec.projection(self.tables(self.active())), "partition_by", None) is not None)
+                and self.partitioning() is not None)
+
+    def partitioning(self) -> Partitioning | None:
+        """How workers may split this model's builds (by story, by collection), or None."""
+        return partitioning_of(self.spec.projection(self.tables(self.active())))
 
     def _partition(self, runner: ProjectionRunner) -> PartitionRunner:
         if runner.tracking_name not in self._partitions:

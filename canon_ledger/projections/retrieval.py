@@ -21,17 +21,19 @@ from functools import singledispatch
 from typing import Any
 
 import numpy as np
-from canon_ledger.domain.topics import stored_topics
 from sqlalchemy import text
 
 from canon_ledger.domain.chapter import Chapter
 from canon_ledger.domain.chunking import chunk_chapter, content_hash
 from canon_ledger.domain.document import Document
 from canon_ledger.domain.tokens import TokenCounter
+from canon_ledger.domain.topics import stored_topics
 from canon_ledger.domain.wiki import WikiPage, page_doc_id
+from canon_ledger.projections.partitioning import BY_COLLECTION
 from canon_ledger.projections.retrieval_tables import RetrievalTables, VectorTables
 from canon_ledger.projections.retrieval_text import key64, term_counts
 from canon_ledger.projections.sql_ops import Delete, Op, Run, Upsert
+
 
 @dataclass(frozen=True)
 class Put:
@@ -136,6 +138,7 @@ class KeywordProjection(_IndexProjection):
     """Doc rows (and on SQLite, through triggers, FTS5); on PostgreSQL, postings and totals too."""
 
     name = "retrieval"
+    partitioning = BY_COLLECTION  # docs, postings and totals are per collection; workers may split by it
 
     def __init__(self, tables: RetrievalTables, tokens: TokenCounter) -> None:
         self.t = tables

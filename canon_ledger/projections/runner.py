@@ -70,10 +70,12 @@ class EventLog(Protocol):
         """Decoded (position, event) pairs from ``start`` on, at most ``limit``, up to ``stop``."""
         ...
 
-    def read_partition(self, start: int, limit: int, stop: int, topics: Sequence[str], field: str,
-                       value: str) -> tuple[list[tuple[int, Any]], int | None]:
-        """One story's events (``field`` == ``value``) from ``start`` to ``stop``, and the last
-        position looked at if ``limit`` cut the read short (``EventLogReader.read_partition``)."""
+    def read_partition(self, start: int, limit: int, stop: int, topics: Sequence[str],
+                       matches: Sequence[tuple[str, str]], belongs: Callable[[Any], bool],
+                       ) -> tuple[list[tuple[int, Any]], int | None]:
+        """One share's events (holding one of ``matches``, and ``belongs``) from ``start`` to
+        ``stop``, and the last position looked at if ``limit`` cut the read short
+        (``EventLogReader.read_partition``)."""
         ...
 
     def watch(self, listener: Callable[[list[Appended]], None]) -> None:
@@ -224,11 +226,10 @@ _AHEAD = (select(partitions.c.partition).where(partitions.c.projection == bindpa
 
 
 def partition_of(projection: Any, event: Any) -> str | None:
-    """The partition ``event`` belongs to in ``projection`` (its ``partition_by`` field: the
-    story), or None: a projection that declares none, or an event without one, is not split."""
-    field = getattr(projection, "partition_by", None)
-    value = None if field is None else getattr(event, field, None)
-    return None if value is None else str(value)
+    """The partition ``event`` belongs to in ``projection`` (``projections.partitioning``: its
+    story or collection), or None: a projection that declares none is not split."""
+    partitioning = getattr(projection, "partitioning", None)
+    return None if partitioning is None else partitioning.of(event)
 
 
 def partitions_ahead(conn: Connection, name: str, position: int) -> dict[str, int]:

@@ -1,7 +1,8 @@
 """``canon worker --split`` as real processes on PostgreSQL: several workers share canon and
-authoring story by story (each story claimed by one worker at a time), a killed worker's
-stories are taken over from the committed positions, nothing is applied twice, and the read
-models equal what a single fresh rebuild makes."""
+authoring story by story, knowledge and the keyword index collection by collection (each share
+claimed by one worker at a time), a killed worker's shares are taken over from the committed
+positions, nothing is applied twice, and the read models equal what a single fresh rebuild
+makes."""
 
 from __future__ import annotations
 
@@ -28,12 +29,19 @@ from tests.e2e.test_worker import (
 
 pytestmark = pytest.mark.postgres
 STORIES = ("north", "south", "east")
-SPLIT = ("canon", "authoring")
+SPLIT = ("canon", "authoring", "knowledge", "retrieval")
+COLLECTIONS = ("guild", "lore")
 
 
 def load_stories(url: str, chapters: int = 40) -> None:
+    """The stories (whose accepted chapters fill the collections ``story:<id>``), and documents
+    in two collections of their own."""
     for story in STORIES:
         load(url, story_commands(story, chapters=chapters, entries=chapters * 10, seed=sum(map(ord, story))))
+    load(url, [{"type": "ingest_document", "command_id": f"doc-{collection}-{i}", "collection_id": collection,
+                "document_id": f"d{i}.md", "title": f"{collection} {i}",
+                "text": f"# {collection} {i}\n\n## Lamps\n\nLamps {i} are lit at dusk.\n\n## Bells\n\nBells {i} ring.\n"}
+               for collection in COLLECTIONS for i in range(chapters // 4)])
 
 
 def rows(services: Any) -> dict[str, int]:
@@ -44,23 +52,24 @@ def rows(services: Any) -> dict[str, int]:
         return out
 
 
-def events_per_story(services: Any, model: str) -> dict[str, int]:
-    """How many of ``model``'s events each story has in the log."""
+def events_per_share(services: Any, model: str) -> dict[str, int]:
+    """How many of ``model``'s events each share (story, collection) has in the log."""
     models = services.read_models[model]
     topics = models.spec.projection(models.tables(models.active())).topics
+    of = models.partitioning().of
     counts: dict[str, int] = {}
     for _, event in services.ledger.read(1, 10**9, None, topics):
-        counts[event.story_id] = counts.get(event.story_id, 0) + 1
+        counts[of(event)] = counts.get(of(event), 0) + 1
     return counts
 
 
 def applied(log: Path) -> dict[tuple[str, str], int]:
-    """Events each (model, story) was applied, summed over the workers' JSON lines."""
+    """Events each (model, share) was applied, summed over the workers' JSON lines."""
     out: dict[tuple[str, str], int] = {}
     for line in log.read_text().splitlines():
         if line.startswith("{") and '"applied"' in line:
             item = json.loads(line)
-            key = (item["model"], item["story"])
+            key = (item["model"], item.get("story", item.get("collection")))
             out[key] = out.get(key, 0) + item["events"]
     return out
 
@@ -74,7 +83,7 @@ def finish(proc: Any, log: Path, timeout: float = 600) -> None:
             proc.wait()
 
 
-def test_two_split_workers_apply_each_story_event_exactly_once(pg_url: str, tmp_path: Path) -> None:
+def test_two_split_workers_apply_each_share_s_events_exactly_once(pg_url: str, tmp_path: Path) -> None:
     load_stories(pg_url)
     services = bootstrap(pg_url, fed=True, embedder="hashing")
     try:
@@ -85,7 +94,7 @@ def test_two_split_workers_apply_each_story_event_exactly_once(pg_url: str, tmp_
             finish(proc, log)
         assert_current(services)
         for model in SPLIT:
-            expected = events_per_story(services, model)
+            expected = events_per_share(services, model)
             got = {story: sum(applied(log).get((model, story), 0) for log in logs) for story in expected}
             assert got == expected, (model, got, expected)  # none applied twice, none lost
             # Both workers took part (a story each at least) in canon, the bulk of the work.
@@ -128,7 +137,7 @@ def test_a_killed_split_worker_s_stories_are_taken_over_and_end_as_a_rebuild(pg_
         assert len(shares) >= 2, shares  # the work was split by story
         assert_moves_forward(samples)
         for model in SPLIT:  # the survivor applied no more than the log holds
-            expected = events_per_story(services, model)
+            expected = events_per_share(services, model)
             for story, n in expected.items():
                 assert applied(log).get((model, story), 0) <= n
         assert_as_rebuilt(services)

@@ -15,6 +15,7 @@ from sqlalchemy import event as sa_event
 
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.api_key import Principal
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.projections.checksum import table_checksum
 from canon_ledger.projections.runner import partitions, tracked
@@ -102,6 +103,8 @@ def test_a_request_catches_up_its_own_story_only(stories: Any) -> None:
     packet = services.packets.packet(request, record=False)
     g, ahead = models.shares()
     assert g == 0 and ahead["north"] == end and ahead["south"] == end // 3 and "east" not in ahead
+    assert services.status()["canon"].as_dict()["shares"] == {
+        "north": {"position": end, "behind_positions": 0}, "south": {"position": end // 3, "behind_positions": end - end // 3}}
     models.catch_up(end)
     assert services.packets.packet(request, record=False).hash == packet.hash
 
@@ -129,3 +132,71 @@ def test_a_claim_of_appended_events_defers_to_a_story_step_that_took_them(pg_url
     finally:
         other.close()
         writer.close()
+
+
+GUIDE = "# {title}\n\n## Lamps\n\nThe {word} lamps are lit at dusk by the guild.\n\n## Bells\n\nBells ring {word} times.\n"
+
+
+def ingest(services: Any, collection: str, document: str, word: str) -> None:
+    load(services, [{"type": "ingest_document", "command_id": f"ingest-{collection}-{document}-{word}",
+                     "collection_id": collection, "document_id": document, "title": document,
+                     "text": GUIDE.format(title=document, word=word)}])
+
+
+def model_positions(services: Any, name: str) -> list[int]:
+    models = services.read_models[name]
+    topics = models.spec.projection(models.tables(models.active())).topics
+    return [p for p, _ in services.ledger.read(1, 10**9, None, topics)]
+
+
+def model_checksum(services: Any, name: str) -> str:
+    models = services.read_models[name]
+    with models.read_engine.begin() as conn:
+        return table_checksum(conn, models.tables(models.active(conn)))
+
+
+@pytest.mark.parametrize("name", ["knowledge", "retrieval"])
+def test_a_collection_model_split_by_collection_applies_each_event_once(pg_url: str, name: str) -> None:
+    """Knowledge and the keyword index split by collection: documents' collections and each
+    story's chapter collection (``story:<id>``, fed by ``Chapter.TextAccepted``) are shares;
+    share steps then a whole-build step apply every event once, and the tables equal a rebuild's."""
+    services = bootstrap(pg_url, embedder="hashing")
+    try:
+        for i in range(3):
+            ingest(services, "guild", f"doc{i}.md", "amber")
+        services.compiler("offline").nightly(budget=3)  # wiki pages (WikiPage.Opened, PageCompiled)
+        for story in ("north", "south"):
+            load(services, gen_story.for_story(story, seed=len(story), chapters=6, entries=40))
+        for i in range(3):
+            ingest(services, "lore", f"doc{i}.md", "violet")
+        ingest(services, "guild", "doc0.md", "cobalt")  # re-ingested: chunk events of an opened document
+        models = services.read_models[name]
+        partitioning = models.partitioning()
+        assert partitioning is not None and partitioning.name == "collection"
+        start = models.position()  # the compile caught knowledge up to its pages
+        topics = models.spec.projection(models.tables(models.active())).topics
+        shares = {partitioning.of(e) for _, e in services.ledger.read(start + 1, 10**9, None, topics)}
+        assert {"guild", "lore", "story:north", "story:south"} <= shares
+        counts: Counter[int] = Counter()
+        runner = models.runner(models.active())
+        ops = runner.projection.ops
+        runner.projection.ops = lambda page, conn=None: counts.update(p for p, _ in page) or ops(page, conn)
+        end = services.ledger.position()
+        models.catch_up_partition("guild", end)
+        models.catch_up_partition("story:north", (start + end) // 2)
+        g, ahead = models.shares()
+        assert g == start and ahead == {"guild": end, "story:north": (start + end) // 2}
+        status = services.status()[name]  # ``canon status`` and /readyz: the low-water mark, and each share past it
+        assert status.position == start and status.as_dict()["shares"] == {
+            "guild": {"position": end, "behind_positions": 0},
+            "story:north": {"position": (start + end) // 2, "behind_positions": end - (start + end) // 2}}
+        scoped = Principal("reader", "worker", ("north",))  # a key of one story sees its collection only
+        assert set(status.as_dict(scoped.sees)["shares"]) == {"story:north"}
+        assert "shares" not in status.as_dict(Principal("other", "worker", ("south",)).sees)
+        models.catch_up(end)  # a whole-build step: skips what the collection steps applied
+        assert counts == Counter(p for p in model_positions(services, name) if p > start)  # every event once
+        split = model_checksum(services, name)
+        models.rebuild()
+        assert model_checksum(services, name) == split
+    finally:
+        services.close()

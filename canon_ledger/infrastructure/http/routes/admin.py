@@ -30,8 +30,9 @@ def readyz(request: Request, principal: Annotated[Principal, Depends(needs("work
     services = context.services
     end = services.ledger.position()
     worker = context.worker
+    sees = None if principal.unrestricted else principal.sees  # a scoped key: its stories' shares only
     return json_response({"status": "ready", "position": end, "read_models": {
-        name: status.as_dict() for name, status in services.status().items()},
+        name: status.as_dict(sees) for name, status in services.status().items()},
         "worker": None if worker is None else {"alive": worker.alive, "faults": worker.faults,
                                                "last_error": worker.last_error},
         "embedder": services.embedder_name, "quarantined": len(services.quarantined())})
