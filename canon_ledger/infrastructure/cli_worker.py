@@ -75,8 +75,8 @@ def add_verbs(verbs: Any, common: argparse.ArgumentParser, bounded: Callable[[in
     p.add_argument("--once", action="store_true", help="catch up to the log's end, then exit")
     p.add_argument("--split", action="store_true",
                    help="share the work with other `canon worker --split` processes (PostgreSQL): canon and "
-                        "authoring story by story, knowledge and retrieval collection by collection, each share "
-                        "claimed by one worker at a time; the vector index whole")
+                        "authoring story by story, knowledge, retrieval and vectors collection by collection, each "
+                        "share claimed by one worker at a time")
     p.add_argument("--split-after", type=bounded(0, 1_000_000_000), default=SPLIT_AFTER, metavar="N",
                    help=f"with --split: share a model by story or collection only while it trails the log by more than N "
                         f"positions (default {SPLIT_AFTER}; closer, one whole-model step is cheaper)")

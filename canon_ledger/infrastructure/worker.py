@@ -63,10 +63,10 @@ class ProjectionWorker:
     def __init__(self, services: Any, names: Sequence[str] | None = None, *, wakeup: LogWakeup | None = None,
                  progress: Progress | None = None, vector_slice: int = VECTOR_SLICE, split: bool = False,
                  split_after: int = SPLIT_AFTER) -> None:
-        """``split``: share the work with other workers (PostgreSQL): a model split by story is
-        caught up story by story, each claimed by one worker at a time, once it trails the log
+        """``split``: share the work with other workers (PostgreSQL): a model that can be split
+        is caught up share by share (story, collection), each claimed by one worker at a time, once it trails the log
         by more than ``split_after`` positions (below that one whole-build step is cheaper);
-        every other model is claimed whole. See ``SplitWork``."""
+        closer, a model is claimed whole. See ``SplitWork``."""
         self.services = services
         # A name it has no model for is refused (a CanonError), before anything runs.
         self.names = list(dict.fromkeys(n for name in names or ("all",) for n in services.named_models(name)))
@@ -180,15 +180,14 @@ class SplitWork:
     """How a ``split`` worker shares the work with others (PostgreSQL only).
 
     Per pass, for a model that can be split (``projections.partitioning``: canon and authoring
-    by story, knowledge and the keyword index by collection) and trails the log by more than
-    ``split_after`` positions: every share (a story, a collection) not yet at the log's end is
-    claimed in turn (``Claims``; a share another worker holds is left to it), caught up on its
-    own (``ReadModels.catch_up_partition``) and released. When every share stands at the end,
-    the build's low-water mark moves there without reading the log (``ReadModels.advance``).
-    Closer to the end, and for every other model (the vector index), the model is claimed
-    whole and caught up as by a single worker; a model another worker holds is skipped this
-    pass. Shares are found from the log's opening events (``Partitioning.openers``), each
-    read once."""
+    by story, knowledge, the keyword index and the vectors by collection) and trails the log by
+    more than ``split_after`` positions: every share (a story, a collection) not yet at the
+    log's end is claimed in turn (``Claims``; a share another worker holds is left to it),
+    caught up on its own (``ReadModels.catch_up_partition``) and released. When every share
+    stands at the end, the build's low-water mark moves there without reading the log
+    (``ReadModels.advance``). Closer to the end, the model is claimed whole and caught up as by
+    a single worker; a model another worker holds is skipped this pass. Shares are found from
+    the log's opening events (``Partitioning.openers``), each read once."""
 
     def __init__(self, worker: ProjectionWorker, split_after: int) -> None:
         from canon_ledger.infrastructure.claims import Claims

@@ -1,6 +1,6 @@
 """How a projection's events fall into shares that workers may catch up apart (PostgreSQL):
 by story for the story models (canon, authoring), by knowledge collection for the models of
-collections (knowledge, the keyword index).
+collections (knowledge, the keyword index, the vectors).
 
 A projection that can be split declares ``partitioning``. The invariants a ``Partitioning``
 must hold, which a split build's exactly-once rests on (``projections.partitions``):

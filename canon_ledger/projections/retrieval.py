@@ -202,7 +202,13 @@ def from_blob(blob: bytes) -> np.ndarray:
 
 
 class VectorProjection(_IndexProjection):
-    """One embedding model's vectors for every indexed chunk and page."""
+    """One embedding model's vectors for every indexed chunk and page.
+
+    Split by collection like the keyword index: a share's step embeds its page's texts inside
+    its own transaction (``ops``), which locks only that share's row; a whole-build catch-up
+    embeds first, outside the transaction (``catch_up_vectors``)."""
+
+    partitioning = BY_COLLECTION  # vectors and their change marks (rt_vecsets) are per collection
 
     def __init__(self, tables: VectorTables, tokens: TokenCounter, embedder: Any, batch: int = 32) -> None:
         self.t = tables

@@ -29,7 +29,7 @@ from tests.e2e.test_worker import (
 
 pytestmark = pytest.mark.postgres
 STORIES = ("north", "south", "east")
-SPLIT = ("canon", "authoring", "knowledge", "retrieval")
+SPLIT = ("canon", "authoring", "knowledge", "retrieval", "vectors")
 COLLECTIONS = ("guild", "lore")
 
 

@@ -155,9 +155,9 @@ def model_checksum(services: Any, name: str) -> str:
         return table_checksum(conn, models.tables(models.active(conn)))
 
 
-@pytest.mark.parametrize("name", ["knowledge", "retrieval"])
+@pytest.mark.parametrize("name", ["knowledge", "retrieval", "vectors"])
 def test_a_collection_model_split_by_collection_applies_each_event_once(pg_url: str, name: str) -> None:
-    """Knowledge and the keyword index split by collection: documents' collections and each
+    """Knowledge, the keyword index and the vectors split by collection: documents' collections and each
     story's chapter collection (``story:<id>``, fed by ``Chapter.TextAccepted``) are shares;
     share steps then a whole-build step apply every event once, and the tables equal a rebuild's."""
     services = bootstrap(pg_url, embedder="hashing")
