@@ -24,9 +24,8 @@ from canon_ledger.domain.errors import NotFound, RuleViolated
 
 TOKEN_PREFIX = "cl_"
 CHECK_TTL = 2.0  # seconds a checked token's answer is reused
-# The event classes are made by the library's @event decorator, which mypy cannot see.
-KEY_TOPICS = stored_topics(ApiKey.Issued, ApiKey.Revoked)  # type: ignore[attr-defined]
-ISSUED_TOPICS = stored_topics(ApiKey.Issued)  # type: ignore[attr-defined]
+KEY_TOPICS = stored_topics(ApiKey.Issued, ApiKey.Revoked)
+ISSUED_TOPICS = stored_topics(ApiKey.Issued)
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,7 @@ class Keys:
         while True:
             page = self.ledger.read(start, 1000, topics=KEY_TOPICS)
             for position, e in page:
-                if isinstance(e, ApiKey.Issued):  # type: ignore[attr-defined]
+                if isinstance(e, ApiKey.Issued):
                     keys[e.originator_id] = KeyInfo(e.name, e.scope, tuple(e.stories), False, position)
                 elif e.originator_id in keys:
                     info = keys[e.originator_id]

@@ -61,11 +61,20 @@ def check_key(scope: str, stories: list[str], name: str) -> None:
 
 
 class ApiKey(Aggregate):
+    class Issued(Aggregate.Created):
+        token_hash: str
+        name: str
+        scope: str
+        stories: list[str]
+
+    class Revoked(Aggregate.Event):
+        pass
+
     @staticmethod
     def create_id(token_hash: str, **_: Any) -> UUID:
         return ids.api_key_id(token_hash)
 
-    @event("Issued")
+    @event(Issued)
     def __init__(self, token_hash: str, name: str, scope: str, stories: list[str]) -> None:
         self.token_hash = token_hash
         self.name = name
@@ -80,7 +89,7 @@ class ApiKey(Aggregate):
         self._revoked()
         return True
 
-    @event("Revoked")
+    @event(Revoked)
     def _revoked(self) -> None:
         self.revoked = True
 
@@ -92,11 +101,15 @@ class ApiKey(Aggregate):
 class ApiKeyName(Aggregate):
     """The unique name of a key, pointing at it."""
 
+    class Claimed(Aggregate.Created):
+        name: str
+        token_hash: str
+
     @staticmethod
     def create_id(name: str, **_: Any) -> UUID:
         return ids.api_key_name_id(name)
 
-    @event("Claimed")
+    @event(Claimed)
     def __init__(self, name: str, token_hash: str) -> None:
         self.name = name
         self.token_hash = token_hash

@@ -24,11 +24,33 @@ class QuotaRefused(CanonError):
 
 
 class QuotaDay(Aggregate):
+    class Opened(Aggregate.Created):
+        provider: str
+        day: str
+
+    class Reserved(Aggregate.Event):
+        call_id: str
+        kind: str
+        purpose: str
+
+    class Refused(Aggregate.Event):
+        call_id: str
+        kind: str
+        purpose: str
+        reason: str
+
+    class Settled(Aggregate.Event):
+        call_id: str
+        outcome: str
+
+    class Exhausted(Aggregate.Event):
+        reason: str
+
     @staticmethod
     def create_id(provider: str, day: str, **_: Any) -> UUID:
         return ids.quota_day_id(provider, day)
 
-    @event("Opened")
+    @event(Opened)
     def __init__(self, provider: str, day: str) -> None:
         self.provider = provider
         self.day = day
@@ -56,11 +78,11 @@ class QuotaDay(Aggregate):
             raise QuotaRefused(reason[0], reason[1])
         self._reserve(call_id=call_id, kind=kind, purpose=purpose)
 
-    @event("Reserved")
+    @event(Reserved)
     def _reserve(self, call_id: str, kind: str, purpose: str) -> None:
         self.calls[call_id] = {"kind": kind, "purpose": purpose, "state": "reserved"}
 
-    @event("Refused")
+    @event(Refused)
     def _refuse(self, call_id: str, kind: str, purpose: str, reason: str) -> None:
         self.refused += 1
 
@@ -68,7 +90,7 @@ class QuotaDay(Aggregate):
         """``outcome``: ``ok`` or ``error`` (the call was made: it counts), ``not_sent`` (it did not)."""
         self._settle(call_id=call_id, outcome=outcome)
 
-    @event("Settled")
+    @event(Settled)
     def _settle(self, call_id: str, outcome: str) -> None:
         self.calls[call_id]["state"] = "released" if outcome == "not_sent" else "spent"
 
@@ -76,6 +98,6 @@ class QuotaDay(Aggregate):
         if not self.exhausted:
             self._exhaust(reason=reason)
 
-    @event("Exhausted")
+    @event(Exhausted)
     def _exhaust(self, reason: str) -> None:
         self.exhausted = reason

@@ -1,0 +1,109 @@
+"""A whole store as an earlier release left it: refused until `canon rebuild`, then it serves and
+its recorded packets audit OK (SQLite, the real `canon` command).
+
+``tests/fixtures/canon-v5-store.sqlite3.gz`` is a SQLite store written by the release at commit
+548a0a8 (canon read-model schema v5, compiler 4): the event log and its read models, tracking
+rows and build registry as that release left them (see tests/fixtures/README.md).
+``canon-v5-store-packets.jsonl`` holds the five packets it printed, each a ``PacketIssued`` in
+the store. The test runs on a copy in tmp_path; the fixture is never opened in place.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+CANON = Path(sys.executable).parent / "canon"  # the console script the package installs
+STORY = "lamplight"
+WRITER = ("packet", "--story", STORY, "--role", "writer", "--chapter", "5")
+
+
+def _env() -> dict[str, str]:
+    # No CANON_* setting of the caller's: the store's vectors are the packaged MiniLM's, the
+    # default embedder, which the old release used too (another embedder changes L1's hits).
+    return {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
+
+
+def canon(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CANON), "--format", "json", *args], capture_output=True, text=True, env=_env(),
+                          timeout=120)
+
+
+def _state(path: Path) -> dict[str, Any]:
+    """What the refusal must leave as it was: the log's rows, the build registry and tracking."""
+    with sqlite3.connect(path) as conn:
+        return {"events": conn.execute("SELECT count(*) FROM stored_events").fetchone()[0],
+                "builds": sorted(conn.execute("SELECT * FROM rm_projections").fetchall()),
+                "tracking": sorted(conn.execute("SELECT * FROM rm_tracking").fetchall())}
+
+
+def _recorded_packets(path: Path) -> list[str]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT state FROM stored_events WHERE topic LIKE '%:PacketRecord.PacketIssued'").fetchall()
+    return [json.loads(state)["packet_id"] for (state,) in rows]
+
+
+@pytest.fixture
+def old_store(tmp_path: Path) -> Path:
+    path = tmp_path / "old.db"
+    with gzip.open(FIXTURES / "canon-v5-store.sqlite3.gz") as src, path.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return path
+
+
+def test_an_old_release_s_store_is_refused_until_rebuilt_then_serves_and_audits(old_store: Path,
+                                                                                   tmp_path: Path) -> None:
+    url = f"sqlite:///{old_store}"
+    printed = (FIXTURES / "canon-v5-store-packets.jsonl").read_text().splitlines(keepends=True)
+    before = _state(old_store)
+    # The fixture is what it claims: the old schema's canon build, the log read up to its end.
+    assert ("canon", "v5_1", 5, None, None, 1) in before["builds"]
+    assert ("canon:v5_1", before["events"] - 5) in before["tracking"]  # five PacketIssued after it
+    recorded = _recorded_packets(old_store)
+    assert sorted(recorded) == sorted(json.loads(p)["packet_id"] for p in printed) and len(recorded) == 5
+
+    # (a) Refused with the structured error naming the remedy; nothing in the store changes.
+    refused = canon("--db", url, *WRITER)
+    assert refused.returncode != 0
+    error = json.loads(refused.stdout)["error"]
+    assert error["code"] == "read_model_outdated" and "canon rebuild" in error["message"], error
+    assert _state(old_store) == before
+
+    # (b) The remedy it names.
+    rebuilt = canon("--db", url, "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    reports = {r["projection"]: r for r in map(json.loads, rebuilt.stdout.splitlines())}
+    assert reports["canon"]["old"] == "v5_1" and reports["canon"]["new"].startswith("v6_"), reports
+
+    # (c) It serves the packet a fresh store of today's demo serves, byte for byte.
+    served = canon("--db", url, *WRITER)
+    assert served.returncode == 0, served.stderr
+    fresh_url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    demo = canon("--db", fresh_url, "demo")
+    assert demo.returncode == 0, demo.stderr
+    fresh = canon("--db", fresh_url, *WRITER)
+    assert fresh.returncode == 0, fresh.stderr
+    assert served.stdout == fresh.stdout
+    assert json.loads(served.stdout)["hash"].startswith("d3b8861f18ea71b1")
+    # And the same bytes the old release printed for it (compiler 4 then, 5 now): mention recall
+    # finds in this chapter's goals and scene card only entries the card already tags. Should a
+    # later compiler change this packet, the fresh store above is the reference, not this line.
+    assert served.stdout == printed[0]
+    assert _state(old_store)["events"] == before["events"]  # known already: not recorded again
+
+    # (d) Every packet the old release recorded audits OK against the log.
+    for packet_id in recorded:
+        audit = canon("--db", url, "audit", packet_id)
+        assert audit.returncode == 0, (packet_id, audit.stdout, audit.stderr)
+        report = json.loads(audit.stdout)
+        assert report["packet_id"] == packet_id and report["verdict"] == "ok", (packet_id, report)
