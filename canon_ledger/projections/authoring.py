@@ -73,7 +73,7 @@ class AuthoringProjection:
         self.t = tables
         self.topics = stored_topics(*self.HANDLED)
 
-    def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
+    def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
         ops: list[Op] = []
         on = self.on  # bound once per page
         for position, event in events:

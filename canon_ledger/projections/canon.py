@@ -22,30 +22,16 @@ from canon_ledger.projections import as_of_sql
 from canon_ledger.projections import rendering as r
 from canon_ledger.projections.canon_tables import CanonTables
 from canon_ledger.projections.partitioning import BY_STORY
-from canon_ledger.projections.sql_ops import Op, Run, Update, Upsert
-from canon_ledger.projections.token_memo import TokenMemo
-
-def _counter(tokens: TokenCounter) -> Any:
-    """``texts -> counts``: the counter's own batch method when it has one (one call per page
-    instead of one per text), else one ``count`` per text. Both give the same numbers."""
-    many = getattr(tokens, "count_many", None)
-    if many is not None:
-        return many
-    return lambda texts: [tokens.count(t) for t in texts]
-
+from canon_ledger.projections.sql_ops import Counted, Op, Run, Update, Upsert
+from canon_ledger.projections.token_memo import TokenCounts, TokenMemo
 
 class _Page:
-    """What one ``ops`` call gathers: texts to count in one batch, and canon rows by entry."""
+    """What one ``ops`` call gathers: the canon rows of each entry's steps."""
 
-    __slots__ = ("pending", "steps")
+    __slots__ = ("steps",)
 
     def __init__(self) -> None:
-        self.pending: list[tuple[dict[str, Any], str, str]] = []  # (row, tokens column, text)
         self.steps: dict[tuple[str, str, str], list[tuple[int, dict[str, Any]]]] = {}  # entry -> its steps
-
-    def count(self, row: dict[str, Any], column: str, text: str) -> None:
-        """Count ``text``'s tokens into ``row[column]`` with the rest of the page (one batch)."""
-        self.pending.append((row, column, text))
 
     def step(self, e: Any, row: dict[str, Any]) -> None:
         """The canon row of one timeline step; emitted with the page (see ``_canon_rows``)."""
@@ -67,19 +53,18 @@ class CanonProjection:
     def __init__(self, tables: CanonTables, tokens: TokenCounter, memo: TokenMemo | None = None) -> None:
         self.t = tables
         self.tokens = tokens
-        # None (the audit's scratch replay): every text is counted, independently of any memo.
-        self.memo = memo
+        # How the runner fills the counts of the ``Counted`` ops (memo None, the audit's scratch
+        # replay: every text is counted, independently of any memo).
+        self.counts = TokenCounts(tokens, memo)
         self.topics = stored_topics(*self.HANDLED)
         self._handled = frozenset(self.HANDLED)
         self._valid_to = as_of_sql.valid_to_update(tables.canon.name)
         self._valid_to_pg = as_of_sql.valid_to_update_many(tables.canon.name)
-        self._count_many = _counter(tokens)
 
-    def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
+    def ops(self, events: list[tuple[int, Any]]) -> list[Op | Counted]:
         """Ops for (position, event) pairs, in order, ending with each touched story's position.
-        ``conn``: the transaction the ops will run in; with a memo, token counts are looked up
-        (and the missing ones stored) there."""
-        ops: list[Op] = []
+        A row with a rendered text is ``Counted``: the runner fills its token counts."""
+        ops: list[Op | Counted] = []
         touched: dict[str, int] = {}
         page = _Page()  # per call: ops() may run in several threads at once
         on, handled = self.on, self._handled  # bound once per page
@@ -89,17 +74,8 @@ class CanonProjection:
             ops.extend(on(e, position, page))
             touched[e.story_id] = position
         ops.extend(self._canon_rows(page.steps))
-        stored: list[Op] = []  # the memo's store of fresh counts, last: after the page's rows
-        if page.pending:
-            texts = [t for _, _, t in page.pending]
-            if self.memo is not None and conn is not None:
-                counts = self.memo.counts(conn, texts, self._count_many, later=stored)
-            else:
-                counts = self._count_many(texts)
-            for (row, column, _), n in zip(page.pending, counts, strict=True):
-                row[column] = n
         ops.extend(Update(self.t.stories, {"story_id": s}, {"position": p}) for s, p in touched.items())
-        return ops + stored
+        return ops
 
     def quarantined(self, position: int, e: Any) -> list[Op]:
         """A story event at ``position`` could not be projected (the runner quarantined it):
@@ -115,11 +91,11 @@ class CanonProjection:
                                          "kinds": [p["b_kind"] for p in params], "keys": [p["b_key"] for p in params]})
         return True
 
-    def _canon_rows(self, steps: dict[tuple[str, str, str], list[tuple[int, dict[str, Any]]]]) -> list[Op]:
+    def _canon_rows(self, steps: dict[tuple[str, str, str], list[tuple[int, dict[str, Any]]]]) -> list[Op | Counted]:
         """The canon rows of this page, each with its ``valid_to`` where the page holds the
         entry's whole timeline so far (its first step is here: later steps come later in the
         log, so none is missing); the other entries get the SQL re-derivation instead."""
-        ops: list[Op] = []
+        ops: list[Op | Counted] = []
         for (story, kind, key), rows in steps.items():
             whole = [st for st, _ in rows] == list(range(1, len(rows) + 1))
             if whole:
@@ -127,45 +103,43 @@ class CanonProjection:
                     row["valid_to"] = end
                 # Set when the row is inserted; a re-delivered event keeps the stored value,
                 # which already accounts for every later step.
-                ops.extend(Upsert(self.t.canon, row, ("valid_to",)) for _, row in rows)
+                ops.extend(Counted(Upsert(self.t.canon, row, ("valid_to",)), (("tokens", row["text"]),))
+                           for _, row in rows)
             else:
-                ops.extend(Upsert(self.t.canon, row) for _, row in rows)
+                ops.extend(Counted(Upsert(self.t.canon, row), (("tokens", row["text"]),)) for _, row in rows)
                 ops.append(Run("valid_to", self._valid_to, {"b_story": story, "b_kind": kind, "b_key": key},
                                deferred=True, many=self._valid_to_many))
         return ops
 
     # -- story, chapters, volumes -----------------------------------------------------------------
     @singledispatchmethod
-    def on(self, event: object, position: int, page: _Page) -> list[Op]:
+    def on(self, event: object, position: int, page: _Page) -> list[Op | Counted]:
         """The ops of one event at ``position`` (texts to count go to ``page``): none for a type
         this projection does not handle."""
         return []
 
     @on.register
-    def _(self, e: Story.Started, p: int, page: _Page) -> list[Op]:
+    def _(self, e: Story.Started, p: int, page: _Page) -> list[Op | Counted]:
         row: dict[str, Any] = {
             "story_id": e.story_id, "title": e.title, "guardrails_text": r.guardrails(e.style_guardrails),
             "contract_text": r.output_contract(e.output_contract), "budgets": with_default_budgets(e.budgets),
             "source": p, "position": p}
-        page.count(row, "guardrails_tokens", row["guardrails_text"])
-        page.count(row, "contract_tokens", row["contract_text"])
-        return [Upsert(self.t.stories, row)]
+        return [Counted(Upsert(self.t.stories, row), (("guardrails_tokens", row["guardrails_text"]),
+                                                      ("contract_tokens", row["contract_text"])))]
 
     @on.register
-    def _(self, e: Chapter.Planned, p: int, page: _Page) -> list[Op]:
+    def _(self, e: Chapter.Planned, p: int, page: _Page) -> list[Op | Counted]:
         row: dict[str, Any] = {"story_id": e.story_id, "chapter": e.number, "volume": e.volume,
                                "goals_text": r.goals(e.number, e.goals), "goals_source": p, "goal_items": list(e.goals)}
-        page.count(row, "goals_tokens", row["goals_text"])
-        return [Upsert(self.t.chapters, row)]
+        return [Counted(Upsert(self.t.chapters, row), (("goals_tokens", row["goals_text"]),))]
 
     @on.register
-    def _(self, e: Chapter.SceneCardAdded, p: int, page: _Page) -> list[Op]:
+    def _(self, e: Chapter.SceneCardAdded, p: int, page: _Page) -> list[Op | Counted]:
         story, chapter, scene = e.story_id, e.chapter, e.scene_id
         row: dict[str, Any] = {"story_id": story, "chapter": chapter, "scene_id": scene,
                                "text": r.scene_card(chapter, scene, e.summary, e.tags), "source": p,
                                "summary": e.summary}
-        page.count(row, "tokens", row["text"])
-        ops: list[Op] = [Upsert(self.t.scene_cards, row)]
+        ops: list[Op | Counted] = [Counted(Upsert(self.t.scene_cards, row), (("tokens", row["text"]),))]
         tags = self.t.scene_tags
         for tag_type, keys in sorted(e.tags.items()):
             ops.extend(
@@ -176,31 +150,30 @@ class CanonProjection:
         return ops
 
     @on.register
-    def _(self, e: Chapter.TextAccepted, p: int, page: _Page) -> list[Op]:
+    def _(self, e: Chapter.TextAccepted, p: int, page: _Page) -> list[Op | Counted]:
         values: dict[str, Any] = {"text": r.chapter_text(e.chapter, e.text), "text_source": p}
-        page.count(values, "text_tokens", values["text"])
-        return [Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values)]
+        return [Counted(Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values),
+                        (("text_tokens", values["text"]),))]
 
     @on.register
-    def _(self, e: Chapter.SummaryRecorded, p: int, page: _Page) -> list[Op]:
+    def _(self, e: Chapter.SummaryRecorded, p: int, page: _Page) -> list[Op | Counted]:
         values: dict[str, Any] = {"summary_text": r.chapter_summary(e.chapter, e.text), "summary_source": p}
-        page.count(values, "summary_tokens", values["summary_text"])
-        return [Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values)]
+        return [Counted(Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values),
+                        (("summary_tokens", values["summary_text"]),))]
 
     @on.register
-    def _(self, e: Volume.Opened, p: int, page: _Page) -> list[Op]:
+    def _(self, e: Volume.Opened, p: int, page: _Page) -> list[Op | Counted]:
         return [Upsert(self.t.volumes, {"story_id": e.story_id, "volume": e.number})]
 
     @on.register
-    def _(self, e: Volume.SummaryRecorded, p: int, page: _Page) -> list[Op]:
+    def _(self, e: Volume.SummaryRecorded, p: int, page: _Page) -> list[Op | Counted]:
         row: dict[str, Any] = {"story_id": e.story_id, "volume": e.volume,
                                "summary_text": r.volume_summary(e.volume, e.text), "summary_source": p}
-        page.count(row, "summary_tokens", row["summary_text"])
-        return [Upsert(self.t.volumes, row)]
+        return [Counted(Upsert(self.t.volumes, row), (("summary_tokens", row["summary_text"]),))]
 
     # -- canon ------------------------------------------------------------------------------------
     @on.register
-    def _(self, e: CanonEntry.Established | CanonEntry.Revised, p: int, page: _Page) -> list[Op]:
+    def _(self, e: CanonEntry.Established | CanonEntry.Revised, p: int, page: _Page) -> list[Op | Counted]:
         v = e.version
         fields = v.get("fields") or {}
         story, kind, key, step, valid_from = e.story_id, e.kind, e.key, e.originator_version, v["valid_from"]
@@ -212,11 +185,10 @@ class CanonProjection:
         row["aliases"] = list(v.get("aliases") or [])
         rule = recall.rule(v["name"], row["aliases"], fields)
         row["recall"] = rule.as_dict() if rule is not None else None
-        page.count(row, "tokens", row["text"])
-        page.step(e, row)
+        page.step(e, row)  # its Counted upsert comes with the page's canon rows
         names = {v["name"].casefold(), *(a.casefold() for a in v.get("aliases") or [] if a)}
         aliases = self.t.aliases
-        ops: list[Op] = [Upsert(aliases, {"story_id": story, "kind": kind, "key": key, "step": step, "alias": a,
+        ops: list[Op | Counted] = [Upsert(aliases, {"story_id": story, "kind": kind, "key": key, "step": step, "alias": a,
                                           "valid_from": valid_from}) for a in sorted(names)]
         for i, node in enumerate(fields.get("nodes") or []):
             node_row = {
@@ -224,19 +196,17 @@ class CanonProjection:
                 "node_kind": node.get("kind", "node"), "valid_from": valid_from,
                 "hidden_until": node.get("hidden_until"), "text": r.chain_node(key, node), "source": p,
             }
-            page.count(node_row, "tokens", node_row["text"])
-            ops.append(Upsert(self.t.chain_nodes, node_row))
+            ops.append(Counted(Upsert(self.t.chain_nodes, node_row), (("tokens", node_row["text"]),)))
         return ops
 
     @on.register
-    def _(self, e: CanonEntry.Retired, p: int, page: _Page) -> list[Op]:
+    def _(self, e: CanonEntry.Retired, p: int, page: _Page) -> list[Op | Counted]:
         row: dict[str, Any] = {
             "story_id": e.story_id, "kind": e.kind, "key": e.key, "step": e.originator_version,
             "valid_from": e.valid_from, "retired": True, "name": e.key, "state": None, "hidden_until": None, "aliases": [],
             "recall": None,
             "text": r.retirement(e.kind, e.key, e.valid_from, e.reason), "source": p,
         }
-        page.count(row, "tokens", row["text"])
         page.step(e, row)
         return []
 

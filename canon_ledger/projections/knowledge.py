@@ -50,7 +50,7 @@ class KnowledgeProjection:
         self.topics = stored_topics(*self.HANDLED)
         self._restale = self._staleness_statement()
 
-    def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
+    def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
         ops: list[Op] = []
         on = self.on  # bound once per page
         for position, event in events:

@@ -351,7 +351,8 @@ class ReadModels(Freshness):
         self.drop_orphans()
         build, resumed = self._begin_build(fresh=recount)
         runner = self.runner(build)
-        memo = getattr(runner.projection, "memo", None)
+        counts = getattr(runner.projection, "counts", None)  # the runner's token counts (``page_ops``)
+        memo = None if counts is None else counts.memo
         if recount and memo is not None:
             with self.write_engine.begin() as conn:
                 memo.clear(conn)

@@ -154,7 +154,7 @@ class KeywordProjection(_IndexProjection):
                 f"SELECT CAST(:c AS VARCHAR), count(*), coalesce(sum(length), 0) FROM {d} WHERE collection_id = :c "
                 f"ON CONFLICT (collection_id) DO UPDATE SET docs = EXCLUDED.docs, total_length = EXCLUDED.total_length")
 
-    def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
+    def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
         ops: list[Op] = []
         for position, event in events:
             ops += self.on(event, position)
@@ -265,7 +265,7 @@ class VectorProjection(_IndexProjection):
         return len(wanted)
 
     # -- ops --------------------------------------------------------------------------------------
-    def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
+    def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
         self.embed(self._wanted(events))
         ops: list[Op] = []
         for position, event in events:

@@ -49,7 +49,7 @@ from canon_ledger.application.event_log import Appended
 from canon_ledger.projections import driver_sql
 from canon_ledger.projections.driver_sql import PipelineFailed, pipelined
 from canon_ledger.projections.runner_cache import LogMemory, OwnAppends, QuietRange
-from canon_ledger.projections.sql_ops import Op, execute
+from canon_ledger.projections.sql_ops import Counted, Op, execute
 
 PAGE_SIZE = 1000  # events per transaction, unless the projection prefers another size (``page_size``)
 ANALYZE_AFTER = 5000  # a catch-up this big changes the planner's picture: refresh its statistics
@@ -91,10 +91,19 @@ class Projection(Protocol):
     name: str
     topics: list[str]
 
-    def ops(self, events: list[tuple[int, Any]], conn: Any = None) -> list[Op]:
-        """Ops for (position, event) pairs. ``conn``: the page's transaction, which the ops will
-        run in (the canon projection reads and fills its token memo there); None outside one."""
+    def ops(self, events: list[tuple[int, Any]]) -> Sequence[Op | Counted]:
+        """Ops for (position, event) pairs: a pure function of the events (no I/O). ``Counted``
+        ops are filled by ``page_ops`` with the projection's ``counts``."""
         ...
+
+
+def page_ops(conn: Connection, projection: Projection, page: list[tuple[int, Any]]) -> list[Op]:
+    """The ops that write ``page`` in ``conn``'s transaction: the projection's, with the token
+    counts of its ``Counted`` ops filled there (``TokenCounts``: the memo is read, and new counts
+    stored, in this transaction). The one place a page's I/O before its writes happens."""
+    ops = projection.ops(page)
+    counts = getattr(projection, "counts", None)
+    return counts.fill(conn, ops) if counts is not None else ops  # type: ignore[return-value]
 
 
 # A story's (or collection's) share of a build, when workers split it (``projections.partitions``):
@@ -140,7 +149,7 @@ def project_safely(conn: Connection, projection: Projection, page: list[tuple[in
     the (position, event, error) quarantined. A store fault is raised, never quarantined."""
     try:
         with conn.begin_nested():
-            execute(conn, projection.ops(page, conn))
+            execute(conn, page_ops(conn, projection, page))
         return []
     except STORE_FAULTS:
         raise
@@ -150,7 +159,7 @@ def project_safely(conn: Connection, projection: Projection, page: list[tuple[in
     for position, event in page:
         try:
             with conn.begin_nested():
-                execute(conn, projection.ops([(position, event)], conn))
+                execute(conn, page_ops(conn, projection, [(position, event)]))
         except STORE_FAULTS:
             raise
         except Exception as exc:  # noqa: BLE001 - quarantined, with its error
@@ -393,7 +402,7 @@ class ProjectionRunner:
         """Write the page's rows in ``conn``'s transaction; with ``claim`` (start, reached), only
         if the tracking row moves from ``start`` to ``reached`` (see ``_claim_and_write``)."""
         with gc_paused():
-            ops = self.projection.ops(page, conn)  # may read (the token memo): before any pipeline
+            ops = page_ops(conn, self.projection, page)  # may read (the token memo): before any pipeline
             if claim is None:
                 execute(conn, ops)
             elif not self._claim_and_write(conn, ops, *claim):

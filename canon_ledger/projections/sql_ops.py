@@ -78,6 +78,17 @@ class Run:
     many: Callable[[Connection, list[dict[str, Any]]], bool] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """``op`` once the tokens of ``texts`` are counted: each (column, text) pair sets ``column``
+    to ``text``'s count. A projection emits it and stays free of I/O; the runner fills a page's
+    counts in one batch (``token_memo.TokenCounts.fill``) before the page is written, and
+    ``execute`` never sees one."""
+
+    op: Upsert | Update
+    texts: tuple[tuple[str, str], ...]
+
+
 Op = Upsert | Update | Delete | Run
 
 

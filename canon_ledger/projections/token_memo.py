@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Column, Integer, LargeBinary, MetaData, String, Table, delete
 from sqlalchemy.engine import Connection, Engine
 
-from canon_ledger.projections.sql_ops import Op, Run
+from canon_ledger.domain.tokens import TokenCounter
+from canon_ledger.projections.sql_ops import Counted, Op, Run
 
 metadata = MetaData()
 token_memo = Table(
@@ -129,6 +131,45 @@ class TokenMemo:
         conn.exec_driver_sql(
             f"INSERT INTO {name} (encoding, digest, tokens) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
             [(self.encoding, d, n) for d, n in items])
+
+
+def batch_counter(tokens: TokenCounter) -> Counter:
+    """``texts -> counts``: the counter's own batch method when it has one (one call per page
+    instead of one per text), else one ``count`` per text. Both give the same numbers."""
+    many = getattr(tokens, "count_many", None)
+    if many is not None:
+        return many  # type: ignore[no-any-return]
+    return lambda texts: [tokens.count(t) for t in texts]
+
+
+class TokenCounts:
+    """Fills the token counts of a page's ``Counted`` ops, in the page's transaction: from the
+    memo where it has them, the rest counted in one batch and stored with the page's writes
+    (the store goes last). Without a memo (the audit's scratch replay) every text is counted."""
+
+    def __init__(self, tokens: TokenCounter, memo: TokenMemo | None = None) -> None:
+        self.count = batch_counter(tokens)
+        self.memo = memo
+
+    def fill(self, conn: Connection | None, ops: list[Op | Counted]) -> list[Op]:
+        """``ops`` with every ``Counted`` replaced by its op, counts set (new value dicts: an
+        op is never changed once made)."""
+        texts = [t for op in ops if type(op) is Counted for _, t in op.texts]
+        if not texts:
+            return ops  # type: ignore[return-value]
+        stored: list[Op] = []
+        if self.memo is not None and conn is not None:
+            counts = iter(self.memo.counts(conn, texts, self.count, later=stored))
+        else:
+            counts = iter(self.count(texts))
+        out: list[Op] = []
+        for op in ops:
+            if type(op) is Counted:
+                inner = op.op
+                out.append(replace(inner, values={**inner.values, **{c: next(counts) for c, _ in op.texts}}))
+            else:
+                out.append(op)  # type: ignore[arg-type]
+        return out + stored
 
 
 def _mark(conn: Connection) -> str:

@@ -13,6 +13,7 @@ from canon_ledger.infrastructure.demo import STORY, sample_commands
 from canon_ledger.projections.canon_tables import canon_tables
 from canon_ledger.projections.canon import CanonProjection
 from canon_ledger.projections.checksum import table_checksum
+from canon_ledger.projections.runner import page_ops
 from canon_ledger.projections.sql_ops import execute
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,13 +28,13 @@ def test_delivering_the_same_events_twice_leaves_the_tables_unchanged(services) 
     with services.canon.write_engine.begin() as conn:
         caught_up = table_checksum(conn, tables)
     with services.canon.write_engine.begin() as conn:
-        execute(conn, projection.ops(events))
+        execute(conn, page_ops(conn, projection, events))
     with services.canon.write_engine.begin() as conn:
         once_more = table_checksum(conn, tables)
     with services.canon.write_engine.begin() as conn:
         for position_event in events:  # and each event delivered twice in a row
-            execute(conn, projection.ops([position_event]))
-            execute(conn, projection.ops([position_event]))
+            execute(conn, page_ops(conn, projection, [position_event]))
+            execute(conn, page_ops(conn, projection, [position_event]))
     with services.canon.write_engine.begin() as conn:
         doubled = table_checksum(conn, tables)
     assert caught_up == once_more == doubled
@@ -64,7 +65,7 @@ def test_catch_up_is_exactly_once_and_resumes(services) -> None:
     fresh.metadata.create_all(services.canon.write_engine)
     projection = CanonProjection(fresh, services.packets.tokens)
     with services.canon.write_engine.begin() as conn:
-        execute(conn, projection.ops(services.ledger.read(1, 100_000, None, projection.topics)))
+        execute(conn, page_ops(conn, projection, services.ledger.read(1, 100_000, None, projection.topics)))
         assert table_checksum(conn, fresh) == incremental
 
 

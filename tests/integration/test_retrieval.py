@@ -16,6 +16,7 @@ from canon_ledger.infrastructure.demo import sample_commands
 from canon_ledger.projections.checksum import table_checksum
 from canon_ledger.projections.retrieval import catch_up_vectors
 from canon_ledger.projections.retrieval_text import terms
+from canon_ledger.projections.runner import page_ops
 from canon_ledger.projections.sql_ops import execute
 
 GUIDE = """# Lamplighting
@@ -81,11 +82,11 @@ def test_same_events_twice_change_nothing_and_a_rebuild_gives_the_same_tables(rs
         projection = models.runner(models.active()).projection
         events = rs.ledger.read(1, 100_000, None, projection.topics)
         with models.write_engine.begin() as conn:
-            execute(conn, projection.ops(events))
+            execute(conn, page_ops(conn, projection, events))
         with models.write_engine.begin() as conn:
             for one in events:
-                execute(conn, projection.ops([one]))
-                execute(conn, projection.ops([one]))
+                execute(conn, page_ops(conn, projection, [one]))
+                execute(conn, page_ops(conn, projection, [one]))
     assert _checksums(rs) == before
     assert _keyword(rs, "lamp oil wick quay", ("guild", "story:lamplight")) == hits_before  # the FTS index too
     rs.retrieval.rebuild()

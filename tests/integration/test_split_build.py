@@ -7,6 +7,7 @@ positions it is given in transactions that commit (a step that rolls back is not
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from typing import Any
 
@@ -33,7 +34,9 @@ def load(services: Any, commands: list[dict[str, Any]], batch: int = 250) -> Non
 
 
 class Applied:
-    """Positions the canon projection of ``services`` was given, in committed transactions."""
+    """Positions the canon projection of ``services`` was given, in committed transactions.
+    A page's ops are made in the thread that then commits or rolls back its transaction, so
+    what a thread was given is counted at its next commit on this engine, dropped at a rollback."""
 
     def __init__(self, services: Any) -> None:
         self.counts: Counter[int] = Counter()
@@ -42,16 +45,15 @@ class Applied:
         runner = models.runner(models.active())
         ops = runner.projection.ops
 
-        def noted(events: list[tuple[int, Any]], conn: Any = None) -> list[Any]:
-            if conn is not None:
-                self._pending.setdefault(id(conn.connection.dbapi_connection), []).extend(p for p, _ in events)
-            return ops(events, conn)
+        def noted(events: list[tuple[int, Any]]) -> Any:
+            self._pending.setdefault(threading.get_ident(), []).extend(p for p, _ in events)
+            return ops(events)
 
         runner.projection.ops = noted
         engine = models.write_engine
         sa_event.listen(engine, "commit", lambda conn: self.counts.update(
-            self._pending.pop(id(conn.connection.dbapi_connection), [])))
-        sa_event.listen(engine, "rollback", lambda conn: self._pending.pop(id(conn.connection.dbapi_connection), None))
+            self._pending.pop(threading.get_ident(), [])))
+        sa_event.listen(engine, "rollback", lambda conn: self._pending.pop(threading.get_ident(), None))
 
 
 def canon_positions(services: Any) -> list[int]:
@@ -180,7 +182,7 @@ def test_a_collection_model_split_by_collection_applies_each_event_once(pg_url: 
         counts: Counter[int] = Counter()
         runner = models.runner(models.active())
         ops = runner.projection.ops
-        runner.projection.ops = lambda page, conn=None: counts.update(p for p, _ in page) or ops(page, conn)
+        runner.projection.ops = lambda page: counts.update(p for p, _ in page) or ops(page)
         end = services.ledger.position()
         models.catch_up_partition("guild", end)
         models.catch_up_partition("story:north", (start + end) // 2)
