@@ -375,8 +375,9 @@ class Instrument:
         self.calls: Counter[str] = Counter()
         self._undo: list[tuple[Any, str, Any]] = []
         cls = canon_view.SqlCanonSnapshot
-        for name in ("prefetch", "story", "chapter", "scenes", "entries_as_of", "superseded_steps", "chapter_summaries",
-                     "volume_summaries", "chain_nodes", "texts"):
+        for name in ("prefetch", "story", "chapter", "scenes", "entries_by_key", "active_entries", "entries_since",
+                     "entries_page", "superseded_steps", "chapter_summaries", "volume_summaries", "chain_nodes",
+                     "texts"):
             self._wrap(cls, name, name)
         for step in ("add", "finish"):  # compiler 3 fills in steps; finish fetches the packed texts
             self._wrap(compiler.Packing, step, "fill (budget)")
@@ -392,8 +393,8 @@ class Instrument:
             t0 = clock()
             result = inner(*args, **kwargs)
             key = label
-            if name == "entries_as_of":
-                key = f"entries_as_of({'keys' if kwargs.get('keys') else ','.join(kwargs.get('kinds') or ())})"
+            if name in ("active_entries", "entries_since", "entries_page"):
+                key = f"{name}({args[3]})"  # (snapshot, story, chapter, kind, ...)
             self.totals[key] += clock() - t0
             self.calls[key] += 1
             if isinstance(result, list):

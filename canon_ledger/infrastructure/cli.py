@@ -665,7 +665,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.verb not in CREATES_STORE + NO_STORE and not getattr(args, "dry_run", False):
             require_store(args.db)
-        return args.run(args)
+        status: int = args.run(args)
+        sys.stdout.flush()  # a reader that has left is met here, not in the interpreter's exit
+        return status
     except Failure as e:
         if args.format == "json" and not e.reported:
             _emit({"error": {"code": e.code, "message": str(e), "field": None}})
@@ -678,6 +680,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if e.code in UNAVAILABLE_CODES:
             return UNAVAILABLE
         return USAGE if isinstance(e, InvalidCommand) or e.code in USAGE_CODES else REJECTED
+    except BrokenPipeError:
+        # The reader left (`canon events | head`): stop quietly, as other tools do. Standard
+        # output now points at /dev/null, so the interpreter's last flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return OK
     except Exception as e:  # noqa: BLE001 - only store faults are handled here
         if not is_store_fault(e):
             raise
@@ -688,8 +695,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "field": None}})
         print(f"canon: store unavailable at {display}: {reason}", file=sys.stderr)
         return UNAVAILABLE
-    except BrokenPipeError:
-        return OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -46,12 +46,13 @@ def bounded(low: int, high: int) -> Callable[[str], int]:
 
     def parse(text: str) -> int:
         digits = text.strip().lstrip("+-")
-        if not digits.isdigit() or len(digits) > 20:
+        if not digits.isdigit():
             raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number")
-        value = int(text)
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is outside {low:,}..{high:,}")
-        return value
+        # A number of more than 20 digits is out of any range here; it is never converted.
+        if len(digits) > 20 or not low <= int(text) <= high:
+            shown = text.strip() if len(digits) <= 20 else f"{text.strip()[:20]}... ({len(digits)} digits)"
+            raise argparse.ArgumentTypeError(f"{shown} is outside {low:,}..{high:,}")
+        return int(text)
 
     parse.__name__ = "number"
     return parse

@@ -170,12 +170,10 @@ TEXT_BY_KEY = ("(SELECT t.text FROM {canon} t WHERE t.story_id = e.story_id AND 
                " AND t.key = e.key AND t.step = e.step) AS text")
 
 # name: (which entries, active only, a page, recent only)
-ENTRY_READS = {"entries_of_kind": (OF_KIND, False, False, False),
-               "recent_entries_of_kind": (OF_KIND, False, False, True),
+ENTRY_READS = {"entries_of_keys": (OF_KEYS, False, False, False),
                "active_entries_of_kind": (OF_KIND, True, False, False),
-               "entries_of_keys": (OF_KEYS, False, False, False),
-               "active_entries_of_keys": (OF_KEYS, True, False, False),
-               "page_of_kind": (OF_KIND, False, True, False), "active_page_of_kind": (OF_KIND, True, True, False)}
+               "recent_entries_of_kind": (OF_KIND, False, False, True),
+               "page_of_kind": (OF_KIND, False, True, False)}
 
 NAMED = {"story": STORY, "chapter": CHAPTER, "scene_cards": SCENE_CARDS, "scene_tags": SCENE_TAGS,
          "chapter_summaries": CHAPTER_SUMMARIES, "volume_summaries": VOLUME_SUMMARIES, "canon_texts": CANON_TEXTS,

@@ -17,15 +17,15 @@ in one pipeline: one round trip instead of one each.
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from sqlalchemy.engine import Connection, Engine
 
-from canon_ledger.application.packets.ports import (Always, CanonReader, CanonSnapshot, ChapterView, EntryView, Fact,
-                                                    Lore, Mention, NodeView, SceneView, StoryView)
+from canon_ledger.application.packets.ports import (Call, CanonReader, CanonSnapshot, ChapterView, EntryView, Fact,
+                                                    Lore, NodeView, SceneView, StoryView)
 from canon_ledger.projections import canon_sql, driver_sql
 from canon_ledger.projections.canon_tables import CanonTables
 
@@ -40,15 +40,30 @@ LORE_CACHE = 64  # stories whose matcher a reader keeps (oldest built goes first
 LORE_NEWER = 512  # steps added since a matcher's whole build that it keeps apart (then: build it whole)
 
 
-class _NoLore:
-    constant: tuple[Always, ...] = ()
-    never: frozenset[tuple[str, str, int]] = frozenset()
-
-    def match(self, texts: list[tuple[str, str]]) -> list[Mention]:
-        return []
-
-
-_NO_LORE = _NoLore()
+# The statements each read of the port runs first, as (name, parameters), from its arguments
+# alone: the read runs them, and ``prefetch`` sends those of the calls it is given in one
+# pipeline, so both ask the same. ``lore`` reads its matcher's version first (the matcher is
+# read again only when that moved); ``superseded_steps`` and ``texts`` depend on other reads.
+Statements = list[tuple[str, dict[str, Any]]]
+STATEMENTS: dict[str, Callable[..., Statements]] = {
+    "story": lambda story_id: [("story", {"story": story_id})],
+    "chapter": lambda story_id, number: [("chapter", {"story": story_id, "chapter": number})],
+    "scenes": lambda story_id, chapter: [("scene_cards", {"story": story_id, "chapter": chapter}),
+                                         ("scene_tags", {"story": story_id, "chapter": chapter})],
+    "entries_by_key": lambda story_id, chapter, keys: [
+        ("entries_of_keys", {"story": story_id, "chapter": chapter, "keys": list(keys)})],
+    "active_entries": lambda story_id, chapter, kind: [
+        ("active_entries_of_kind", {"story": story_id, "chapter": chapter, "kind": kind})],
+    "entries_since": lambda story_id, chapter, kind, since: [
+        ("recent_entries_of_kind", {"story": story_id, "chapter": chapter, "kind": kind, "since": since})],
+    "entries_page": lambda story_id, chapter, kind, after, limit: [
+        ("page_of_kind", {"story": story_id, "chapter": chapter, "kind": kind, "after": after, "limit": limit})],
+    "chapter_summaries": lambda story_id, first, last: [
+        ("chapter_summaries", {"story": story_id, "first": first, "last": last})],
+    "volume_summaries": lambda story_id: [("volume_summaries", {"story": story_id})],
+    "chain_nodes": lambda story_id, chapter: [("chain_nodes", {"story": story_id, "chapter": chapter})],
+    "lore": lambda story_id: [("lore_version", {"story": story_id})],
+}
 
 
 def _fact(text: str | None, tokens: int | None, source: int | None) -> Fact:
@@ -108,20 +123,13 @@ class SqlCanonSnapshot(CanonSnapshot):
         self._driver = conn.connection.driver_connection if postgres else None
         self._sqlite: sqlite3.Connection | None = None if postgres else conn.connection.driver_connection
         self._ahead: dict[tuple[Any, ...], list[Any]] = {}  # prefetched rows, each used once
-        self._wanted: list[tuple[Any, dict[str, Any]]] | None = None  # statements, while prefetch plans
 
-    def prefetch(self, reads: Callable[[CanonSnapshot], object]) -> None:
-        """Run the statements of the reads ``reads(self)`` makes now, together; the same
-        calls then answer from what was fetched. While it runs every read answers empty, so
-        it can only list reads whose arguments do not depend on what another returns."""
+    def prefetch(self, calls: Sequence[Call]) -> None:
+        """Run the statements of ``calls`` (``STATEMENTS``) now, together; the same calls then
+        answer from what was fetched."""
         if self._driver is None:
             return  # SQLite is in-process: a statement costs no round trip
-        self._wanted = []
-        try:
-            reads(self)
-            wanted = self._wanted
-        finally:
-            self._wanted = None
+        wanted = [(self.q[name], params) for call in calls for name, params in STATEMENTS[call.method](*call.args)]
         cursors = []
         with self._driver.pipeline():
             for stmt, params in wanted:
@@ -135,9 +143,6 @@ class SqlCanonSnapshot(CanonSnapshot):
     def _rows(self, name: str, **params: Any) -> list[Any]:
         """The rows of the statement ``name``, each readable by column name."""
         stmt = self.q[name]
-        if self._wanted is not None:
-            self._wanted.append((stmt, params))
-            return []
         if self._ahead:
             rows = self._ahead.pop(_key(stmt, params), None)
             if rows is not None:
@@ -157,8 +162,12 @@ class SqlCanonSnapshot(CanonSnapshot):
         """Prefetched results no read has asked for (a recipe's list out of step with it)."""
         return len(self._ahead)
 
+    def _read(self, method: str, *args: Any) -> list[list[Any]]:
+        """The rows of each statement the read ``method`` runs first (``STATEMENTS``)."""
+        return [self._rows(name, **params) for name, params in STATEMENTS[method](*args)]
+
     def story(self, story_id: str) -> StoryView | None:
-        rows = self._rows("story", story=story_id)
+        [rows] = self._read("story", story_id)
         if not rows:
             return None
         r = rows[0]
@@ -167,7 +176,7 @@ class SqlCanonSnapshot(CanonSnapshot):
                          (r.poisoned, r.first_poisoned, r.last_poisoned) if r.poisoned else None)
 
     def chapter(self, story_id: str, number: int) -> ChapterView | None:
-        rows = self._rows("chapter", story=story_id, chapter=number)
+        [rows] = self._read("chapter", story_id, number)
         if not rows:
             return None
         r = rows[0]
@@ -177,39 +186,32 @@ class SqlCanonSnapshot(CanonSnapshot):
                            tuple(canon_sql.json_column(r.goal_items) or ()))
 
     def scenes(self, story_id: str, chapter: int) -> list[SceneView]:
-        cards = self._rows("scene_cards", story=story_id, chapter=chapter)
+        cards, tag_rows = self._read("scenes", story_id, chapter)
         tags: dict[str, list[tuple[str, str]]] = {}
-        for r in self._rows("scene_tags", story=story_id, chapter=chapter):
+        for r in tag_rows:
             tags.setdefault(r.scene_id, []).append((r.tag_type, r.key))
         return [SceneView(r.scene_id, _fact(r.text, r.tokens, r.source), tuple(tags.get(r.scene_id, [])),
                           r.summary or "") for r in cards]
 
-    def entries_as_of(self, story_id: str, chapter: int, *, kinds: tuple[str, ...] = (),
-                      keys: tuple[str, ...] = (), since: int | None = None, active: bool = False,
-                      after: str | None = None, limit: int | None = None) -> list[EntryView]:
-        if bool(kinds) == bool(keys):
-            raise ValueError("entries_as_of takes kinds or keys")
-        # Texts come with the entries: since the compiler reads P3 and P4 only while the budget
-        # has room, most entries read are packed, and fetching their texts afterwards costs more
-        # than reading them here (docs/benchmarks.md, session 7).
-        params: dict[str, Any] = {"story": story_id, "chapter": chapter}
-        active_ = "active_" if active else ""
-        if limit is not None:
-            if len(kinds) != 1:
-                raise ValueError("a page of entries_as_of is of one kind")
-            rows = self._rows(f"{active_}page_of_kind", **params, kind=kinds[0], after=after or "", limit=limit)
-        elif keys:
-            rows = self._rows(f"{active_}entries_of_keys", **params, keys=list(keys))
-        elif since is not None and not active:
-            rows = [r for kind in set(kinds) for r in self._rows("recent_entries_of_kind", **params, kind=kind,
-                                                                    since=since)]
-            since = None  # applied in the SQL
-        else:
-            rows = [r for kind in set(kinds) for r in self._rows(f"{active_}entries_of_kind", **params, kind=kind)]
-        if since is not None:  # the reads that take no :since (no recipe combines them with it)
-            rows = [r for r in rows if r.valid_from > since]
-        if limit is None:
-            rows.sort(key=_BY_KIND_KEY)
+    # Texts come with the entries: since the compiler reads P3 and P4 only while the budget has
+    # room, most entries read are packed, and fetching their texts afterwards costs more than
+    # reading them here. One statement each (``canon_sql.ENTRY_READS``).
+    def entries_by_key(self, story_id: str, chapter: int, keys: tuple[str, ...]) -> list[EntryView]:
+        return self._entries("entries_by_key", story_id, chapter, keys)
+
+    def active_entries(self, story_id: str, chapter: int, kind: str) -> list[EntryView]:
+        return self._entries("active_entries", story_id, chapter, kind)
+
+    def entries_since(self, story_id: str, chapter: int, kind: str, since: int) -> list[EntryView]:
+        return self._entries("entries_since", story_id, chapter, kind, since)
+
+    def entries_page(self, story_id: str, chapter: int, kind: str, after: str, limit: int) -> list[EntryView]:
+        [rows] = self._read("entries_page", story_id, chapter, kind, after, limit)
+        return [_entry(r) for r in rows]  # ordered by the statement
+
+    def _entries(self, method: str, *args: Any) -> list[EntryView]:
+        [rows] = self._read(method, *args)
+        rows.sort(key=_BY_KIND_KEY)  # not in SQL: an ORDER BY took SQLite off the in-force index
         return [_entry(r) for r in rows]
 
     def superseded_steps(self, story_id: str, chapter: int, kind: str, keys: tuple[str, ...],
@@ -241,20 +243,18 @@ class SqlCanonSnapshot(CanonSnapshot):
         return out
 
     def chapter_summaries(self, story_id: str, first: int, last: int) -> list[tuple[int, Fact]]:
-        rows = self._rows("chapter_summaries", story=story_id, first=first, last=last)
+        [rows] = self._read("chapter_summaries", story_id, first, last)
         return [(r.chapter, _fact(r.summary_text, r.summary_tokens, r.summary_source)) for r in rows]
 
     def volume_summaries(self, story_id: str) -> list[tuple[int, Fact]]:
-        rows = self._rows("volume_summaries", story=story_id)
+        [rows] = self._read("volume_summaries", story_id)
         return [(r.volume, _fact(r.summary_text, r.summary_tokens, r.summary_source)) for r in rows]
 
     def lore(self, story_id: str) -> Lore:
         """The story's matcher, built when its canon changed (``LORE_VERSION``): the steps
         added since the last whole build join as a second part, until they are more than
         ``LORE_NEWER`` and the whole is built again."""
-        version = self._rows("lore_version", story=story_id)
-        if self._wanted is not None:
-            return _NO_LORE  # planning a prefetch: nothing is read yet
+        [version] = self._read("lore", story_id)
         key = (self._tag, story_id)
         source = version[0].source if version else None
         known = self._lore.get(key)
@@ -276,7 +276,7 @@ class SqlCanonSnapshot(CanonSnapshot):
         return index
 
     def chain_nodes(self, story_id: str, chapter: int) -> list[NodeView]:
-        rows = self._rows("chain_nodes", story=story_id, chapter=chapter)
+        [rows] = self._read("chain_nodes", story_id, chapter)
         rows.sort(key=_BY_CHAIN_ORDINAL)
         return [NodeView(r.chain, r.node_id, r.node_kind, r.hidden_until,
                          Fact(None, r.tokens, (r.source,), ("node", story_id, r.chain, r.step, r.ordinal)))

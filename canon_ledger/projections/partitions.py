@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection
 
 from canon_ledger.projections.partitioning import partitioning_of
 from canon_ledger.projections.runner import (
-    STORE_FAULTS,
+    RETRIED_FAULTS,
     BuildGone,
     Progress,
     ProjectionRunner,
@@ -74,7 +74,7 @@ class PartitionRunner:
             try:
                 with self.runner.write_engine.begin() as conn:
                     reached, applied = self.step(conn, partition, goal, careful=careful)
-            except (BuildGone, *STORE_FAULTS):
+            except (BuildGone, *RETRIED_FAULTS):
                 raise
             except Exception:
                 if careful:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import text
 
+from canon_ledger.application.knowledge.ports import ProviderError
 from canon_ledger.domain.chapter import Chapter
 from canon_ledger.domain.chunking import chunk_chapter, content_hash
 from canon_ledger.domain.document import Document
@@ -240,9 +241,14 @@ class VectorProjection(_IndexProjection):
         items = list(wanted.items())
         for start in range(0, len(items), self.batch):
             part = items[start:start + self.batch]
-            vectors = self.embedder.embed([t for _, t in part])
+            try:
+                vectors = self.embedder.embed([t for _, t in part])
+            except ProviderError:
+                raise
+            except Exception as e:  # any embedder's failure is the provider's: retried, never quarantined
+                raise ProviderError(f"{self.model}: {type(e).__name__}: {e}") from e
             if len(vectors) != len(part):
-                raise ValueError(f"{self.model} returned {len(vectors)} vectors for {len(part)} texts")
+                raise ProviderError(f"{self.model} returned {len(vectors)} vectors for {len(part)} texts")
             for (h, _), v in zip(part, vectors):
                 self._ready[h] = to_blob(v)
             if progress is not None:

@@ -46,6 +46,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from canon_ledger.application.event_log import Appended
+from canon_ledger.application.knowledge.ports import ProviderError
 from canon_ledger.projections import driver_sql
 from canon_ledger.projections.driver_sql import PipelineFailed, pipelined
 from canon_ledger.projections.runner_cache import LogMemory, OwnAppends, QuietRange
@@ -125,9 +126,10 @@ quarantine = Table(
     Index("rm_quarantine_scope", "projection", "scope"),
 )
 
-# Faults of the store itself (a lost connection, a lock timeout, a read-only file): the event
-# is not to blame, so it is never quarantined for them; the catch-up fails and is retried.
-STORE_FAULTS = (OperationalError, InterfaceError)
+# Faults of the store itself (a lost connection, a lock timeout, a read-only file) or of a
+# provider a projection calls (an embedding model's outage or refusal): the event is not to
+# blame, so it is never quarantined for them; the catch-up fails and is retried.
+RETRIED_FAULTS = (OperationalError, InterfaceError, ProviderError)
 
 
 def _scope(event: Any) -> str | None:
@@ -151,7 +153,7 @@ def project_safely(conn: Connection, projection: Projection, page: list[tuple[in
         with conn.begin_nested():
             execute(conn, page_ops(conn, projection, page))
         return []
-    except STORE_FAULTS:
+    except RETRIED_FAULTS:
         raise
     except Exception:  # noqa: BLE001 - some event of the page is poison: find which
         pass
@@ -160,7 +162,7 @@ def project_safely(conn: Connection, projection: Projection, page: list[tuple[in
         try:
             with conn.begin_nested():
                 execute(conn, page_ops(conn, projection, [(position, event)]))
-        except STORE_FAULTS:
+        except RETRIED_FAULTS:
             raise
         except Exception as exc:  # noqa: BLE001 - quarantined, with its error
             bad.append((position, event, _error(exc)))
@@ -326,7 +328,7 @@ class ProjectionRunner:
             except Unclaimed:
                 prefetched = None  # rolled back: read where the row is now
                 continue
-            except (BuildGone, *STORE_FAULTS):
+            except (BuildGone, *RETRIED_FAULTS):
                 raise
             except Exception:
                 if careful:

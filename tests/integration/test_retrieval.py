@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from canon_ledger.application.knowledge.ports import ProviderError
 from canon_ledger.application.parsing import parse_command, parse_line
 from canon_ledger.application.retrieval.search import HybridSearch
 from canon_ledger.infrastructure.bootstrap import bootstrap
@@ -247,8 +248,9 @@ def test_a_failing_vector_catch_up_is_an_error_stage(store_url) -> None:
         stage = {s.step: s for s in result.stages}
         assert stage["embed"].status == "error" and "not current" in stage["embed"].detail
         assert [h.id for h in result.hits] == [OIL]
-        with pytest.raises(RuntimeError):
+        with pytest.raises(ProviderError, match="model file is corrupt"):  # the provider's fault, not the events'
             catch_up_vectors(services.vectors)
+        assert services.quarantined() == []
     finally:
         services.close()
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event as sa_event
 
+from canon_ledger.application.knowledge.ports import ProviderError
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.application.parsing import parse_command
 from canon_ledger.domain.api_key import Principal
@@ -200,5 +201,40 @@ def test_a_collection_model_split_by_collection_applies_each_event_once(pg_url: 
         split = model_checksum(services, name)
         models.rebuild()
         assert model_checksum(services, name) == split
+    finally:
+        services.close()
+
+
+def test_an_embedder_outage_in_a_share_step_quarantines_nothing_and_is_retried(pg_url: str) -> None:
+    """A vector share's step embeds inside its transaction: an embedder that fails there (an
+    outage, a rate limit) fails the step, which rolls back and is retried later; its events are
+    never quarantined, and the vectors end as a rebuild makes them."""
+    services = bootstrap(pg_url, embedder="hashing")
+    try:
+        for i in range(3):
+            ingest(services, "guild", f"doc{i}.md", "amber")
+        models = services.read_models["vectors"]
+        runner = models.runner(models.active())
+        embedder = runner.projection.embedder
+        real, calls = embedder.embed, [0]
+
+        def down(texts: list[str]) -> Any:
+            calls[0] += 1
+            raise RuntimeError("503 the embedding service is unavailable")
+
+        embedder.embed = down
+        end = services.ledger.position()
+        with pytest.raises(ProviderError, match="unavailable"):
+            models.catch_up_partition("guild", end)
+        assert calls[0] == 1  # not retried event by event: the step failed as a whole
+        assert services.quarantined() == []
+        g, ahead = models.shares()
+        assert ahead.get("guild", g) < end  # nothing committed for the share
+        embedder.embed = real
+        assert models.catch_up_partition("guild", end) == end
+        models.catch_up(end)
+        split = model_checksum(services, "vectors")
+        models.rebuild()
+        assert model_checksum(services, "vectors") == split
     finally:
         services.close()

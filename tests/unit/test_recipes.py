@@ -74,31 +74,17 @@ def test_staged_reads_are_derived_from_the_recipe() -> None:
     assert [role for role, recipe in RECIPES.items() if staged(recipe)[2]] == ["planner", "writer", "qa"]
 
 
-class _Calls:
-    """A snapshot that records the port calls made on it."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple[object, ...], dict[str, object]]] = []
-
-    def __getattr__(self, name: str):  # noqa: ANN204
-        return lambda *a, **k: self.calls.append((name, a, k))
-
-
-def _first(role: str) -> list[tuple[str, tuple[object, ...], dict[str, object]]]:
-    snap = _Calls()
-    req = recipes.Request("s", role, 9)
-    for fetch in first_reads(RECIPES[role]):
-        fetch(snap, req)  # type: ignore[arg-type]
-    return snap.calls
+def _first(role: str) -> list[tuple[str, tuple[object, ...]]]:
+    return [(call.method, call.args) for call in first_reads(RECIPES[role], recipes.Request("s", role, 9))]
 
 
 def test_first_reads_are_derived_from_the_recipe() -> None:
     writer = _first("writer")
-    assert [name for name, _, _ in writer] == ["story", "chapter", "scenes", "lore", "entries_as_of",
-                                               "chapter_summaries", "volume_summaries", "entries_as_of", "entries_as_of"]
-    assert writer[-1][2] == {"kinds": ("world_rule",), "after": "", "limit": recipes.WORLD_RULE_PAGE}
-    assert [name for name, _, _ in _first("summarizer")] == ["story", "chapter", "scenes", "lore"]
-    assert [name for name, _, _ in _first("chat")] == ["story", "lore", "volume_summaries", "chapter_summaries",
-                                                       "entries_as_of"]
+    assert [name for name, _ in writer] == ["story", "chapter", "scenes", "lore", "active_entries",
+                                            "chapter_summaries", "volume_summaries", "entries_since", "entries_page"]
+    assert writer[-1][1] == ("s", 9, "world_rule", "", recipes.WORLD_RULE_PAGE)
+    assert [name for name, _ in _first("summarizer")] == ["story", "chapter", "scenes", "lore"]
+    assert [name for name, _ in _first("chat")] == ["story", "lore", "volume_summaries", "chapter_summaries",
+                                                    "active_entries"]
     assert set(FETCH) >= {name for recipe in RECIPES.values() for r in recipe if r.read in recipes.SOURCES
                           for name in recipes.SOURCES[r.read][0]}

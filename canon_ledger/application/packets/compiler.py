@@ -53,8 +53,7 @@ def start(recipes: dict[str, Recipe], snap: CanonSnapshot, req: Request,
     if req.chapter < 1:
         raise PacketError("chapter_must_be_positive", f"chapter must be >= 1, got {req.chapter}", "chapter")
     draft = reviewed(recipe, req, draft)
-    fetches = first_reads(recipe)
-    snap.prefetch(lambda s: [fetch(s, req) for fetch in fetches])
+    snap.prefetch(first_reads(recipe, req))
     story = snap.story(req.story_id)
     if story is None:
         raise NotFound("unknown_story", f"story {req.story_id!r} has not been started", "story_id")

@@ -9,7 +9,7 @@ packet, where a frozen ``__init__`` costs more. Treat them as values all the sam
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -113,24 +113,45 @@ class NodeView:
     fact: Fact
 
 
+@dataclass(frozen=True)
+class Call:
+    """One read of a ``CanonSnapshot``, as data: the method's name and its arguments."""
+
+    method: str
+    args: tuple[Any, ...]
+
+    def of(self, snap: CanonSnapshot) -> Any:
+        """Make the read on ``snap``."""
+        return getattr(snap, self.method)(*self.args)
+
+
 class CanonSnapshot(Protocol):
     """Reads from one consistent snapshot of the canon read model."""
 
     position: int  # the log position the snapshot reflects
 
-    def prefetch(self, reads: Callable[[CanonSnapshot], object]) -> None:
-        """A hint: ``reads(snapshot)`` makes reads the caller will make next, with the same
-        arguments; a store may fetch them together now."""
+    def prefetch(self, calls: Sequence[Call]) -> None:
+        """A hint: the caller makes ``calls`` next, with these arguments; a store may fetch
+        them together now (nothing is answered here)."""
         ...
     def story(self, story_id: str) -> StoryView | None: ...
     def chapter(self, story_id: str, number: int) -> ChapterView | None: ...
     def scenes(self, story_id: str, chapter: int) -> list[SceneView]: ...
-    def entries_as_of(self, story_id: str, chapter: int, *, kinds: tuple[str, ...] = (),
-                      keys: tuple[str, ...] = (), since: int | None = None, active: bool = False,
-                      after: str | None = None, limit: int | None = None) -> list[EntryView]:
-        """The step in force at ``chapter`` of each matching entry (by kind and/or key), in
-        (kind, key) order; ``since``: only steps in force from after that chapter; ``active``:
-        neither retired nor resolved; ``after`` and ``limit`` (one kind): a page, the first ``limit`` keys after ``after``."""
+    def entries_by_key(self, story_id: str, chapter: int, keys: tuple[str, ...]) -> list[EntryView]:
+        """The step in force at ``chapter`` of each entry named by one of ``keys`` (any kind), in
+        (kind, key) order."""
+        ...
+    def active_entries(self, story_id: str, chapter: int, kind: str) -> list[EntryView]:
+        """The step in force at ``chapter`` of each entry of ``kind`` that is neither retired nor
+        resolved, in key order."""
+        ...
+    def entries_since(self, story_id: str, chapter: int, kind: str, since: int) -> list[EntryView]:
+        """The step in force at ``chapter`` of each entry of ``kind`` whose step took effect
+        after chapter ``since``, in key order."""
+        ...
+    def entries_page(self, story_id: str, chapter: int, kind: str, after: str, limit: int) -> list[EntryView]:
+        """A page of the entries of ``kind`` in force at ``chapter``: the first ``limit`` keys
+        after ``after`` (code-point order), each at its step in force."""
         ...
     def superseded_steps(self, story_id: str, chapter: int, kind: str, keys: tuple[str, ...],
                          limit: int) -> dict[str, list[EntryView]]:

@@ -17,8 +17,8 @@ from typing import Any
 
 from canon_ledger.application.packets import render
 from canon_ledger.application.packets.packet import Tier
-from canon_ledger.application.packets.ports import (CanonSnapshot, ChapterView, DraftView, EntryView, Fact, SceneView,
-                                                    StoryView)
+from canon_ledger.application.packets.ports import (Call, CanonSnapshot, ChapterView, DraftView, EntryView, Fact,
+                                                    SceneView, StoryView)
 from canon_ledger.domain.canon import hidden_at
 from canon_ledger.domain.errors import NotFound
 from canon_ledger.domain.story import ROLES
@@ -116,26 +116,25 @@ class Request:
     draft: str | None = None  # the id of the submitted draft a qa packet checks
 
 
-# The port reads whose arguments come from the request alone, by name: a store may fetch
-# them together before anything is read (``first_reads``), and ``Reading.get`` reads each once.
-Fetch = Callable[[CanonSnapshot, Request], Any]
+# The port reads whose arguments come from the request alone, by name, as data: a store may
+# fetch them together before anything is read (``first_reads``), and ``Reading.get`` reads each once.
+Fetch = Callable[[Request], Call]
 FETCH: dict[str, Fetch] = {
-    "chapter": lambda s, r: s.chapter(r.story_id, r.chapter),
-    "scenes": lambda s, r: s.scenes(r.story_id, r.chapter),
-    "threads": lambda s, r: s.entries_as_of(r.story_id, r.chapter, kinds=("thread",), active=True),
-    "recent summaries": lambda s, r: s.chapter_summaries(r.story_id, max(1, r.chapter - RECENT_SUMMARIES),
-                                                         r.chapter - 1),
-    "latest summaries": lambda s, r: s.chapter_summaries(r.story_id, max(1, r.chapter - RECENT_SUMMARIES + 1),
-                                                         r.chapter),
-    "volumes": lambda s, r: s.volume_summaries(r.story_id),
-    "timeline": lambda s, r: s.entries_as_of(r.story_id, r.chapter, kinds=("timeline_event",),
-                                             since=r.chapter - RECENT_TIMELINE),
-    "lore": lambda s, r: s.lore(r.story_id),
+    "chapter": lambda r: Call("chapter", (r.story_id, r.chapter)),
+    "scenes": lambda r: Call("scenes", (r.story_id, r.chapter)),
+    "threads": lambda r: Call("active_entries", (r.story_id, r.chapter, "thread")),
+    "recent summaries": lambda r: Call("chapter_summaries", (r.story_id, max(1, r.chapter - RECENT_SUMMARIES),
+                                                             r.chapter - 1)),
+    "latest summaries": lambda r: Call("chapter_summaries", (r.story_id, max(1, r.chapter - RECENT_SUMMARIES + 1),
+                                                             r.chapter)),
+    "volumes": lambda r: Call("volume_summaries", (r.story_id,)),
+    "timeline": lambda r: Call("entries_since", (r.story_id, r.chapter, "timeline_event", r.chapter - RECENT_TIMELINE)),
+    "lore": lambda r: Call("lore", (r.story_id,)),
 }
 
 
-def _page(s: CanonSnapshot, r: Request, read: Read, after: str) -> list[EntryView]:
-    return s.entries_as_of(r.story_id, r.chapter, kinds=(read.kind,), after=after, limit=read.page)
+def _page(r: Request, read: Read, after: str) -> Call:
+    return Call("entries_page", (r.story_id, r.chapter, read.kind, after, read.page))
 
 
 class Reading:
@@ -154,7 +153,7 @@ class Reading:
 
     def get(self, name: str) -> Any:
         if name not in self._got:
-            self._got[name] = FETCH[name](self.snap, self.req)
+            self._got[name] = FETCH[name](self.req).of(self.snap)
         return self._got[name]
 
     def pages(self, read: Read) -> Iterator[tuple[list[Candidate], bool]]:
@@ -162,7 +161,7 @@ class Reading:
         read before the first page is asked for."""
         after, more = "", True
         while more and read.page:
-            rows = _page(self.snap, self.req, read, after)
+            rows: list[EntryView] = _page(self.req, read, after).of(self.snap)
             after, more = rows[-1].key if rows else after, len(rows) == read.page
             yield self._allowed([_entry(read.tier, e, read.reason, self.k) for e in rows if not e.retired]), more
         if not read.page:
@@ -230,7 +229,7 @@ def _tagged(r: Reading, read: Read) -> list[Candidate]:
         scene.tags, key=lambda t: ROLE_TAGS.index(t[0]) if t[0] in ROLE_TAGS else len(ROLE_TAGS))]
     keys = tuple(sorted({key for _, _, key in wanted}))
     by_key: dict[str, list[EntryView]] = {}
-    for e in r.snap.entries_as_of(r.req.story_id, k, keys=keys) if keys else []:
+    for e in r.snap.entries_by_key(r.req.story_id, k, keys) if keys else []:
         by_key.setdefault(e.key, []).append(e)
     out = []
     for scene_id, tag_type, key in wanted:
@@ -260,7 +259,7 @@ def _in_force(r: Reading, steps: dict[tuple[str, str, int], Any]) -> list[tuple[
     """The entries of ``steps`` whose step is the one in force at the chapter, shown then (not
     retired, not hidden), each with its value in ``steps``, in (kind, key) order."""
     keys = tuple(sorted({key for _, key, _ in steps}))
-    entries = r.snap.entries_as_of(r.req.story_id, r.k, keys=keys) if keys else []
+    entries = r.snap.entries_by_key(r.req.story_id, r.k, keys) if keys else []
     return [(e, steps[(e.kind, e.key, e.step)]) for e in entries
             if (e.kind, e.key, e.step) in steps and not e.retired and _hidden(e, r.k) is None]
 
@@ -313,7 +312,7 @@ def _role_lists(r: Reading, read: Read) -> list[Candidate]:
     scenes = r.get("scenes")
     r.detail = f"{len(scenes)} scene card(s) for role lists"
     keys = tuple(sorted({key for s in scenes for t, key in s.tags if t in TAG_KIND and t != "threads"}))
-    entries = [e for e in r.snap.entries_as_of(r.req.story_id, r.k, keys=keys) if not e.retired] if keys else []
+    entries = [e for e in r.snap.entries_by_key(r.req.story_id, r.k, keys) if not e.retired] if keys else []
     text = render.role_lists(entries)
     sources = tuple(sorted({s for e in entries for s in e.fact.sources}))
     return _one(read, str(r.k), Fact(text, r.tokens.count(text) if text else 0, sources))
@@ -370,14 +369,13 @@ def staged(recipe: Recipe) -> tuple[list[Read], list[Read], Read | None]:
     return [r for r in rest if not r.while_room], [r for r in rest if r.while_room], l1
 
 
-@cache
-def first_reads(recipe: Recipe) -> tuple[Fetch, ...]:
-    """The reads a recipe makes whatever the canon holds, through the same calls the reads
-    make: the story, what each read made at once needs, and the first page of each paged read."""
+def first_reads(recipe: Recipe, req: Request) -> list[Call]:
+    """The reads a recipe makes whatever the canon holds, as the reads make them: the story,
+    what each read made at once needs, and the first page of each paged read."""
     first, later, _ = staged(recipe)
-    needs = dict.fromkeys(FETCH[name] for read in first if not read.page for name in SOURCES[read.read][0])
+    needs = dict.fromkeys(name for read in first if not read.page for name in SOURCES[read.read][0])
     pages = [read for read in (*first, *later) if read.page]
-    return (lambda s, r: s.story(r.story_id), *needs, *(lambda s, r, p=p: _page(s, r, p, "") for p in pages))
+    return [Call("story", (req.story_id,)), *(FETCH[name](req) for name in needs), *(_page(req, p, "") for p in pages)]
 
 
 def check(recipes: dict[str, Recipe]) -> dict[str, Recipe]:
