@@ -64,9 +64,9 @@ class ProjectionWorker:
                  progress: Progress | None = None, vector_slice: int = VECTOR_SLICE, split: bool = False,
                  split_after: int = SPLIT_AFTER) -> None:
         """``split``: share the work with other workers (PostgreSQL): a model that can be split
-        is caught up share by share (story, collection), each claimed by one worker at a time, once it trails the log
-        by more than ``split_after`` positions (below that one whole-build step is cheaper);
-        closer, a model is claimed whole. See ``SplitWork``."""
+        is caught up share by share (story, collection), each claimed by one worker at a time,
+        once it trails the log by more than ``split_after`` positions (below that one whole-build
+        step is cheaper); closer, a model is claimed whole. See ``SplitWork``."""
         self.services = services
         # A name it has no model for is refused (a CanonError), before anything runs.
         self.names = list(dict.fromkeys(n for name in names or ("all",) for n in services.named_models(name)))
@@ -199,22 +199,22 @@ class SplitWork:
         self.worker = worker
         self.split_after = split_after
         self.claims = Claims(services.config)
-        self._found: dict[str, tuple[int, list[str]]] = {}  # per partitioning: (log read up to, shares in order)
+        self._found: dict[str, tuple[int, dict[str, None]]] = {}  # per partitioning: (log read up to, shares in order)
         self._since: dict[str, float] = {}  # when each model's split catch-up began
 
     def known_shares(self, partitioning: Partitioning, end: int) -> list[str]:
         """Every share of ``partitioning`` with an event up to ``end``, in the order they opened."""
         from canon_ledger.domain.topics import stored_topics
 
-        seen, shares = self._found.get(partitioning.name, (0, []))
+        seen, shares = self._found.get(partitioning.name, (0, {}))
         topics = stored_topics(*partitioning.openers)
         ledger = self.worker.services.ledger
         while seen < end:
             page = ledger.read(seen + 1, 1000, end, topics)
-            shares.extend(dict.fromkeys(s for s in (partitioning.opened(e) for _, e in page) if s not in shares))
+            shares.update(dict.fromkeys(partitioning.opened(e) for _, e in page))  # first opening kept: opening order
             seen = page[-1][0] if len(page) == 1000 else end
         self._found[partitioning.name] = (seen, shares)
-        return shares
+        return list(shares)
 
     def step(self, name: str, models: Any, end: int) -> None:
         if models.splittable() and end - models.position() > self.split_after:

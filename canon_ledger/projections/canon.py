@@ -25,6 +25,7 @@ from canon_ledger.projections.partitioning import BY_STORY
 from canon_ledger.projections.sql_ops import Counted, Op, Run, Update, Upsert
 from canon_ledger.projections.token_memo import TokenCounts, TokenMemo
 
+
 class _Page:
     """What one ``ops`` call gathers: the canon rows of each entry's steps."""
 
@@ -114,8 +115,8 @@ class CanonProjection:
     # -- story, chapters, volumes -----------------------------------------------------------------
     @singledispatchmethod
     def on(self, event: object, position: int, page: _Page) -> list[Op | Counted]:
-        """The ops of one event at ``position`` (texts to count go to ``page``): none for a type
-        this projection does not handle."""
+        """The ops of one event at ``position`` (a canon step's row goes to ``page``, emitted
+        with the page's canon rows): none for a type this projection does not handle."""
         return []
 
     @on.register

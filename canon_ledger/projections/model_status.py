@@ -118,9 +118,9 @@ def collections_in(models: Any, log: Any, records: Sequence[Any], counts: TextCo
 def shares_ahead(models: Any, end: int) -> tuple[ShareStatus, ...]:
     """The shares of a split build standing past its low-water mark (none on SQLite, or when
     no worker splits it)."""
-    if not models.splittable():
-        return ()
     partitioning = models.partitioning()
+    if partitioning is None:
+        return ()
     _, ahead = models.shares()
     return tuple(ShareStatus(share, p, max(0, end - p), partitioning.story(share)) for share, p in sorted(ahead.items()))
 

@@ -269,12 +269,14 @@ class ReadModels(Freshness):
             return self.catch_up(target)
 
     def splittable(self) -> bool:
-        """Can workers split this model's builds (PostgreSQL, and a projection with a ``partitioning``)?"""
-        return (self.write_engine.dialect.name == "postgresql"
-                and self.partitioning() is not None)
+        """Can workers split this model's builds (``partitioning``)?"""
+        return self.partitioning() is not None
 
     def partitioning(self) -> Partitioning | None:
-        """How workers may split this model's builds (by story, by collection), or None."""
+        """How workers may split this model's builds (by story, by collection), or None: a
+        projection that declares none, or SQLite (one writer: builds are never split)."""
+        if self.write_engine.dialect.name != "postgresql":
+            return None
         return partitioning_of(self.spec.projection(self.tables(self.active())))
 
     def _partition(self, runner: ProjectionRunner) -> PartitionRunner:

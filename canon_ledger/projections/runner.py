@@ -49,6 +49,7 @@ from canon_ledger.application.event_log import Appended
 from canon_ledger.application.knowledge.ports import ProviderError
 from canon_ledger.projections import driver_sql
 from canon_ledger.projections.driver_sql import PipelineFailed, pipelined
+from canon_ledger.projections.partitioning import partitioning_of
 from canon_ledger.projections.runner_cache import LogMemory, OwnAppends, QuietRange
 from canon_ledger.projections.sql_ops import Counted, Op, execute
 
@@ -239,7 +240,7 @@ _AHEAD = (select(partitions.c.partition).where(partitions.c.projection == bindpa
 def partition_of(projection: Any, event: Any) -> str | None:
     """The partition ``event`` belongs to in ``projection`` (``projections.partitioning``: its
     story or collection), or None: a projection that declares none is not split."""
-    partitioning = getattr(projection, "partitioning", None)
+    partitioning = partitioning_of(projection)
     return None if partitioning is None else partitioning.of(event)
 
 
