@@ -54,7 +54,7 @@ from eventsourcing.persistence import StoredEvent
 from sqlalchemy.engine import make_url
 
 from canon_ledger.application.ledger import CanonLedger
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.stores import open_ledger
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"

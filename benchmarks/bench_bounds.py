@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKER = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-from canon_ledger.application.parsing import parse_line
+from canon_ledger.domain.commands import parse_line
 from canon_ledger.infrastructure.stores import open_ledger
 lines = open(sys.argv[3], encoding="utf-8").read().splitlines()
 t0 = time.perf_counter()

@@ -87,7 +87,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from canon_ledger.application.parsing import parse_command  # noqa: E402
+from canon_ledger.domain.commands import parse_command  # noqa: E402
 from canon_ledger.application.retrieval.feedback import ALONE, ALWAYS, HYBRID, OFF, expand  # noqa: E402
 from canon_ledger.application.retrieval.fusion import rrf, wide  # noqa: E402
 from canon_ledger.application.retrieval.rerank import zscore_order  # noqa: E402

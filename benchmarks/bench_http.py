@@ -292,7 +292,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
     import httpx
 
     from canon_ledger.application.packets.recipes import Request
-    from canon_ledger.application.parsing import parse_command
+    from canon_ledger.domain.commands import parse_command
     from canon_ledger.infrastructure.bootstrap import bootstrap
     from canon_ledger.infrastructure.http.client import CanonClient
 
@@ -705,7 +705,7 @@ def mixed_load(cfg: dict[str, Any], server: Server, clients: list[Any], admin: A
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     import tempfile
 
-    from canon_ledger.application.parsing import parse_command
+    from canon_ledger.domain.commands import parse_command
 
     started = time.perf_counter()
     t0 = time.perf_counter()

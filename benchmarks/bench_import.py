@@ -65,7 +65,7 @@ from bench_apply import (  # noqa: E402
     run_recorder,
 )
 
-from canon_ledger.application.parsing import parse_command  # noqa: E402
+from canon_ledger.domain.commands import parse_command  # noqa: E402
 from canon_ledger.domain.manuscript import split  # noqa: E402
 from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402
 

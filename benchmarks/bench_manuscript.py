@@ -33,7 +33,7 @@ from bench_apply import DEFAULT_SERVER, PostgresStores, SQLiteStores, log, machi
 from bench_import import NOVEL, commands_for, read_novel  # noqa: E402
 
 from canon_ledger.application.manuscript_import import import_manuscript  # noqa: E402
-from canon_ledger.application.parsing import parse_command  # noqa: E402
+from canon_ledger.domain.commands import parse_command  # noqa: E402
 from canon_ledger.domain.manuscript import split  # noqa: E402
 from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402
 

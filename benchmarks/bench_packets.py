@@ -509,7 +509,7 @@ def capture_statements(services: Any, request: Any) -> tuple[dict[str, int], lis
 
 def worker(cfg: dict[str, Any]) -> dict[str, Any]:
     from canon_ledger.application.packets.recipes import Request
-    from canon_ledger.application.parsing import parse_command
+    from canon_ledger.domain.commands import parse_command
     from canon_ledger.infrastructure.bootstrap import bootstrap
     from canon_ledger.infrastructure.tokenizer import token_counter
 
@@ -796,7 +796,7 @@ def run_worker(cfg: dict[str, Any], mode: str = "--worker", script: str = __file
 
 # -- the benchmark ---------------------------------------------------------------------------------
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
-    from canon_ledger.application.parsing import parse_command
+    from canon_ledger.domain.commands import parse_command
 
     started = time.perf_counter()
     t0 = time.perf_counter()

@@ -55,7 +55,7 @@ from bench_apply import PostgresStores, SQLiteStores, _loadavg, log, machine_inf
 from bench_packets import DEFAULT_SERVER, load_story  # noqa: E402
 
 from canon_ledger.application.packets.recipes import Request  # noqa: E402
-from canon_ledger.application.parsing import parse_command  # noqa: E402
+from canon_ledger.domain.commands import parse_command  # noqa: E402
 from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402
 
 try:  # older code has no memo: then only the plain rebuild is measured

@@ -49,7 +49,7 @@ from bench_packets import _pcts, load_story  # noqa: E402
 
 from canon_ledger.application.packets.compiler import compile_packet  # noqa: E402
 from canon_ledger.application.packets.recipes import Request  # noqa: E402
-from canon_ledger.application.parsing import parse_command  # noqa: E402
+from canon_ledger.domain.commands import parse_command  # noqa: E402
 from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402
 
 GOAL = 1.1  # p50(compiler 5) / p50(compiler 4) at chapter 1,000

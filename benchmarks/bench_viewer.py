@@ -467,7 +467,7 @@ def story_statements(tc: Any, services: Any, pages: Any, story: str, params: dic
 # -- the benchmark --------------------------------------------------------------------------------
 def story_commands(args: argparse.Namespace) -> tuple[dict[str, Any], list[Any]]:
     """The benchmark story's totals and its parsed commands (``--seed``, ``--chapters``, ``--entries``)."""
-    from canon_ledger.application.parsing import parse_command
+    from canon_ledger.domain.commands import parse_command
 
     dicts = gen_story.generate(seed=args.seed, chapters=args.chapters, entries=args.entries)
     story = gen_story.totals(dicts)

@@ -451,7 +451,7 @@ def lags(applied: list[dict[str, Any]], first: int, relevant: list[int], series:
 
 
 def steady(kind: str, url: str, args: argparse.Namespace, workdir: str) -> dict[str, Any]:
-    from canon_ledger.application.parsing import parse_command
+    from canon_ledger.domain.commands import parse_command
     from canon_ledger.infrastructure.bootstrap import bootstrap
     from canon_ledger.infrastructure.stores import open_ledger
 
@@ -724,7 +724,7 @@ def _packet_summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def scale_out(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
-    from canon_ledger.application.parsing import parse_command
+    from canon_ledger.domain.commands import parse_command
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
     dbs = PgDatabases(args.pg_url)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from canon_ledger.application.ledger import CanonLedger
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.lorebook import Lorebook, slug
 
 BATCH_ENTRIES = 100

@@ -21,7 +21,7 @@ from typing import Any
 from eventsourcing.application import AggregateNotFoundError
 
 from canon_ledger.application.ledger import CanonLedger
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain import ids
 from canon_ledger.domain.chapter import Chapter
 from canon_ledger.domain.manuscript import Manuscript

@@ -21,7 +21,7 @@ from typing import Any
 from canon_ledger.application.audit import AuditReport
 from canon_ledger.application.packets.packet import Packet
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.application.results import CommandResult
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.infrastructure.bootstrap import Services, bootstrap

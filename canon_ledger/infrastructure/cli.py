@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from canon_ledger.application.ledger import CanonLedger
-from canon_ledger.application.parsing import decode_line, parse_line
 from canon_ledger.application.results import CommandResult
 from canon_ledger.application.retrieval.feedback import MODES as FEEDBACK_MODES
 from canon_ledger.domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_ID, MAX_LINE_BYTES, MAX_POSITION
-from canon_ledger.domain.commands import json_schema
+from canon_ledger.domain.commands import decode_line, json_schema, parse_command, parse_line
 from canon_ledger.domain.story import DEFAULT_BUDGETS, ROLES
 from canon_ledger.domain.document import title_of
 from canon_ledger.domain.errors import CanonError, InvalidCommand
@@ -157,8 +156,6 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 def _parse(text: bytes | LineTooLong | str | dict[str, Any]) -> Any:
     """A command, or the structured error that reading it gave (reported, never raised)."""
-    from canon_ledger.application.parsing import parse_command
-
     try:
         if isinstance(text, LineTooLong):
             raise InvalidCommand("line_too_long", f"a line of {text.size:,} bytes; a command line is at most "

@@ -18,8 +18,8 @@ from canon_ledger.domain.story import Story, with_default_budgets
 from canon_ledger.domain.tokens import TokenCounter
 from canon_ledger.domain.topics import stored_topics
 from canon_ledger.domain.volume import Volume
-from canon_ledger.projections import as_of_sql
-from canon_ledger.projections import rendering as r
+from canon_ledger.projections import canon_sql
+from canon_ledger.application.packets import render as r
 from canon_ledger.projections.canon_tables import CanonTables
 from canon_ledger.projections.partitioning import BY_STORY
 from canon_ledger.projections.sql_ops import Counted, Op, Run, Update, Upsert
@@ -59,8 +59,8 @@ class CanonProjection:
         self.counts = TokenCounts(tokens, memo)
         self.topics = stored_topics(*self.HANDLED)
         self._handled = frozenset(self.HANDLED)
-        self._valid_to = as_of_sql.valid_to_update(tables.canon.name)
-        self._valid_to_pg = as_of_sql.valid_to_update_many(tables.canon.name)
+        self._valid_to = canon_sql.valid_to_update(tables.canon.name)
+        self._valid_to_pg = canon_sql.valid_to_update_many(tables.canon.name)
 
     def ops(self, events: list[tuple[int, Any]]) -> list[Op | Counted]:
         """Ops for (position, event) pairs, in order, ending with each touched story's position.

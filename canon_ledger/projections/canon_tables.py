@@ -155,7 +155,7 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("tokens", Integer, nullable=False),
         Column("source", Integer, nullable=False),
         Column("aliases", JSON),  # the entry's names, for lookups
-        # The chapter the entry's next step takes over (NULL: still in force): ``as_of_sql``.
+        # The chapter the entry's next step takes over (NULL: still in force): ``canon_sql.NEXT_FROM``.
         Column("valid_to", Integer),
         Column("recall", JSON),  # domain.recall.Rule.as_dict(), or NULL: name and aliases, whole words, any case
     ]

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-from canon_ledger.projections.as_of_sql import IN_FORCE
+from canon_ledger.projections.canon_sql import IN_FORCE
 from canon_ledger.projections.canon_sql import json_column
 
 Tables = Callable[[Connection], Any]  # the serving build's table set, read in ``conn``'s transaction

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.projections.checksum import table_checksum
 from canon_ledger.projections.runner import quarantined, tracking

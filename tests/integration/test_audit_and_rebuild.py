@@ -17,7 +17,7 @@ from sqlalchemy import inspect, update
 
 from canon_ledger.application.packets.compiler import compile_packet
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.parsing import parse_line
+from canon_ledger.domain.commands import parse_line
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.infrastructure.demo import STORY, sample_commands
 from canon_ledger.infrastructure.read_store import engines

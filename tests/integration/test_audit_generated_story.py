@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from tests.generated_story import gen_story
 
 

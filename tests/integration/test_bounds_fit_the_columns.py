@@ -12,9 +12,8 @@ from __future__ import annotations
 import pytest
 
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.parsing import parse_command
 from canon_ledger.domain import bounds as b
-from canon_ledger.domain.commands import json_schema
+from canon_ledger.domain.commands import json_schema, parse_command
 from canon_ledger.infrastructure.bootstrap import bootstrap
 
 WIDE = "\u0390"  # one character that casefolds to three

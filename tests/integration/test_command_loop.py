@@ -11,7 +11,7 @@ import pytest
 from eventsourcing.persistence import IntegrityError
 
 from canon_ledger.application.ledger import CanonLedger
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 
 
 def _start(command_id: str, story: str) -> object:

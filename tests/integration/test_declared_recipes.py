@@ -9,7 +9,7 @@ import pytest
 
 from canon_ledger.application.packets import compiler, replay
 from canon_ledger.application.packets.recipes import RECIPES, Request
-from canon_ledger.application.parsing import parse_line
+from canon_ledger.domain.commands import parse_line
 from canon_ledger.infrastructure.demo import STORY, sample_commands
 
 

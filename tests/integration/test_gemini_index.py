@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from canon_ledger.application.knowledge.quota import QuotaPolicy
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from tests.fakes.gemini_server import FakeGemini
 

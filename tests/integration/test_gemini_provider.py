@@ -29,7 +29,7 @@ from sqlalchemy.engine import make_url
 
 from canon_ledger.application.knowledge.lint import lint
 from canon_ledger.application.knowledge.ports import ChunkView, ProviderError, ProviderExhausted, ProviderThrottled, TopicView
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.providers.gemini import GeminiProvider, RetryableProviderError
 from tests.fakes.gemini_server import FakeGemini
 

@@ -26,7 +26,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from sqlalchemy.engine import make_url
 
 from canon_ledger.application.ledger import CanonLedger
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.application.results import CommandResult
 from canon_ledger.infrastructure.stores import open_ledger
 

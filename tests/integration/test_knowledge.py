@@ -9,7 +9,7 @@ import pytest
 
 from canon_ledger.application.knowledge.lint import lint
 from canon_ledger.application.knowledge.quota import Quota, QuotaPolicy
-from canon_ledger.application.parsing import parse_command, parse_line
+from canon_ledger.domain.commands import parse_command, parse_line
 from canon_ledger.domain.quota import QuotaRefused
 from canon_ledger.infrastructure.demo import sample_commands
 

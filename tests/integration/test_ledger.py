@@ -7,7 +7,7 @@ import json
 import pytest
 
 from canon_ledger.application.ledger import CanonLedger
-from canon_ledger.application.parsing import parse_command, parse_line
+from canon_ledger.domain.commands import parse_command, parse_line
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.infrastructure.demo import sample_commands
 

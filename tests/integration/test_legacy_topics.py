@@ -18,7 +18,7 @@ from eventsourcing.persistence import StoredEvent
 
 from canon_ledger.application.keys import Keys
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.parsing import parse_line
+from canon_ledger.domain.commands import parse_line
 from canon_ledger.domain.story import Story
 from canon_ledger.domain.topics import legacy_topic, stored_topics
 from canon_ledger.infrastructure.bootstrap import bootstrap

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.parsing import parse_command, parse_line
+from canon_ledger.domain.commands import parse_command, parse_line
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.infrastructure.demo import STORY, sample_commands
 from canon_ledger.infrastructure.providers.offline import HashingEmbedder

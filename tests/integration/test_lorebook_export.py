@@ -12,7 +12,7 @@ import pytest
 
 from canon_ledger.application.lorebook_export import export_lorebook
 from canon_ledger.application.lorebook_import import import_lorebook
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.errors import NotFound
 from canon_ledger.domain.lorebook import read
 from canon_ledger.infrastructure.bootstrap import bootstrap

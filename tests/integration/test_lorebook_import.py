@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from canon_ledger.application.lorebook_import import import_lorebook
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.domain.lorebook import LoreEntry, Lorebook, read
 from canon_ledger.infrastructure.bootstrap import bootstrap

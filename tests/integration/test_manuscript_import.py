@@ -10,7 +10,7 @@ import pytest
 
 from canon_ledger.application.manuscript_import import accepted as accepted_texts, import_manuscript
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.bounds import MAX_CHAPTER_TEXT
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.domain.manuscript import split

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.bootstrap import bootstrap
 
 STORY = "moby"

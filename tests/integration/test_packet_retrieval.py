@@ -10,7 +10,7 @@ from canon_ledger.application.knowledge.lint import lint
 from canon_ledger.application.packets.compiler import COMPILER
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.application.packets.replay import RecordedRecall
-from canon_ledger.application.parsing import parse_command, parse_line
+from canon_ledger.domain.commands import parse_command, parse_line
 from canon_ledger.application.retrieval.search import HybridSearch
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.infrastructure.demo import STORY, sample_commands

@@ -8,7 +8,7 @@ import pytest
 
 from canon_ledger.application.packets.compiler import PacketError
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.parsing import parse_command, parse_line
+from canon_ledger.domain.commands import parse_command, parse_line
 from canon_ledger.domain.errors import CanonError, NotFound
 from canon_ledger.infrastructure.demo import STORY, sample_commands
 

@@ -13,7 +13,7 @@ from eventsourcing.persistence import StoredEvent
 from sqlalchemy import inspect
 
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.projections.runner import tracked

@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import event
 
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.parsing import parse_line
+from canon_ledger.domain.commands import parse_line
 from canon_ledger.infrastructure.demo import STORY, sample_commands
 from canon_ledger.projections.canon_tables import canon_tables
 from canon_ledger.projections.canon import CanonProjection
@@ -75,7 +75,7 @@ def test_a_page_read_before_another_catcher_moved_the_row_is_not_applied_again(s
     here it would put back a summary that a later event replaced. The row is claimed only
     where the page was read from; on PostgreSQL the claim goes out with the page's writes
     (one pipeline) and a failed claim rolls them back."""
-    from canon_ledger.application.parsing import parse_command
+    from canon_ledger.domain.commands import parse_command
     from canon_ledger.infrastructure.bootstrap import bootstrap
     from canon_ledger.projections.runner import Unclaimed
 

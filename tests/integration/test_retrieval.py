@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from canon_ledger.application.knowledge.ports import ProviderError
-from canon_ledger.application.parsing import parse_command, parse_line
+from canon_ledger.domain.commands import parse_command, parse_line
 from canon_ledger.application.retrieval.search import HybridSearch
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.infrastructure.demo import sample_commands

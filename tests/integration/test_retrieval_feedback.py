@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.application.retrieval.search import HybridSearch
 from canon_ledger.infrastructure.packet_retrieval import EarlierChapters
 from canon_ledger.projections.retrieval_text import query_terms, terms

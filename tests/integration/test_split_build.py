@@ -16,7 +16,7 @@ from sqlalchemy import event as sa_event
 
 from canon_ledger.application.knowledge.ports import ProviderError
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.projections.checksum import table_checksum

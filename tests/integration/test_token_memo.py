@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select, update
 
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.parsing import parse_line
+from canon_ledger.domain.commands import parse_line
 from canon_ledger.infrastructure.bootstrap import canon_spec
 from canon_ledger.infrastructure.demo import STORY, sample_commands
 from canon_ledger.infrastructure.tokenizer import token_counter

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.infrastructure.cli import _parse
 from tests.conftest import initialised

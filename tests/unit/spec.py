@@ -12,7 +12,7 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError
 
 from canon_ledger.application.handlers import handle
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.application.unit_of_work import UnitOfWork
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.infrastructure.tokenizer import token_counter

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from canon_ledger.application.parsing import decode_line, parse_command, parse_line
 from canon_ledger.domain import bounds as b
-from canon_ledger.domain.commands import json_schema
+from canon_ledger.domain.commands import decode_line, json_schema, parse_command, parse_line
 from canon_ledger.domain.errors import CanonError, InvalidCommand
 
 BASE = {

@@ -2,8 +2,7 @@
 
 import pytest
 
-from canon_ledger.application.parsing import parse_line
-from canon_ledger.domain.commands import json_schema
+from canon_ledger.domain.commands import json_schema, parse_line
 from canon_ledger.domain.errors import InvalidCommand
 
 TYPES = {

@@ -4,23 +4,31 @@ The reads a recipe makes at once come first (P0-P2 and what is cheap to take wit
 the P0 refusal follows; then each ``while_room`` read (P3 as needed, P4 if budget remains),
 page by page, only while MIN_TRIM_TOKENS or more are left; L1 retrieval last. The stages
 name what was not read. Earlier versions replay through ``replay.compile_packet``.
+
+Filling by tier (``Packing``, and ``fill`` for the earlier versions) gives every candidate an
+item with a reason. P0 never trims: if it does not fit, the packet is refused with the sizes
+in the message (``refuse_over_budget``). Later tiers take what is left in order; an item that
+does not fit is trimmed (when MIN_TRIM_TOKENS or more are left) or dropped. The same fact is
+never packed twice, and a blocked candidate (hidden, not yet canon) is listed dropped, without
+its text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
+from typing import Any, cast
 
 from canon_ledger.application.packets import render
-from canon_ledger.application.packets.filling import MIN_TRIM_TOKENS, Packing, PacketError, refuse_over_budget
-from canon_ledger.application.packets.packet import Packet, Stage
+from canon_ledger.application.packets.packet import Item, Packet, Stage
 from canon_ledger.application.packets.ports import CanonSnapshot, DraftView, Fact, Recall, Retriever, StoryView
 from canon_ledger.application.packets.recipes import (RECIPES, REVIEW, Candidate, Read, Reading, Recipe, Request,
                                                       first_reads, query_texts, staged)
-from canon_ledger.domain.errors import InvalidCommand, NotFound
+from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound
 from canon_ledger.domain.tokens import TokenCounter
 
-__all__ = ["COMPILER", "MIN_TRIM_TOKENS", "PacketError", "Query", "compile_packet", "compile_with", "l1_query",
-           "start"]
+__all__ = ["COMPILER", "MIN_TRIM_TOKENS", "PacketError", "Packing", "Query", "compile_packet", "compile_with", "fill",
+           "l1_query", "refuse_over_budget", "start"]
 
 # Which compiler built a packet (recorded in PacketIssued; an audit replays with the same one).
 # 5: mention-activated recall (entries whose keys the goals or scene summaries mention join
@@ -31,6 +39,14 @@ COMPILER = 5
 # cost grows with query length while the first sentences already say what the chapter is
 # about. Tag lines are left out: L0 has already fetched every tagged entry by key.
 QUERY_WORDS = 64
+# The least room worth reading or trimming into: less holds no useful item.
+MIN_TRIM_TOKENS = 32
+_TIER = attrgetter("tier")  # tier names sort in tier order (a unit test holds TIERS sorted)
+Load = Callable[[list[tuple[Any, ...]]], dict[tuple[Any, ...], str]]
+
+
+class PacketError(CanonError):
+    """The packet cannot be built as asked (budget, role, chapter ...)."""
 
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,
@@ -169,3 +185,87 @@ def _l1(req: Request, l1: Read, candidates: list[Candidate], retriever: Retrieve
     merge = Stage("merge", "done" if recall.hits else "skipped",
                   render.merged(added, duplicates) if recall.hits else "retrieval found nothing")
     return recall, [*recall.stages, merge]
+
+
+# -- filling by tier ---------------------------------------------------------------------------
+
+
+def refuse_over_budget(candidates: list[Candidate], budget: int, role: str) -> None:
+    p0 = sum(c.fact.tokens for c in candidates if c.tier == "P0")
+    if p0 > budget:
+        draft = sum(c.fact.tokens for c in candidates if c.tier == "P0" and c.kind == "draft_under_review")
+        raise PacketError(
+            "p0_exceeds_budget",
+            f"the hard constraints (P0) need {p0} tokens"
+            + (f", {draft} of them the draft under review," if draft else "")
+            + f" but the {role} budget is {budget}; "
+            "P0 is never trimmed: raise the budget or shorten the scene card, goals, guardrails or contract",
+            "budget",
+        )
+
+
+def fill(candidates: list[Candidate], budget: int, tokens: TokenCounter, load: Load) -> list[Item]:
+    packing = Packing(budget, tokens, load)
+    packing.add(candidates)
+    return packing.finish()
+
+
+class Packing:
+    """Fill by tier: one item per candidate, in tier order, across one or more ``add`` calls
+    (each call's candidates come after the previous call's, tier for tier). Called after
+    ``refuse_over_budget``, P0 always fits: only later tiers are ever trimmed."""
+
+    def __init__(self, budget: int, tokens: TokenCounter, load: Load) -> None:
+        self.remaining = budget
+        self.tokens = tokens
+        self.load = load
+        self.items: list[Item] = []
+        self._packed: dict[tuple[str, str], str] = {}
+        self._unread: list[tuple[int, Any]] = []  # (item index, ref): included texts, fetched once at the end
+
+    def add(self, candidates: list[Candidate]) -> None:
+        # Stable: recipe order within a tier. Tier names sort in tier order ("P0" < ... < "P4").
+        items, packed, tokens = self.items, self._packed, self.tokens
+        remaining = self.remaining
+        for c in sorted(candidates, key=_TIER):
+            fact = c.fact
+            size = fact.tokens
+            identity = (c.kind, c.key)
+            if c.blocked:
+                items.append(_dropped(c, f"{c.blocked} ({c.reason})"))
+            elif identity in packed:
+                items.append(_dropped(c, f"duplicate of the {packed[identity]} item ({c.reason})"))
+            elif size <= remaining:
+                if fact.text is None:
+                    self._unread.append((len(items), fact.ref))
+                items.append(Item(c.tier, c.kind, c.key, fact.text or "", size, "included", c.reason, fact.sources))
+                remaining -= size
+                packed[identity] = c.tier
+            elif remaining >= MIN_TRIM_TOKENS:
+                if fact.text is not None:
+                    full = fact.text
+                else:  # a fact left without its text has its ref (ports.Fact)
+                    ref = cast("tuple[Any, ...]", fact.ref)
+                    full = self.load([ref])[ref]
+                text = render.trimmed(full, remaining, tokens)
+                used = tokens.count(text)
+                items.append(Item(c.tier, c.kind, c.key, text, used, "trimmed",
+                                  f"trimmed from {size} to {used} tokens to fit ({c.reason})", fact.sources))
+                remaining -= used
+                packed[identity] = c.tier
+            else:
+                items.append(_dropped(c, f"no space: needs {size} tokens, {remaining} left ({c.reason})"))
+        self.remaining = remaining
+
+    def finish(self) -> list[Item]:
+        if self._unread:
+            texts = self.load([ref for _, ref in self._unread])
+            for i, ref in self._unread:
+                self.items[i].text = texts[ref]
+            self._unread = []
+        return self.items
+
+
+def _dropped(c: Candidate, reason: str) -> Item:
+    # A dropped item carries no text: a hidden reveal must not leak through the viewer.
+    return Item(c.tier, c.kind, c.key, "", 0, "dropped", reason, c.fact.sources)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from canon_ledger.application.packets.render import render_text
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.parsing import parse_line
+from canon_ledger.domain.commands import parse_line
 
 if TYPE_CHECKING:
     from canon_ledger.infrastructure.bootstrap import Services

@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from canon_ledger.application.packets.recipes import Request as PacketRequest
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.infrastructure.http.auth import require, visible
 from canon_ledger.infrastructure.http.context import ServerContext

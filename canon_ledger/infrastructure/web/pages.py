@@ -26,7 +26,7 @@ from starlette.responses import Response
 
 from canon_ledger.application.packet_view import STATUSES, budget_bar, by_tier, diff_packets
 from canon_ledger.application.packets.recipes import Request as PacketRequest
-from canon_ledger.application.parsing import parse_command
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_ID, MAX_POSITION, MAX_STORY_ID
 from canon_ledger.domain.bounds import MAX_NODE_KIND as MAX_KIND

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from canon_ledger.application.parsing import decode_line, parse_command, parse_json
+from canon_ledger.domain.commands import decode_line, parse_command, parse_json
 from canon_ledger.application.results import CommandResult
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.bounds import MAX_POSITION

@@ -10,11 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from canon_ledger.application.parsing import parse_command
 from canon_ledger.application.retrieval.feedback import MODES as FEEDBACK_MODES
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.bounds import MAX_COLLECTION_ID, MAX_DOCUMENT_ID, MAX_DOCUMENT_TEXT, MAX_NAME
-from canon_ledger.domain.commands import Command
+from canon_ledger.domain.commands import Command, parse_command
 from canon_ledger.domain.document import title_of
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.infrastructure.http.auth import needs
