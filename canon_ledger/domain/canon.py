@@ -40,7 +40,7 @@ def valid_to(valid_froms: Sequence[int]) -> list[int | None]:
     the next in that order begins, so a step tied with a later one ends where it begins and is
     never in force. Step ``i`` is in force at chapter K iff ``valid_from <= K < valid_to``
     (``valid_to`` None: no upper bound). The read side's SQL form of this rule is
-    ``canon_ledger.projections.canon_sql``."""
+    ``canon_ledger.projections.canon_tables``."""
     order = sorted(range(len(valid_froms)), key=lambda i: (valid_froms[i], i))
     ends: list[int | None] = [None] * len(valid_froms)
     for step, following in zip(order, order[1:]):

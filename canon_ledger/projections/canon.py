@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import singledispatchmethod
 from typing import Any
 
+from canon_ledger.application.packets import render as r
 from canon_ledger.domain import recall
 from canon_ledger.domain.canon import CanonEntry, valid_to
 from canon_ledger.domain.chapter import Chapter
@@ -18,9 +19,7 @@ from canon_ledger.domain.story import Story, with_default_budgets
 from canon_ledger.domain.tokens import TokenCounter
 from canon_ledger.domain.topics import stored_topics
 from canon_ledger.domain.volume import Volume
-from canon_ledger.projections import canon_sql
-from canon_ledger.application.packets import render as r
-from canon_ledger.projections.canon_tables import CanonTables
+from canon_ledger.projections.canon_tables import CanonTables, valid_to_update, valid_to_update_many
 from canon_ledger.projections.partitioning import BY_STORY
 from canon_ledger.projections.sql_ops import Counted, Op, Run, Update, Upsert
 from canon_ledger.projections.token_memo import TokenCounts, TokenMemo
@@ -59,8 +58,8 @@ class CanonProjection:
         self.counts = TokenCounts(tokens, memo)
         self.topics = stored_topics(*self.HANDLED)
         self._handled = frozenset(self.HANDLED)
-        self._valid_to = canon_sql.valid_to_update(tables.canon.name)
-        self._valid_to_pg = canon_sql.valid_to_update_many(tables.canon.name)
+        self._valid_to = valid_to_update(tables.canon.name)
+        self._valid_to_pg = valid_to_update_many(tables.canon.name)
 
     def ops(self, events: list[tuple[int, Any]]) -> list[Op | Counted]:
         """Ops for (position, event) pairs, in order, ending with each touched story's position.

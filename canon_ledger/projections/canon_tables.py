@@ -25,7 +25,7 @@ Version history (packet bytes must not depend on the version: issued packets sta
   (``is_active``). "Active threads as of K" read every thread's step in force and dropped the
   resolved ones (1,250 index entries for 106 threads at chapter 1,000 of the benchmark story).
   Both stores use a partial index only when the query states its condition in the same
-  words, so the reader's ``canon_sql.ACTIVE`` says ``is_active`` with literals, not parameters.
+  words, so the reader's ``ACTIVE`` says ``is_active`` with literals, not parameters.
 - v6: mention-activated recall and stored query words. ``rm_canon`` gains ``recall`` (the
   entry's ``domain.recall.Rule`` when its fields say more than "name and aliases"; NULL
   otherwise) and an index on (story, source), so a reader tells in one index lookup whether a
@@ -33,6 +33,14 @@ Version history (packet bytes must not depend on the version: issued packets sta
   ``rm_chapters`` gains ``goal_items`` (the goals as listed) and ``rm_scene_cards``
   ``summary``, so L1's query and the mention matcher read the author's words, not text the
   projection rendered.
+
+The as-of rule is ``canon_ledger.domain.canon.valid_to``: an entry's steps are ordered by
+(valid_from, step), and each one ends (``valid_to``) where the next in that order begins;
+NULL while it is still in force. A step is in force at K iff ``valid_from <= K`` and
+(``valid_to`` IS NULL or ``valid_to > K``). ``NEXT_FROM`` is that rule's one SQL form: the
+projection writes it (``valid_to_update``, and on PostgreSQL ``valid_to_update_many``, the same
+rule for many entries bound as arrays); every read only tests the stored column (``IN_FORCE``,
+or its two index ranges ``IN_FORCE_CURRENT`` and ``IN_FORCE_SUPERSEDED_LATER``).
 
 Only the current version's shape is defined: a store whose active build is older refuses to
 serve until ``canon rebuild`` (``read_models.Outdated``).
@@ -43,8 +51,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import (JSON, Boolean, Column, Index, Integer, MetaData, String, Table, Text, and_, false, func,
-                        literal_column)
+from sqlalchemy import (JSON, Boolean, Column, Index, Integer, MetaData, String, Table, Text, TextClause, and_, false,
+                        func, literal_column, text)
 
 VERSION = 6
 # What a packet candidate needs besides its text, in the order the reader selects it.
@@ -56,6 +64,10 @@ def is_active(canon: Any) -> Any:
     parameters: the planner matches a partial index's condition against the query's text."""
     return and_(canon.c.retired == false(),
                 func.coalesce(func.lower(canon.c.state), literal_column("''")) != literal_column("'resolved'"))
+
+
+# ``is_active`` in SQL, word for word: a read that states it can use the partial index.
+ACTIVE = "retired = false AND coalesce(lower(state), '') != 'resolved'"
 
 
 @dataclass(frozen=True)
@@ -155,7 +167,7 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("tokens", Integer, nullable=False),
         Column("source", Integer, nullable=False),
         Column("aliases", JSON),  # the entry's names, for lookups
-        # The chapter the entry's next step takes over (NULL: still in force): ``canon_sql.NEXT_FROM``.
+        # The chapter the entry's next step takes over (NULL: still in force): ``NEXT_FROM``.
         Column("valid_to", Integer),
         Column("recall", JSON),  # domain.recall.Rule.as_dict(), or NULL: name and aliases, whole words, any case
     ]
@@ -194,3 +206,42 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("source", Integer, nullable=False),
     )
     return CanonTables(tag, version, md, stories, chapters, volumes, scene_cards, scene_tags, canon, aliases, chain_nodes)
+
+
+# -- the as-of rule in SQL ---------------------------------------------------------------------
+
+# The valid_to of row ``cn`` of table ``{table}``: the least valid_from of the entry's steps
+# after it in (valid_from, step) order.
+NEXT_FROM = (
+    '(SELECT min(l.valid_from) FROM "{table}" AS l '
+    'WHERE l.story_id = cn.story_id AND l.kind = cn.kind AND l."key" = cn."key" '
+    'AND (l.valid_from > cn.valid_from OR (l.valid_from = cn.valid_from AND l.step > cn.step)))'
+)
+
+
+# "In force at chapter :chapter" on the stored column, and the same test as the union of two
+# disjoint index ranges: the steps still current, and the steps superseded after the chapter.
+IN_FORCE = "valid_from <= :chapter AND (valid_to IS NULL OR valid_to > :chapter)"
+IN_FORCE_CURRENT = "valid_to IS NULL AND valid_from <= :chapter"
+IN_FORCE_SUPERSEDED_LATER = "valid_to > :chapter AND valid_from <= :chapter"
+
+
+def valid_to_update(table: str) -> TextClause:
+    """Re-derive ``valid_to`` for every step of the entry (:b_story, :b_kind, :b_key); only
+    rows whose value changes are written (usually the step before the new one)."""
+    next_from = NEXT_FROM.format(table=table)
+    return text(
+        f'UPDATE "{table}" AS cn SET valid_to = {next_from} '
+        'WHERE cn.story_id = :b_story AND cn.kind = :b_kind AND cn."key" = :b_key '
+        f'AND cn.valid_to IS DISTINCT FROM {next_from}')
+
+
+def valid_to_update_many(table: str) -> TextClause:
+    """PostgreSQL: ``valid_to_update`` for many entries in one statement, the entries bound as
+    three arrays (:stories, :kinds, :keys)."""
+    next_from = NEXT_FROM.format(table=table)
+    return text(
+        f'UPDATE "{table}" AS cn SET valid_to = {next_from} '
+        'FROM unnest(CAST(:stories AS varchar[]), CAST(:kinds AS varchar[]), CAST(:keys AS varchar[])) AS v(s, k, e) '
+        'WHERE cn.story_id = v.s AND cn.kind = v.k AND cn."key" = v.e '
+        f'AND cn.valid_to IS DISTINCT FROM {next_from}')

@@ -1,8 +1,18 @@
 """Reads the canon tables for the packet compiler, from one consistent snapshot.
 
 This module knows the canon tables only: it has no way to name a draft or proposal table.
-Its statements are the named SQL of ``canon_sql``, made once per build; rows are read by
-column name, as named tuples.
+Each read runs named statements (below, one per read of the port), written once in
+PostgreSQL's words with the build's table names as ``{stories}``, ``{canon}`` and so on;
+``statements(tables, dialect)`` fills the names in and ``driver_sql.prepared`` makes them what
+each store runs, once per build. Where the dialects truly differ, ``entry_read`` says so:
+PostgreSQL compares keys in Python's order (its collation may not be "C") and looks texts up by
+key. Rows are read by column name, as named tuples.
+
+"In force at :chapter" is ``canon_tables``'s as-of rule on the stored ``valid_to``. Entry reads
+take it as the union of its two index ranges (the steps still current, and the few superseded
+after the chapter): their OR made both stores walk every step of a kind. A read of active
+entries states ``ACTIVE`` in the words of the partial index it should use: both planners match
+a partial index only on the same condition.
 
 On SQLite the statements run on sqlite3's own connection, in the snapshot's transaction: a
 SQLAlchemy result and its rows' attribute lookup cost more than the SQL (docs/benchmarks.md,
@@ -22,17 +32,195 @@ from contextlib import contextmanager
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
+from sqlalchemy import Integer, String
 from sqlalchemy.engine import Connection, Engine
 
 from canon_ledger.application.packets.ports import (Call, CanonReader, CanonSnapshot, ChapterView, EntryView, Fact,
                                                     Lore, NodeView, SceneView, StoryView)
-from canon_ledger.projections import canon_sql, driver_sql
-from canon_ledger.projections.canon_tables import CanonTables
+from canon_ledger.projections import driver_sql
+from canon_ledger.projections.canon_tables import (ACTIVE, IN_FORCE, IN_FORCE_CURRENT, IN_FORCE_SUPERSEDED_LATER,
+                                                   CanonTables)
 
 if TYPE_CHECKING:  # the automaton is imported once a story is matched
     import sqlite3
 
     from canon_ledger.projections.lore_index import LoreIndex
+
+# -- the named statements ---------------------------------------------------------------------
+
+# The columns of an entry row, in every entry read.
+ENTRY = "story_id, kind, key, step, valid_from, retired, name, state, hidden_until, tokens, source"
+
+# A step neither retired nor resolved: the partial index's condition, word for word.
+ACTIVE = "retired = false AND coalesce(lower(state), '') != 'resolved'"
+
+STORY = """
+SELECT story_id, title, guardrails_text, guardrails_tokens, contract_text, contract_tokens, budgets, source, position,
+       (SELECT count(*) FROM rm_quarantine q WHERE q.projection = :projection AND q.scope = s.story_id) AS poisoned,
+       (SELECT min(q.position) FROM rm_quarantine q WHERE q.projection = :projection AND q.scope = s.story_id)
+           AS first_poisoned,
+       (SELECT max(q.position) FROM rm_quarantine q WHERE q.projection = :projection AND q.scope = s.story_id)
+           AS last_poisoned
+  FROM {stories} s
+ WHERE story_id = :story"""
+
+CHAPTER = """
+SELECT chapter, volume, goals_text, goals_tokens, goals_source, summary_text, summary_tokens, summary_source,
+       text, text_tokens, text_source, goal_items
+  FROM {chapters}
+ WHERE story_id = :story AND chapter = :chapter"""
+
+SCENE_CARDS = """
+SELECT scene_id, text, tokens, source, summary
+  FROM {scene_cards}
+ WHERE story_id = :story AND chapter = :chapter
+ ORDER BY source, scene_id"""
+
+SCENE_TAGS = """
+SELECT scene_id, tag_type, key
+  FROM {scene_tags}
+ WHERE story_id = :story AND chapter = :chapter
+ ORDER BY scene_id, tag_type, ordinal"""
+
+CHAPTER_SUMMARIES = """
+SELECT chapter, summary_text, summary_tokens, summary_source
+  FROM {chapters}
+ WHERE story_id = :story AND chapter >= :first AND chapter <= :last AND summary_text IS NOT NULL
+ ORDER BY chapter"""
+
+VOLUME_SUMMARIES = """
+SELECT volume, summary_text, summary_tokens, summary_source
+  FROM {volumes}
+ WHERE story_id = :story AND summary_text IS NOT NULL
+ ORDER BY volume"""
+
+# Texts by (story, key) on an index, matched exactly by the caller: a row-value IN over four
+# columns made SQLite scan the table.
+CANON_TEXTS = """
+SELECT kind, key, step, text
+  FROM {canon}
+ WHERE story_id = :story AND key = ANY(:keys) AND step = ANY(:steps)"""
+
+NODE_TEXTS = """
+SELECT chain, step, ordinal, text
+  FROM {chain_nodes}
+ WHERE story_id = :story AND chain = ANY(:chains) AND step = ANY(:steps)"""
+
+# The nodes of every chain in force. A row-value IN lets the planner start from the few chains
+# in force, not from every node. Sorted by the caller.
+CHAIN_NODES = f"""
+SELECT chain, step, ordinal, node_id, node_kind, hidden_until, tokens, source
+  FROM {{chain_nodes}}
+ WHERE story_id = :story
+   AND (chain, step) IN (SELECT key, step FROM {{canon}}
+                          WHERE story_id = :story AND kind = 'development_chain' AND retired = false
+                            AND {IN_FORCE})"""
+
+# The ``:limit`` latest steps of each listed entry that were superseded by :chapter (newest
+# first), the retired ones left out.
+SUPERSEDED = f"""
+SELECT {ENTRY}
+  FROM (SELECT {ENTRY}, row_number() OVER (PARTITION BY key ORDER BY valid_from DESC, step DESC) AS age
+          FROM {{canon}}
+         WHERE story_id = :story AND kind = :kind AND key = ANY(:keys) AND valid_to <= :chapter) superseded
+ WHERE age <= :limit AND retired = false
+ ORDER BY key, age"""
+
+
+# Has the story's canon changed? One lookup on the (story, source) index: every new step,
+# retirement included, is a row with a higher source.
+LORE_VERSION = """
+SELECT max(source) AS source
+  FROM {canon}
+ WHERE story_id = :story"""
+
+# Every step a mention could bring in, whatever chapter it is in force at (``lore_index``).
+LORE = """
+SELECT kind, key, step, name, aliases, recall
+  FROM {canon}
+ WHERE story_id = :story AND retired = false"""
+
+# The steps added since a matcher was built (steps are immutable: a change is a new row).
+LORE_SINCE = LORE + " AND source > :since"
+
+
+def entry_read(which: str, *, active: bool = False, page: bool = False, recent: bool = False,
+               postgres: bool = False) -> str:
+    """The step in force at :chapter of each entry ``which`` selects (for ``recent``, only if
+    it took effect after :since; for ``active``, neither retired nor resolved). Unsorted unless a ``page`` (the keys
+    after :after, the first :limit of them in Python's order): an ORDER BY the primary key
+    satisfies made SQLite walk every step of the kind through it instead of the in-force
+    index, so the caller sorts; a page is sorted over the union's result (a few hundred rows
+    at most), not inside it.
+
+    On PostgreSQL each row's text is looked up by primary key (``TEXT_BY_KEY``): selecting the
+    text column in the union needs the table's rows, and the planner then walked every step of
+    the kind, as it cannot tell how few are active; a scalar subquery is one lookup per row
+    returned, whatever the estimates. SQLite reads the text in the union.
+
+    Entries named by key (``OF_KEYS``) are one range per key on the key index, with the
+    in-force test as a filter: given the union's two in-force ranges, SQLite walked the whole
+    in-force index once the list of keys was long (docs/benchmarks.md, issue 23)."""
+    by_code_point = ' COLLATE "C"' if postgres else ""
+    where = f"story_id = :story AND {which}"
+    if recent:  # not a bound when not asked for: on SQLite it moved the keys read off its index
+        where += " AND valid_from > :since"
+    if page:
+        where += f" AND key{by_code_point} > :after"
+    if active:
+        where += f" AND {ACTIVE}"
+    columns = ENTRY if postgres else f"{ENTRY}, text"
+    if which == OF_KEYS:  # the keys' own index, the in-force test a filter on its few steps per key
+        union = f"SELECT {columns} FROM {{canon}} WHERE {where} AND {IN_FORCE}"
+    else:
+        union = (f"SELECT {columns} FROM {{canon}} WHERE {where} AND {IN_FORCE_CURRENT}\n"
+                 f"UNION ALL\n"
+                 f"SELECT {columns} FROM {{canon}} WHERE {where} AND {IN_FORCE_SUPERSEDED_LATER}")
+    if page:
+        union = f"SELECT * FROM ({union}) page ORDER BY key{by_code_point} LIMIT :limit"
+    if not postgres:
+        return union
+    # a page keeps its order: the inner sort gives it, with no second sort
+    return f"SELECT {ENTRY}, {TEXT_BY_KEY} FROM ({union}) e" + (f" ORDER BY key{by_code_point}" if page else "")
+
+
+OF_KIND = "kind = :kind"  # one kind per statement: an IN list made SQLite leave the in-force index
+OF_KEYS = "key = ANY(:keys)"
+TEXT_BY_KEY = ("(SELECT t.text FROM {canon} t WHERE t.story_id = e.story_id AND t.kind = e.kind"
+               " AND t.key = e.key AND t.step = e.step) AS text")
+
+# name: (which entries, active only, a page, recent only)
+ENTRY_READS = {"entries_of_keys": (OF_KEYS, False, False, False),
+               "active_entries_of_kind": (OF_KIND, True, False, False),
+               "recent_entries_of_kind": (OF_KIND, False, False, True),
+               "page_of_kind": (OF_KIND, False, True, False)}
+
+NAMED = {"story": STORY, "chapter": CHAPTER, "scene_cards": SCENE_CARDS, "scene_tags": SCENE_TAGS,
+         "chapter_summaries": CHAPTER_SUMMARIES, "volume_summaries": VOLUME_SUMMARIES, "canon_texts": CANON_TEXTS,
+         "node_texts": NODE_TEXTS, "chain_nodes": CHAIN_NODES, "superseded": SUPERSEDED,
+         "lore_version": LORE_VERSION, "lore": LORE, "lore_since": LORE_SINCE}
+
+# Each parameter's type (a list's: its items').
+_TYPES = {"story": String, "kind": String, "after": String, "projection": String, "chapter": Integer,
+          "since": Integer, "first": Integer, "last": Integer, "limit": Integer}
+_LISTS = {"keys": String, "chains": String, "steps": Integer}
+
+
+def statements(tables: Any, dialect: str) -> dict[str, Any]:
+    """Every statement of ``NAMED`` and ``ENTRY_READS`` for one build and dialect, by name."""
+    names = {"stories": tables.stories.name, "chapters": tables.chapters.name, "volumes": tables.volumes.name,
+             "scene_cards": tables.scene_cards.name, "scene_tags": tables.scene_tags.name,
+             "canon": tables.canon.name, "chain_nodes": tables.chain_nodes.name}
+    postgres = dialect == "postgresql"
+    sqls = dict(NAMED)
+    for name, (which, active, page, recent) in ENTRY_READS.items():
+        sqls[name] = entry_read(which, active=active, page=page, recent=recent, postgres=postgres)
+    fixed = {"projection": f"canon:{tables.tag}"}
+    return {name: driver_sql.prepared(sql.format(**names), dialect, _TYPES, _LISTS, fixed)
+            for name, sql in sqls.items()}
+
+
+# -- the reads --------------------------------------------------------------------------------
 
 _BY_KIND_KEY = attrgetter("kind", "key")
 _BY_CHAIN_ORDINAL = attrgetter("chain", "ordinal")
@@ -100,7 +288,7 @@ class SqlCanonReader(CanonReader):
             tables, position = self._builds(conn, story)
             known = self._statements.get(tables.tag)
             if known is None or known[0] is not tables:
-                known = self._statements[tables.tag] = (tables, canon_sql.statements(tables, self.engine.dialect.name))
+                known = self._statements[tables.tag] = (tables, statements(tables, self.engine.dialect.name))
             yield SqlCanonSnapshot(conn, known[1], position, self._row_types, self._lore, tables.tag)
 
 
@@ -149,7 +337,7 @@ class SqlCanonSnapshot(CanonSnapshot):
                 return rows
         if self._driver is None:
             # SQLite: ``_sqlite`` is set whenever ``_driver`` is not.
-            cursor = cast("sqlite3.Connection", self._sqlite).execute(*canon_sql.sqlite_params(stmt, params))
+            cursor = cast("sqlite3.Connection", self._sqlite).execute(*driver_sql.sqlite_params(stmt, params))
             row = self._row_types.get(name)
             if row is None:
                 row = self._row_types[name] = cast("type[NamedTuple]",
@@ -172,7 +360,7 @@ class SqlCanonSnapshot(CanonSnapshot):
             return None
         r = rows[0]
         return StoryView(r.story_id, r.title, _fact(r.guardrails_text, r.guardrails_tokens, r.source),
-                         _fact(r.contract_text, r.contract_tokens, r.source), dict(canon_sql.json_column(r.budgets)), r.position,
+                         _fact(r.contract_text, r.contract_tokens, r.source), dict(driver_sql.json_column(r.budgets)), r.position,
                          (r.poisoned, r.first_poisoned, r.last_poisoned) if r.poisoned else None)
 
     def chapter(self, story_id: str, number: int) -> ChapterView | None:
@@ -183,7 +371,7 @@ class SqlCanonSnapshot(CanonSnapshot):
         summary = _fact(r.summary_text, r.summary_tokens, r.summary_source) if r.summary_text else None
         text = _fact(r.text, r.text_tokens, r.text_source) if r.text else None
         return ChapterView(r.chapter, r.volume, _fact(r.goals_text, r.goals_tokens, r.goals_source), summary, text,
-                           tuple(canon_sql.json_column(r.goal_items) or ()))
+                           tuple(driver_sql.json_column(r.goal_items) or ()))
 
     def scenes(self, story_id: str, chapter: int) -> list[SceneView]:
         cards, tag_rows = self._read("scenes", story_id, chapter)
@@ -195,7 +383,7 @@ class SqlCanonSnapshot(CanonSnapshot):
 
     # Texts come with the entries: since the compiler reads P3 and P4 only while the budget has
     # room, most entries read are packed, and fetching their texts afterwards costs more than
-    # reading them here. One statement each (``canon_sql.ENTRY_READS``).
+    # reading them here. One statement each (``ENTRY_READS``).
     def entries_by_key(self, story_id: str, chapter: int, keys: tuple[str, ...]) -> list[EntryView]:
         return self._entries("entries_by_key", story_id, chapter, keys)
 

@@ -1,19 +1,90 @@
-"""PostgreSQL on the latency path: the driver's SQL on psycopg's own cursor, and pipelines.
+"""SQL on the latency path, on each store's own driver.
 
 A statement through SQLAlchemy costs Python time the same SQL on the driver does not, and
 psycopg sends a transaction's ``BEGIN`` as a round trip of its own unless it is pipelined with
-the first statement (docs/benchmarks.md, "The reader runs the driver's SQL"). Statements are built once by their owners
-and compiled here once each; rows come back as the driver's tuples, or read by column name (``named``).
+the first statement (docs/benchmarks.md, "The reader runs the driver's SQL").
+
+A named statement is written once, in PostgreSQL's words, with bind parameters as ``:name``
+(``prepared``). On PostgreSQL it becomes a statement with typed parameters, compiled here once
+to the driver's SQL; rows come back as the driver's tuples, or read by column name (``named``).
+On SQLite it stays text that sqlite3 runs as it is, named parameters and all, after the
+rewrites SQLite needs (``for_sqlite``: a list is an IN list of one parameter per item, and false
+is ``0``; ``sqlite_params`` spells the list out).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import orjson
+from sqlalchemy import String, bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
+
+
+def json_column(value: Any) -> Any:
+    """A JSON column's value: psycopg decodes it, sqlite3 gives its text."""
+    return orjson.loads(value) if isinstance(value, str) else value
+
+
+def for_sqlite(sql: str) -> str:
+    """What SQLite says differently: a list is an IN list (``sqlite_params`` spells it out),
+    and false is 0."""
+    sql = re.sub(r"(\w+) = ANY\(:(\w+)\)", r"\1 IN (:\2)", sql)
+    return sql.replace("= false", "= 0")
+
+
+_EXPANDED: dict[tuple[str, tuple[tuple[str, int], ...]], str] = {}
+
+
+def sqlite_params(sql: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``for_sqlite``'s SQL and ``params`` as sqlite3 takes them: each list's ``(:name)`` spelled
+    out as one parameter per item (SQLite plans an IN list of values on the index; a JSON
+    array read through ``json_each`` made the keys read five times slower at chapter 1,000)."""
+    lists = tuple((k, len(v)) for k, v in params.items() if isinstance(v, list))
+    if not lists:
+        return sql, params
+    expanded = _EXPANDED.get((sql, lists))
+    if expanded is None:
+        expanded = sql
+        for k, n in lists:
+            expanded = expanded.replace(f"(:{k})", "(" + ", ".join(f":{k}_{i}" for i in range(n)) + ")")
+        if len(_EXPANDED) > 512:
+            _EXPANDED.clear()
+        _EXPANDED[(sql, lists)] = expanded
+    flat = {k: v for k, v in params.items() if not isinstance(v, list)}
+    for k, _ in lists:
+        flat.update((f"{k}_{i}", item) for i, item in enumerate(params[k]))
+    return expanded, flat
+
+
+_PARAMETER = re.compile(r"(?<![:\w]):(\w+)")
+
+
+def prepared(sql: str, dialect: str, types: dict[str, Any], lists: dict[str, Any], fixed: dict[str, str]) -> Any:
+    """The named statement ``sql`` as ``dialect`` runs it. ``types``: each parameter's type;
+    ``lists``: each list parameter's item type; ``fixed``: parameters with one value for every
+    run (a literal on SQLite). PostgreSQL gets typed bind parameters, a list as one array, so it
+    plans each statement once, whatever the values and the lists' lengths."""
+    if dialect != "postgresql":
+        sql = for_sqlite(sql)
+        for name, value in fixed.items():
+            sql = sql.replace(f":{name}", "'" + value.replace("'", "''") + "'")
+        return sql
+    binds: list[Any] = []
+    for name in sorted(set(_PARAMETER.findall(sql))):
+        if name in fixed:
+            binds.append(bindparam(name, fixed[name], type_=String))
+        elif name in lists:
+            binds.append(bindparam(name, type_=ARRAY(lists[name])))
+        else:
+            binds.append(bindparam(name, type_=types[name]))
+    return text(sql).bindparams(*binds)
+
 
 _compiled: dict[int, tuple[Any, str, dict[str, Any]]] = {}
 

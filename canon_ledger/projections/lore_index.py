@@ -21,7 +21,7 @@ import ahocorasick
 
 from canon_ledger.application.packets.ports import Always, Mention
 from canon_ledger.domain.recall import Rule, default_rule, regex_key
-from canon_ledger.projections.canon_sql import json_column
+from canon_ledger.projections.driver_sql import json_column
 
 Step = tuple[str, str, int]  # (kind, key, step)
 

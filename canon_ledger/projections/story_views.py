@@ -19,8 +19,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-from canon_ledger.projections.canon_sql import IN_FORCE
-from canon_ledger.projections.canon_sql import json_column
+from canon_ledger.projections.canon_tables import IN_FORCE
+from canon_ledger.projections.driver_sql import json_column
 
 Tables = Callable[[Connection], Any]  # the serving build's table set, read in ``conn``'s transaction
 

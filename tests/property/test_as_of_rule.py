@@ -1,5 +1,5 @@
 """The as-of rule has one Python form (``domain.canon.valid_to``) and one SQL form
-(``projections.canon_sql``). Over random timelines, as the domain builds them (revisions from
+(``projections.canon_tables``). Over random timelines, as the domain builds them (revisions from
 any chapter, ties, retirements where the domain allows one), the SQL evaluated in a real
 store gives every step the ``valid_to`` the Python gives it, the stored ``valid_to`` selects
 the step ``CanonEntry.as_of`` returns at every chapter, and both agree with the rule's plain
@@ -18,8 +18,8 @@ from sqlalchemy import create_engine, select, text, update
 
 from canon_ledger.domain.canon import CanonEntry, valid_to
 from canon_ledger.domain.errors import RuleViolated
-from canon_ledger.projections import canon_sql
-from canon_ledger.projections.canon_tables import canon_tables
+from canon_ledger.projections.canon_tables import (IN_FORCE, IN_FORCE_CURRENT, IN_FORCE_SUPERSEDED_LATER, canon_tables,
+                                                   valid_to_update, valid_to_update_many)
 
 CHAPTERS = st.integers(min_value=1, max_value=8)  # few chapters: ties are common
 STEP = st.tuples(st.sampled_from(["revise", "revise", "retire"]), CHAPTERS)
@@ -78,9 +78,9 @@ def test_the_sql_rule_and_the_python_rule_agree(store, timelines) -> None:
                 for i, end in enumerate(valid_to([s["valid_from"] for s in entry.timeline]))}
     params = [{"b_story": story, "b_kind": "character", "b_key": key} for key in entries]
     mine = cn.c.story_id == story
-    statements = [lambda conn: conn.execute(canon_sql.valid_to_update(cn.name), params)]
+    statements = [lambda conn: conn.execute(valid_to_update(cn.name), params)]
     if engine.dialect.name == "postgresql":
-        statements.append(lambda conn: conn.execute(canon_sql.valid_to_update_many(cn.name), {
+        statements.append(lambda conn: conn.execute(valid_to_update_many(cn.name), {
             "stories": [story] * len(entries), "kinds": ["character"] * len(entries), "keys": list(entries)}))
     with engine.begin() as conn:
         conn.execute(cn.insert(), rows)
@@ -91,11 +91,11 @@ def test_the_sql_rule_and_the_python_rule_agree(store, timelines) -> None:
             assert stored == expected
         for chapter in range(0, 10):
             by_or = text(f'SELECT "key", step FROM "{cn.name}" WHERE story_id = :story AND '
-                         + canon_sql.IN_FORCE)
+                         + IN_FORCE)
             by_union = text(f'SELECT "key", step FROM "{cn.name}" WHERE story_id = :story AND '
-                            f'{canon_sql.IN_FORCE_CURRENT} UNION ALL '
+                            f'{IN_FORCE_CURRENT} UNION ALL '
                             f'SELECT "key", step FROM "{cn.name}" WHERE story_id = :story AND '
-                            f'{canon_sql.IN_FORCE_SUPERSEDED_LATER}')
+                            f'{IN_FORCE_SUPERSEDED_LATER}')
             want = {}
             for key, entry in entries.items():
                 step = entry.as_of(chapter)

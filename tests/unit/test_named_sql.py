@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import sqlite3
 
-from canon_ledger.projections import canon_sql
+from canon_ledger.projections import canon_view, driver_sql
 from canon_ledger.projections.canon_tables import canon_tables
 
 
 def test_every_statement_names_real_tables_and_only_known_parameters() -> None:
     tables = canon_tables("v9_1")
     for dialect in ("sqlite", "postgresql"):
-        statements = canon_sql.statements(tables, dialect)
-        assert set(statements) == set(canon_sql.NAMED) | set(canon_sql.ENTRY_READS)
+        statements = canon_view.statements(tables, dialect)
+        assert set(statements) == set(canon_view.NAMED) | set(canon_view.ENTRY_READS)
         for name, stmt in statements.items():
             sql = str(stmt)
             assert "{" not in sql and "_v9_1" in sql, (dialect, name)
@@ -21,13 +21,13 @@ def test_every_statement_names_real_tables_and_only_known_parameters() -> None:
 
 
 def test_sqlite_lists_are_one_parameter_per_item_and_select_what_they_name() -> None:
-    sql = canon_sql.for_sqlite("SELECT x FROM t WHERE k = ANY(:keys) AND s = :story AND f = false ORDER BY x")
+    sql = driver_sql.for_sqlite("SELECT x FROM t WHERE k = ANY(:keys) AND s = :story AND f = false ORDER BY x")
     assert sql == "SELECT x FROM t WHERE k IN (:keys) AND s = :story AND f = 0 ORDER BY x"
-    expanded, params = canon_sql.sqlite_params(sql, {"keys": ["a", "c"], "story": "s"})
+    expanded, params = driver_sql.sqlite_params(sql, {"keys": ["a", "c"], "story": "s"})
     assert expanded == "SELECT x FROM t WHERE k IN (:keys_0, :keys_1) AND s = :story AND f = 0 ORDER BY x"
     assert params == {"story": "s", "keys_0": "a", "keys_1": "c"}
     db = sqlite3.connect(":memory:")
     db.execute("CREATE TABLE t (x INTEGER, k TEXT, s TEXT, f BOOLEAN)")
     db.executemany("INSERT INTO t VALUES (?, ?, ?, 0)", [(1, "a", "s"), (2, "b", "s"), (3, "c", "s"), (4, "a", "o")])
     assert db.execute(expanded, params).fetchall() == [(1,), (3,)]
-    assert canon_sql.sqlite_params(sql, {"keys": ["b"], "story": "s"})[1] == {"story": "s", "keys_0": "b"}
+    assert driver_sql.sqlite_params(sql, {"keys": ["b"], "story": "s"})[1] == {"story": "s", "keys_0": "b"}
