@@ -647,13 +647,42 @@ NO_STORE = ("schema",)  # the verbs that never open a store
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run one verb; its exit status. A reader that leaves early (`canon events | head`) ends
+    the output quietly, the status unchanged: an error is still reported on stderr."""
+    status = _run(list(sys.argv[1:] if argv is None else argv))
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+    except OSError as e:  # a full disk, say: the output is incomplete, and the status says so
+        _quiet_stdout()
+        print(f"canon: could not write the output: {e.strerror or e}", file=sys.stderr)
+        return status or REJECTED
+    return status
+
+
+def _quiet_stdout() -> None:
+    """Standard output points at /dev/null: the interpreter's last flush cannot fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _emit_error(error: dict[str, Any]) -> None:
+    """An error's JSON line, written through at once; a reader that has left misses it and the
+    error keeps its status (its message is on stderr already)."""
+    try:
+        _emit({"error": error})
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+
+
+def _run(argv: list[str]) -> int:
     try:
         args = build_parser().parse_args(argv)
     except UsageError as e:
-        if wants_json(argv):
-            _emit({"error": {"code": "usage_error", "message": str(e), "field": e.field}})
         print(f"{e.usage}canon: error: {e}", file=sys.stderr, end="\n")
+        if wants_json(argv):
+            _emit_error({"code": "usage_error", "message": str(e), "field": e.field})
         return USAGE
     args.db = getattr(args, "db", None)
     args.format = getattr(args, "format", None) or "text"
@@ -666,31 +695,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a reader that has left is met here, not in the interpreter's exit
         return status
     except Failure as e:
-        if args.format == "json" and not e.reported:
-            _emit({"error": {"code": e.code, "message": str(e), "field": None}})
         print(f"canon: {e}", file=sys.stderr)
+        if args.format == "json" and not e.reported:
+            _emit_error({"code": e.code, "message": str(e), "field": None})
         return e.status
     except CanonError as e:
-        if args.format == "json":
-            _emit({"error": e.as_dict()})
         print(f"canon: {e.code}: {e.message}", file=sys.stderr)
+        if args.format == "json":
+            _emit_error(e.as_dict())
         if e.code in UNAVAILABLE_CODES:
             return UNAVAILABLE
         return USAGE if isinstance(e, InvalidCommand) or e.code in USAGE_CODES else REJECTED
-    except BrokenPipeError:
-        # The reader left (`canon events | head`): stop quietly, as other tools do. Standard
-        # output now points at /dev/null, so the interpreter's last flush cannot fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except BrokenPipeError:  # the reader left (`canon events | head`): stop quietly, as other tools do
+        _quiet_stdout()
         return OK
     except Exception as e:  # noqa: BLE001 - only store faults are handled here
         if not is_store_fault(e):
             raise
         reason = scrubbed(e, args.db)
         display = store_config(resolve_url(args.db)).display
-        if args.format == "json":
-            _emit({"error": {"code": "store_unavailable", "message": f"store unavailable at {display}: {reason}",
-                             "field": None}})
         print(f"canon: store unavailable at {display}: {reason}", file=sys.stderr)
+        if args.format == "json":
+            _emit_error({"code": "store_unavailable", "message": f"store unavailable at {display}: {reason}",
+                         "field": None})
         return UNAVAILABLE
 
 

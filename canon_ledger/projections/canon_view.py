@@ -51,9 +51,6 @@ if TYPE_CHECKING:  # the automaton is imported once a story is matched
 # The columns of an entry row, in every entry read.
 ENTRY = "story_id, kind, key, step, valid_from, retired, name, state, hidden_until, tokens, source"
 
-# A step neither retired nor resolved: the partial index's condition, word for word.
-ACTIVE = "retired = false AND coalesce(lower(state), '') != 'resolved'"
-
 STORY = """
 SELECT story_id, title, guardrails_text, guardrails_tokens, contract_text, contract_tokens, budgets, source, position,
        (SELECT count(*) FROM rm_quarantine q WHERE q.projection = :projection AND q.scope = s.story_id) AS poisoned,

@@ -125,6 +125,25 @@ def test_a_reader_that_leaves_early_ends_the_output_quietly(tmp_path: Path) -> N
     assert proc.wait(60) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
 
 
+def test_an_error_meets_a_reader_that_has_left_with_its_own_status(tmp_path: Path) -> None:
+    """The reader has gone before the error's JSON line is written: the line is dropped
+    quietly, the message still goes to stderr and the exit status is the error's, not 0."""
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    assert run("--db", url, "init").returncode == 0
+    for unbuffered in ("", "1"):  # the line kept in a buffer until exit, or written at once
+        env = {k: v for k, v in os.environ.items() if k not in ("CANON_DATABASE_URL", "PYTHONUNBUFFERED")}
+        if unbuffered:
+            env["PYTHONUNBUFFERED"] = unbuffered
+        proc = subprocess.Popen([*CANON, "--db", url, "--format", "json", "packet", "--story", "nowhere", "--role",
+                                 "writer", "--chapter", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # the reader leaves before anything is written
+        err = proc.stderr.read().decode()
+        status = proc.wait(60)
+        assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
+        assert status == 1 and "unknown_story" in err, (unbuffered, status, err)
+
+
 def _demo_store(tmp_path: Path) -> str:
     db = initialised(f"sqlite:///{tmp_path / 'demo.db'}")
     assert run("--db", db, "apply", str(SAMPLE)).returncode == 0

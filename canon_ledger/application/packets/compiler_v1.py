@@ -4,9 +4,8 @@ word, so the packets it issued replay to the same bytes."""
 from __future__ import annotations
 
 from canon_ledger.application.packets import render
-from canon_ledger.application.packets.compiler import start
+from canon_ledger.application.packets.compiler import fill, refuse_over_budget, start
 from canon_ledger.application.packets.compiler_v2 import RECIPES
-from canon_ledger.application.packets.compiler import fill, refuse_over_budget
 from canon_ledger.application.packets.packet import Packet, Stage
 from canon_ledger.application.packets.ports import CanonSnapshot, Retriever
 from canon_ledger.application.packets.recipes import RETRIEVAL, Request
