@@ -651,7 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     the output quietly, the status unchanged: an error is still reported on stderr."""
     status = _run(list(sys.argv[1:] if argv is None else argv))
     try:
-        sys.stdout.flush()
+        sys.stdout.flush()  # a reader that has left is met here, not in the interpreter's exit
     except BrokenPipeError:
         _quiet_stdout()
     except OSError as e:  # a full disk, say: the output is incomplete, and the status says so
@@ -692,8 +692,7 @@ def _run(argv: list[str]) -> int:
         if args.verb not in CREATES_STORE + NO_STORE and not getattr(args, "dry_run", False):
             require_store(args.db)
         status: int = args.run(args)
-        sys.stdout.flush()  # a reader that has left is met here, not in the interpreter's exit
-        return status
+        return status  # its output is flushed by ``main``, where a reader that has left is met
     except Failure as e:
         print(f"canon: {e}", file=sys.stderr)
         if args.format == "json" and not e.reported:

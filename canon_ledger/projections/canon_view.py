@@ -197,8 +197,8 @@ NAMED = {"story": STORY, "chapter": CHAPTER, "scene_cards": SCENE_CARDS, "scene_
          "node_texts": NODE_TEXTS, "chain_nodes": CHAIN_NODES, "superseded": SUPERSEDED,
          "lore_version": LORE_VERSION, "lore": LORE, "lore_since": LORE_SINCE}
 
-# Each parameter's type (a list's: its items').
-_TYPES = {"story": String, "kind": String, "after": String, "projection": String, "chapter": Integer,
+# Each parameter's type (a list's: its items'); ``:projection`` is fixed per build (``statements``).
+_TYPES = {"story": String, "kind": String, "after": String, "chapter": Integer,
           "since": Integer, "first": Integer, "last": Integer, "limit": Integer}
 _LISTS = {"keys": String, "chains": String, "steps": Integer}
 
