@@ -4,7 +4,8 @@ The process opens the store like ``canon serve`` does (a ``ServerContext``, with
 projection worker unless ``--no-worker``) and answers on stdin/stdout; logs and progress go
 to stderr, never into the protocol. The caller is an author-scoped local principal (who can
 run this process can open the store anyway), or, with ``$CANON_MCP_KEY``, the key that token
-names: its scope and stories then bound every tool, as over HTTP. The token is read from
+names, checked again at every call (a revoked key's session is refused from then on): its
+scope and stories then bound every tool, as over HTTP. The token is read from
 the environment, not an option, so that it never shows in a process listing.
 """
 
@@ -14,6 +15,7 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from canon_ledger.infrastructure.cli_parsing import add_verb
@@ -26,19 +28,27 @@ LOCAL = Principal("local-stdio", "author")
 def cmd_mcp(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.cli_errors import USAGE, Failure
     from canon_ledger.infrastructure.http.context import ServerContext
+    from canon_ledger.infrastructure.http.problems import Problem
     from canon_ledger.infrastructure.mcp.server import build_server
     from canon_ledger.infrastructure.mcp.tools import AgentTools
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="canon mcp: %(levelname)s %(message)s")
     context = ServerContext(args.db, worker=args.worker)
     try:
-        principal = LOCAL
-        token = os.environ.get(KEY_ENV)
+        principal: Principal | Callable[[], Principal] = LOCAL
+        token = (os.environ.get(KEY_ENV) or "").strip()
         if token:
-            found = context.keys.check(token.strip()) if len(token) <= 200 else None
-            if found is None:
+            if len(token) > 200 or context.keys.check(token) is None:
                 raise Failure(USAGE, f"${KEY_ENV} names no valid key (unknown or revoked)", "invalid_key")
-            principal = found
+
+            def principal() -> Principal:
+                """The key, checked again at every call (``Keys.check``: a revocation made
+                anywhere reaches this session within its ``CHECK_TTL``)."""
+                found = context.keys.check(token)
+                if found is None:
+                    raise Problem(401, "invalid_key", f"the key in ${KEY_ENV} is unknown or revoked")
+                return found
+
         tools = AgentTools(context)
         build_server(lambda: tools, local=principal).run("stdio")
     finally:

@@ -31,6 +31,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from canon_ledger.application.keys import Keys
     from canon_ledger.infrastructure.cli_errors import USAGE, Failure
     from canon_ledger.infrastructure.http.app import create_app
+    from canon_ledger.infrastructure.http.protocol import uvicorn_settings
     from canon_ledger.infrastructure.stores import open_ledger
 
     if args.open and not _loopback(args.host):
@@ -58,8 +59,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     print(f"canon serve: http://{args.host}:{args.port} (docs at /docs)", file=sys.stderr, flush=True)
     Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
-                          timeout_graceful_shutdown=10,
-                          h11_max_incomplete_event_size=256 * 1024)).run()  # a long query's URL fits (16 KiB by default)
+                          timeout_graceful_shutdown=10, **uvicorn_settings())).run()
     return 0
 
 

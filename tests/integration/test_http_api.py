@@ -227,7 +227,8 @@ def test_commands_answer_like_canon_apply(api: Api) -> None:
     for body, code in ((b"{", "malformed_json"), (b"[]", "empty_batch"), (b"\xff", "invalid_utf8"),
                        (b"[" * 100 + b"]" * 100, "malformed_json"), (b"1" * 200, "invalid_number"),
                        (b'{"type": "x", "n": NaN}', "malformed_json")):
-        r = api.call("POST", "/v1/commands", admin, content=body)
+        r = api.call("POST", "/v1/commands", admin, content=body,
+                     headers={"Content-Type": "application/json"})
         assert r.status_code == 422 and r.json()["code"] == code, (body[:20], r.text)
     assert api.position() == before + 2
 
@@ -324,7 +325,11 @@ def test_rebuild_runs_in_the_background(api: Api) -> None:
 
 
 def test_a_store_fault_is_503_and_a_bug_500_both_problems(api: Api, monkeypatch) -> None:
+    import time
+
     from sqlalchemy.exc import OperationalError
+
+    from canon_ledger.infrastructure.http.door import StoreGate
 
     token = api.tokens["worker"]
     path = f"/v1/stories/{STORY}/packet?role=writer&chapter=5"
@@ -335,11 +340,16 @@ def test_a_store_fault_is_503_and_a_bug_500_both_problems(api: Api, monkeypatch)
     monkeypatch.setattr(api.ctx.services, "packet", unreachable)
     r = api.call("GET", path, token)
     assert r.status_code == 503 and r.json()["code"] == "store_unavailable" and "secret_sql" not in r.text
+    assert r.headers["retry-after"] == "1"
+    # the door's gate is open: what needs the store is answered at once, what does not still works
+    assert api.call("GET", "/v1/stories", token).status_code == 503
+    assert api.call("GET", "/healthz", None).status_code == 200
 
     def bug(*_: Any, **__: Any) -> Any:
         raise RuntimeError("internal detail 1234")
 
     monkeypatch.setattr(api.ctx.services, "packet", bug)
+    time.sleep(StoreGate.PROBE_EVERY)  # then one probe goes through; it meets no store fault: the gate closes
     r = api.call("GET", path, token)
     assert r.status_code == 500 and r.headers["content-type"] == "application/problem+json"
     assert r.json()["code"] == "internal_error" and "1234" not in r.text and "Traceback" not in r.text

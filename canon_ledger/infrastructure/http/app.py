@@ -21,6 +21,7 @@ from canon_ledger.domain.commands import COMMAND_ADAPTER
 from canon_ledger.infrastructure import web
 from canon_ledger.infrastructure.http import problems
 from canon_ledger.infrastructure.http.context import ServerContext
+from canon_ledger.infrastructure.http.door import Door
 from canon_ledger.infrastructure.http.metrics import RequestMiddleware
 from canon_ledger.infrastructure.http.routes import admin, commands, knowledge, packets, stories, stream
 from canon_ledger.infrastructure.mcp.http import PATH as MCP_PATH
@@ -55,6 +56,7 @@ def create_app(url: str | None = None, *, open_access: bool = False, embedder: A
     mcp_door = McpDoor()
     app.router.routes.append(Route(MCP_PATH, endpoint=mcp_door, methods=["GET", "POST", "DELETE"]))
     app.add_middleware(RequestMiddleware)
+    app.add_middleware(Door, open_access=open_access)  # added last: the outermost, it runs first
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -76,6 +78,12 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     schema["paths"]["/v1/commands"]["post"]["requestBody"] = {"required": True, "content": {"application/json": {
         "schema": {"oneOf": [command, {"type": "array", "items": command, "minItems": 1,
                                        "maxItems": commands.MAX_BATCH}]}}}}
+    for path, adapter in (("/v1/keys", admin.KEY_IN), ("/v1/collections/{collection}/documents",
+                                                       knowledge.DOCUMENTS_IN)):
+        body = adapter.json_schema(ref_template="#/components/schemas/{model}")
+        components.update(body.pop("$defs", {}))
+        schema["paths"][path]["post"]["requestBody"] = {"required": True,
+                                                        "content": {"application/json": {"schema": body}}}
     components["Problem"] = {"type": "object", "required": ["type", "title", "status", "detail", "code"], "properties": {
         "type": {"type": "string"}, "title": {"type": "string"}, "status": {"type": "integer"},
         "detail": {"type": "string"}, "code": {"type": "string"}, "field": {"type": ["string", "null"]}}}

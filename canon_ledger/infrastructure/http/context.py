@@ -14,6 +14,7 @@ from typing import Any
 
 from canon_ledger.application.keys import Keys
 from canon_ledger.infrastructure.bootstrap import Services, bootstrap
+from canon_ledger.infrastructure.http.door import StoreGate
 from canon_ledger.infrastructure.http.metrics import Metrics
 from canon_ledger.infrastructure.log_wakeup import LogWakeup
 from canon_ledger.infrastructure.worker import ProjectionWorker
@@ -85,6 +86,7 @@ class ServerContext:
         one, separate ``canon worker`` processes keep the slow models current. Either way requests
         never catch up the knowledge, keyword and vector models themselves."""
         self.services = bootstrap(url, embedder=embedder, fed=True)
+        self.gate = StoreGate()  # the door's: requests answered at once while the store is down
         self.keys = Keys(self.services.ledger)
         self.open_access = open_access
         self.search = self.services.search_service("offline")

@@ -14,6 +14,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
+
 from canon_ledger.infrastructure.http import problems
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -51,7 +54,8 @@ class _Scraped:
 
 class RequestMiddleware:
     """Times every request by route template, and answers whatever escapes a route
-    (``problems.unexpected``) instead of re-raising it. Pure ASGI: no per-request task or body
+    (``problems.unexpected``, rendered off the event loop) instead of re-raising it; a client
+    that leaves mid-request (``ClientDisconnect``) is counted as 499, not an error. Pure ASGI: no per-request task or body
     copy, unlike Starlette's BaseHTTPMiddleware."""
 
     def __init__(self, app: Any) -> None:
@@ -71,10 +75,14 @@ class RequestMiddleware:
 
         try:
             await self.app(scope, receive, sending)
+        except ClientDisconnect:
+            status[0] = 499  # the client left mid-request: nobody to answer, nothing went wrong here
         except Exception as e:  # noqa: BLE001 - the last line of defence: answered, logged once
             if started[0]:
                 raise
-            await problems.unexpected(scope, e)(scope, receive, sending)
+            # Rendering a trace takes milliseconds to seconds: never on the event loop.
+            response = await run_in_threadpool(problems.unexpected, scope, e)
+            await response(scope, receive, sending)
         finally:
             metrics: Metrics | None = getattr(scope["app"].state, "metrics", None) if "app" in scope else None
             if metrics is not None:

@@ -107,12 +107,18 @@ def install(app: FastAPI, pages: tuple[Callable[[str], bool], PageError] | None 
 def unexpected(scope: dict[str, Any], e: Exception) -> Response:
     """The answer to whatever escaped a route (it is logged here, once): 503
     ``store_unavailable`` for a fault of the store, else 500 ``internal_error`` with a
-    reference to the log line that has the trace. ``metrics.RequestMiddleware`` sends it
-    inside Starlette's error middleware, so the keep-alive connection survives."""
+    reference to the log line that has the trace. ``metrics.RequestMiddleware`` calls it in a
+    worker thread (the trace is rendered here) and sends it inside Starlette's error
+    middleware, so the keep-alive connection survives."""
     if is_store_fault(e):
-        url = getattr(scope["app"].state, "store_url", None)
+        state = scope["app"].state
+        gate = getattr(getattr(state, "ctx", None), "gate", None)
+        if gate is not None:
+            gate.failed()  # the door answers the next requests at once until a probe finds it back
+        url = getattr(state, "store_url", None)
         log.warning("store unavailable: %s", scrubbed(e, url))
-        return problem_response(503, "store_unavailable", f"the store is unavailable: {scrubbed(e, url)}")
+        return problem_response(503, "store_unavailable", f"the store is unavailable: {scrubbed(e, url)}",
+                                headers={"Retry-After": "1"})
     ref = uuid.uuid4().hex[:12]
     log.error("internal error %s on %s %s", ref, scope["method"], scope["path"], exc_info=e)
     return problem_response(500, "internal_error", f"an internal error occurred (reference {ref} in the server log)")

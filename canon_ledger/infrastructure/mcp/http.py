@@ -1,7 +1,8 @@
 """``/mcp`` in ``canon serve``: the MCP server over streamable HTTP, behind the API's keys.
 
-The door authenticates every request exactly as the API's routes do (``auth.caller``: 401
-problem+json without a valid bearer key) before the SDK sees a byte, and hands the caller to
+The door authenticates every request exactly as the API's routes do (``auth.caller``, in a
+worker thread: 401 problem+json without a valid bearer key) before the SDK sees a byte, reads
+the body only then (bounded: 413 problem+json past ``MAX_BODY``), and hands the caller to
 the tools in the request's ASGI state; each tool then checks its own scope and the key's
 stories. Stateless transport with JSON responses: no session lives in the process, so any
 ``canon serve`` replica answers any request (docs/scaling.md).
@@ -18,11 +19,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from canon_ledger.infrastructure.http.auth import caller
 from canon_ledger.infrastructure.http.problems import Problem, problem_response
+from canon_ledger.infrastructure.http.routes.common import bounded_body
 from canon_ledger.infrastructure.mcp.server import PRINCIPAL, build_server
 from canon_ledger.infrastructure.mcp.tools import AgentTools
 
@@ -52,11 +55,28 @@ class McpDoor:
             yield
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
         try:
-            principal = caller(Request(scope))
+            # The key check reads the store: in a worker thread, never on the event loop.
+            principal = await run_in_threadpool(caller, request)
+            body = await bounded_body(request, MAX_BODY) if scope["method"] == "POST" else b""
         except Problem as e:
-            response = problem_response(e.status, e.code, e.detail, e.field, {"WWW-Authenticate": "Bearer"})
-            await response(scope, receive, send)
+            headers = {"WWW-Authenticate": "Bearer"} if e.status == 401 else None
+            await problem_response(e.status, e.code, e.detail, e.field, headers)(scope, receive, send)
             return
         scope.setdefault("state", {})[PRINCIPAL] = principal
-        await self.server.session_manager.handle_request(scope, receive, send)
+        await self.server.session_manager.handle_request(scope, _replay(body, receive), send)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives the body already read (bounded, after the key was checked),
+    then whatever the connection says next (a disconnect)."""
+    given = [False]
+
+    async def replay() -> Any:
+        if given[0]:
+            return await receive()
+        given[0] = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay

@@ -136,15 +136,20 @@ class CanonMCP(MCPServer):
             raise
 
 
-def build_server(tools: Callable[[], AgentTools], local: Principal | None = None) -> CanonMCP:
+def build_server(tools: Callable[[], AgentTools],
+                 local: Principal | Callable[[], Principal] | None = None) -> CanonMCP:
     """The server. ``tools``: the agent tools (called per request: over HTTP they exist only
     once the app's lifespan opened the store). ``local``: the caller when a request carries
-    none (stdio); None refuses such requests."""
+    none (stdio), or how to find it at each call (a key checked again each time, so that its
+    revocation reaches an open session); None refuses such requests."""
 
     def caller(ctx: Context) -> Principal:
         request = ctx.request_context.request
         scope = getattr(request, "scope", None)
-        principal = scope.get("state", {}).get(PRINCIPAL) if isinstance(scope, dict) else local
+        if isinstance(scope, dict):
+            principal = scope.get("state", {}).get(PRINCIPAL)
+        else:
+            principal = local() if callable(local) else local
         if principal is None:
             raise Problem(401, "unauthenticated", "send an API key: Authorization: Bearer <token> (canon key create)")
         return principal

@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from canon_ledger.domain.api_key import MAX_KEY_NAME, SCOPES, Principal
 from canon_ledger.domain.bounds import MAX_STORY_ID
 from canon_ledger.infrastructure.http.auth import needs
 from canon_ledger.infrastructure.http.problems import Problem
-from canon_ledger.infrastructure.http.routes.common import ctx, json_response
+from canon_ledger.infrastructure.http.routes.common import ctx, json_body, json_response
 
 router = APIRouter(tags=["operations"])
 PROJECTIONS = ("canon", "authoring", "knowledge", "retrieval", "vectors", "all")
@@ -72,9 +73,15 @@ def list_keys(request: Request, principal: Annotated[Principal, Depends(needs("a
     return json_response({"keys": [k.as_dict() for k in ctx(request).keys.list()]})
 
 
-@router.post("/v1/keys", summary="Create a key; its token is in this answer only")
-def create_key(request: Request, key: KeyIn, principal: Annotated[Principal, Depends(needs("admin", every_story=True))]) -> Response:
-    token, info = ctx(request).keys.create(key.scope, key.stories, key.name)
+KEY_IN = TypeAdapter(KeyIn)
+
+
+@router.post("/v1/keys", summary="Create a key; its token is in this answer only",
+             description="The body is a `KeyIn`, read only once the caller's key is checked.")
+async def create_key(request: Request,
+                     principal: Annotated[Principal, Depends(needs("admin", every_story=True))]) -> Response:
+    key = await json_body(request, KEY_IN)
+    token, info = await run_in_threadpool(ctx(request).keys.create, key.scope, key.stories, key.name)
     return json_response({"token": token, **info.as_dict()}, 201)
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import TypeAdapter, ValidationError
 from starlette.responses import Response
 
 from canon_ledger.infrastructure.http.context import ServerContext
+from canon_ledger.infrastructure.http.door import body_limit, too_large
 from canon_ledger.infrastructure.http.problems import Problem
 from canon_ledger.infrastructure.jsonout import dumps
 
@@ -21,13 +24,28 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     return Response(dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
-async def bounded_body(request: Request, limit: int) -> bytes:
-    """The request body, refused (413) past ``limit`` bytes: by its Content-Length before it
-    is read, and by what arrives."""
+async def bounded_body(request: Request, limit: int | None = None) -> bytes:
+    """The request body, refused (413) past ``limit`` bytes (default: the route's, ``door.
+    body_limit``): by its Content-Length before it is read, and by what arrives. A route that
+    needs a key calls this after its key dependency ran, so no stranger's body is read."""
+    limit = body_limit(request.method, request.url.path) if limit is None else limit
     size = request.headers.get("content-length")
     if size is not None and size.isdigit() and int(size) > limit:
-        raise Problem(413, "body_too_large", f"a request body is at most {limit:,} bytes")
+        raise too_large(limit)
     body = await request.body()
     if len(body) > limit:
-        raise Problem(413, "body_too_large", f"a request body is at most {limit:,} bytes")
+        raise too_large(limit)
     return body
+
+
+Model = TypeVar("Model")
+
+
+async def json_body(request: Request, adapter: TypeAdapter[Model]) -> Model:
+    """The body (``bounded_body``) read as ``adapter``'s type; 422 as FastAPI answers a body it
+    validated itself."""
+    body = await bounded_body(request)
+    try:
+        return adapter.validate_json(body)
+    except ValidationError as e:
+        raise RequestValidationError([{**err, "loc": ("body", *err["loc"])} for err in e.errors()]) from None

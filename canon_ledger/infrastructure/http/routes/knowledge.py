@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, Path, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, Depends, Path, Query, Request
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
@@ -20,7 +20,7 @@ from canon_ledger.infrastructure.http.auth import needs
 from canon_ledger.infrastructure.http.context import ServerContext
 from canon_ledger.infrastructure.http.problems import Problem
 from canon_ledger.infrastructure.http.routes.commands import answer, apply_for
-from canon_ledger.infrastructure.http.routes.common import ctx, json_response
+from canon_ledger.infrastructure.http.routes.common import ctx, json_body, json_response
 
 router = APIRouter(tags=["knowledge"])
 Collection = Annotated[str, Path(min_length=1, max_length=MAX_COLLECTION_ID)]
@@ -43,9 +43,19 @@ def _may_read(principal: Principal, collection: str) -> None:
         raise Problem(404, "unknown_collection", f"no documents in collection {collection!r}", "collection")
 
 
-@router.post("/v1/collections/{collection}/documents", summary="Ingest documents into a collection (chunked, indexed)")
-def post_documents(request: Request, collection: Collection, principal: Annotated[Principal, Depends(needs("author"))],
-                   documents: Annotated[DocumentIn | list[DocumentIn], Body()]) -> Response:
+DOCUMENTS_IN: TypeAdapter[DocumentIn | list[DocumentIn]] = TypeAdapter(DocumentIn | list[DocumentIn])
+
+
+@router.post("/v1/collections/{collection}/documents", summary="Ingest documents into a collection (chunked, indexed)",
+             description="The body is a `DocumentIn` or a list of them, read only once the caller's key is checked.")
+async def post_documents(request: Request, collection: Collection,
+                         principal: Annotated[Principal, Depends(needs("author"))]) -> Response:
+    documents = await json_body(request, DOCUMENTS_IN)
+    return await run_in_threadpool(_ingest, ctx(request), collection, principal, documents)
+
+
+def _ingest(context: ServerContext, collection: str, principal: Principal,
+            documents: DocumentIn | list[DocumentIn]) -> Response:
     batch = documents if isinstance(documents, list) else [documents]
     if not 1 <= len(batch) <= 1000:
         raise Problem(422, "invalid_field", "send 1..1,000 documents", "body")
@@ -62,7 +72,7 @@ def post_documents(request: Request, collection: Collection, principal: Annotate
             items.append(e)
             continue
         items.append(command)
-    ledger = ctx(request).services.ledger
+    ledger = context.services.ledger
     results = apply_for(ledger, items, principal, atomic=True)  # all or nothing
     return answer(results, ledger.position(), [{"document_id": d.document_id} for d in batch])
 

@@ -6,6 +6,10 @@ One message per entry the key may see (the same entries and JSON as ``GET /v1/ev
 the stream waits for the log to grow (``LogWakeup``: a notification on PostgreSQL, a cheap
 poll on SQLite) and sends a comment every ``KEEP_ALIVE`` seconds of silence.
 
+The stream's key is checked again every ``RECHECK`` seconds: once it is revoked (or unknown)
+the stream ends, so a revocation reaches an open stream within ``RECHECK`` + ``CHECK_TTL``
+seconds (3 s; at once in the process that revoked it), a new request within ``CHECK_TTL``.
+
 Nothing here holds the event loop: the log is read a page at a time in the request threadpool
 (through the ``reading`` gate for that page only, never for the whole stream), and waiting
 is done on threads of a limiter of its own, so open streams never take the threads that the
@@ -26,7 +30,7 @@ from starlette.responses import Response, StreamingResponse
 
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.bounds import MAX_POSITION, MAX_STORY_ID
-from canon_ledger.infrastructure.http.auth import needs, visible
+from canon_ledger.infrastructure.http.auth import caller, needs, visible
 from canon_ledger.infrastructure.http.problems import Problem
 from canon_ledger.infrastructure.http.routes.commands import log_item
 from canon_ledger.infrastructure.http.routes.common import ctx
@@ -42,6 +46,7 @@ KEEP_ALIVE = 15.0  # seconds of silence before a comment line, so that proxies k
 RETRY_MS = 1000  # the reconnection delay suggested to the client
 WAITERS = 64  # threads that may wait for the log at once (more streams queue for one)
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+RECHECK = 1.0  # seconds between checks that the stream's key still works: a revoked key's stream ends
 
 _waiters: anyio.CapacityLimiter | None = None
 
@@ -85,11 +90,23 @@ async def _messages(request: Request, principal: Principal, story: str | None, s
         return [message(item) for logged in ledger.history(story_id=story, start=after + 1, stop=stop)
                 if (item := log_item(logged, principal)) is not None], stop
 
+    def key_still_works() -> bool:
+        try:
+            caller(request)  # the key check the request passed, again (a cached answer for CHECK_TTL)
+        except Problem:
+            return False
+        return True
+
     yield f"retry: {RETRY_MS}\n\n"
     last = end = start  # the last position read; the log's end as last seen
-    sent = time.monotonic()
+    sent = checked = time.monotonic()
     try:
         while not await request.is_disconnected():
+            if time.monotonic() - checked >= RECHECK:
+                if not await run_in_threadpool(key_still_works):
+                    yield ": the key was revoked\n\n"
+                    return
+                checked = time.monotonic()
             if time.monotonic() - sent >= KEEP_ALIVE:  # waiting, or passing over entries this key may not see
                 yield ": keep-alive\n\n"
                 sent = time.monotonic()
