@@ -5,7 +5,7 @@
                                       [--browser-samples N] [--no-profile] [--markdown] [--save-json PATH]
 
 Not part of the pytest run. Goal: the viewer page (``GET /stories/{story}/packet?role=writer&
-chapter=N``, server-rendered HTML, logged in by the ``canon_key`` cookie) takes at most 2x the
+chapter=N``, server-rendered HTML, logged in by the ``canon_session`` cookie) takes at most 2x the
 time of the JSON endpoint for the same packet (``GET /v1/stories/{story}/packet?role=writer&
 chapter=N``, bearer key), at chapter 1,000. Both sides use the service default record=true, so
 they do the same work: the first request records the packet, every later identical one finds it
@@ -24,7 +24,7 @@ it. At chapter 1,000 the packet has no L1 (L0 spends the budget), so the embedde
 enter the timed requests.
 
 1. **TTFB** (httpx, this process's main thread, nothing else running): one keep-alive
-   ``httpx.Client`` per side (the page's with the ``canon_key`` cookie from ``POST /login``,
+   ``httpx.Client`` per side (the page's with the ``canon_session`` cookie from ``POST /login``,
    the JSON's with ``Authorization: Bearer``), requests alternated page, JSON, page, JSON ...
    after warm-up. Per request, with ``client.stream``: the time to the response headers
    (TTFB), to the first body chunk, and to the last byte. The server's own ``/metrics``
@@ -162,9 +162,11 @@ def ttfb(server: Server, token: str, story: str, chapter: int, samples: int, war
     out: dict[str, Any] = {}
     with httpx.Client(base_url=server.base, timeout=60.0) as pc, \
             httpx.Client(base_url=server.base, timeout=60.0, headers={"Authorization": f"Bearer {token}"}) as jc:
+        from canon_ledger.infrastructure.web.session import COOKIE
+
         login = pc.post("/login", data={"key": token, "next": "/"}, follow_redirects=False)
-        if login.status_code != 303 or pc.cookies.get("canon_key") != token:
-            raise RuntimeError(f"POST /login: {login.status_code}, cookie {pc.cookies.get('canon_key') is not None}")
+        if login.status_code != 303 or not pc.cookies.get(COOKIE):
+            raise RuntimeError(f"POST /login: {login.status_code}, cookie {pc.cookies.get(COOKIE) is not None}")
         first_json = timed_get(jc, json_url, params)  # records the packet (the one write)
         check("json", first_json, None)
         packet_hash = first_json["etag"].strip('"')
@@ -223,8 +225,11 @@ def browser(server: Server, token: str, story: str, chapter: int, samples: int, 
                 if side == "json":
                     context = b.new_context(extra_http_headers={"Authorization": f"Bearer {token}"})
                 else:
-                    context = b.new_context()
-                    context.add_cookies([{"name": "canon_key", "value": token, "url": base}])
+                    from canon_ledger.infrastructure.web.session import COOKIE
+
+                    login = httpx.post(f"{base}/login", data={"key": token, "next": "/"}, timeout=60.0)
+                    context = b.new_context()  # a session of its own, as a person's login gives it
+                    context.add_cookies([{"name": COOKIE, "value": login.cookies[COOKIE], "url": base}])
                 tab = context.new_page()
                 cdp = sessions[side] = context.new_cdp_session(tab)
                 cdp.send("Performance.enable")  # the renderer's own counters: task, layout, style time
@@ -351,7 +356,7 @@ def profile(url: str, token: str, story: str, chapter: int, samples: int, warmup
         setattr(owner, name, timed)
 
     params = {"role": "writer", "chapter": chapter}
-    page_h = {"Cookie": f"canon_key={token}"}
+    page_h: dict[str, str] = {}  # the session cookie, once the app runs
     json_h = {"Authorization": f"Bearer {token}"}
     out: dict[str, Any] = {}
 
@@ -375,6 +380,10 @@ def profile(url: str, token: str, story: str, chapter: int, samples: int, warmup
     try:
         with TestClient(create_app(url, worker=False)) as tc:
             out["app_start_seconds"] = clock() - t0
+            opened = tc.app.state.ctx.keys.open_session(token, 3600)
+            if opened is None:
+                raise RuntimeError("the benchmark's key opens no viewer session")
+            page_h["Cookie"] = f"canon_session={opened[0]}"
             services = tc.app.state.ctx.services
             steps = ((pages, "_story", "pages._story (the story read)"),
                      (pages, "_packet", "pages._packet: packet + to_json + json.loads"),

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 from sqlalchemy.engine import make_url
 
 from canon_ledger.application.ledger import CanonLedger
@@ -34,16 +35,18 @@ def _server_url() -> str | None:
 
 
 def _conninfo(url: str, database: str | None = None) -> str:
+    """A libpq connection string for ``url``, its query string's parameters (sslmode, ...) included."""
     u = make_url(url)
-    parts = {
+    parts: dict[str, object] = {name: value for name, value in u.query.items() if isinstance(value, str)}
+    parts.update({
         "host": u.host or "127.0.0.1",
         "port": u.port or 5432,
         "user": u.username or "postgres",
         "dbname": database or u.database or "postgres",
-    }
+    })
     if u.password:
         parts["password"] = u.password
-    return " ".join(f"{k}={v}" for k, v in parts.items())
+    return make_conninfo(**parts)
 
 
 _SERVER: list[str | None] = []

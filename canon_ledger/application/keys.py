@@ -1,8 +1,14 @@
-"""Issuing, listing, revoking and checking API keys (``domain.api_key``).
+"""Issuing, listing, revoking and checking API keys (``domain.api_key``), and the viewer's
+login sessions that stand for them (``domain.viewer_session``).
 
 A token is shown once, when it is created; the log holds only its SHA-256. Checking a token
 is one read by id; answers are remembered for ``CHECK_TTL`` seconds, so a revocation made
 by another process takes effect within that time (at once in the process that revoked).
+
+A session id is likewise shown once, to the browser that logged in; the log holds only its
+SHA-256, mapped to the key's token hash, with an expiry. A session resolves to its key's
+principal while it is neither ended nor expired and its key is live; ending a session (a
+logout) or revoking its key reaches other processes within ``CHECK_TTL``, as a revocation does.
 """
 
 from __future__ import annotations
@@ -10,7 +16,9 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from eventsourcing.application import AggregateNotFoundError
@@ -21,9 +29,11 @@ from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.domain import ids
 from canon_ledger.domain.api_key import ApiKey, ApiKeyName, Principal, check_key, token_hash
 from canon_ledger.domain.errors import NotFound, RuleViolated
+from canon_ledger.domain.viewer_session import ViewerSession, session_hash
 
 TOKEN_PREFIX = "cl_"
-CHECK_TTL = 2.0  # seconds a checked token's answer is reused
+CHECK_TTL = 2.0  # seconds a checked token's (or session's) answer is reused
+MAX_REMEMBERED = 10_000  # checked tokens (and sessions) remembered before the memory starts afresh
 KEY_TOPICS = stored_topics(ApiKey.Issued, ApiKey.Revoked)
 ISSUED_TOPICS = stored_topics(ApiKey.Issued)
 
@@ -35,32 +45,42 @@ class KeyInfo:
     stories: tuple[str, ...]
     revoked: bool
     position: int | None = None  # where it was issued
+    minted_open: bool = False  # created by a caller with no key (``canon serve --open``)
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "scope": self.scope, "stories": list(self.stories), "revoked": self.revoked,
-                "issued_at_position": self.position}
+                "issued_at_position": self.position, "minted_open": self.minted_open}
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 class Keys:
-    def __init__(self, ledger: CanonLedger) -> None:
+    def __init__(self, ledger: CanonLedger, clock: Callable[[], datetime] = utc_now) -> None:
         self.ledger = ledger
+        self.clock = clock  # the wall clock sessions expire by
         self._checked: dict[str, tuple[float, Principal | None]] = {}
+        # session hash -> (when read, (token hash, expiry) of a session not ended, else None)
+        self._sessions: dict[str, tuple[float, tuple[str, datetime] | None]] = {}
         self._lock = threading.Lock()
 
-    def create(self, scope: str, stories: list[str] | tuple[str, ...] = (), name: str | None = None) -> tuple[str, KeyInfo]:
-        """(the token, shown only now; the key). A name already used is refused."""
+    def create(self, scope: str, stories: list[str] | tuple[str, ...] = (), name: str | None = None, *,
+               minted_open: bool = False) -> tuple[str, KeyInfo]:
+        """(the token, shown only now; the key). A name already used is refused. ``minted_open``:
+        asked for by a caller with no key (a server run with ``--open``), and labelled so for good."""
         stories = sorted(set(stories))
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         digest = token_hash(token)
         name = name or f"{scope}-{digest[:8]}"
         check_key(scope, stories, name)
-        key = ApiKey(token_hash=digest, name=name, scope=scope, stories=stories)
+        key = ApiKey(token_hash=digest, name=name, scope=scope, stories=stories, minted_open=minted_open)
         try:
             recordings = self.ledger.save(key, ApiKeyName(name=name, token_hash=digest))
         except IntegrityError:
             raise RuleViolated("key_name_must_be_unique", f"a key named {name!r} exists (revoked keys keep their names)",
                                "name") from None
-        return token, KeyInfo(name, scope, tuple(stories), False, recordings[0].notification.id)
+        return token, KeyInfo(name, scope, tuple(stories), False, recordings[0].notification.id, minted_open)
 
     def revoke(self, name: str) -> bool:
         """True if revoked now, False if it was already; unknown names are refused."""
@@ -84,10 +104,11 @@ class Keys:
             page = self.ledger.read(start, 1000, topics=KEY_TOPICS)
             for position, e in page:
                 if isinstance(e, ApiKey.Issued):
-                    keys[e.originator_id] = KeyInfo(e.name, e.scope, tuple(e.stories), False, position)
+                    keys[e.originator_id] = KeyInfo(e.name, e.scope, tuple(e.stories), False, position, e.minted_open)
                 elif e.originator_id in keys:
                     info = keys[e.originator_id]
-                    keys[e.originator_id] = KeyInfo(info.name, info.scope, info.stories, True, info.position)
+                    keys[e.originator_id] = KeyInfo(info.name, info.scope, info.stories, True, info.position,
+                                                    info.minted_open)
             if len(page) < 1000:
                 break
             start = page[-1][0] + 1
@@ -98,7 +119,9 @@ class Keys:
 
     def check(self, token: str) -> Principal | None:
         """The principal of a live key with this token, else None."""
-        digest = token_hash(token)
+        return self._check_hash(token_hash(token))
+
+    def _check_hash(self, digest: str) -> Principal | None:
         now = time.monotonic()
         with self._lock:
             hit = self._checked.get(digest)
@@ -110,8 +133,59 @@ class Keys:
         except AggregateNotFoundError:
             principal = None
         with self._lock:
-            if len(self._checked) > 10_000:
+            if len(self._checked) > MAX_REMEMBERED:
                 self._checked.clear()
             self._checked[digest] = (now, principal)
         return principal
 
+    # -- the viewer's sessions -----------------------------------------------------------------
+    def open_session(self, token: str, lasts: float) -> tuple[str, Principal] | None:
+        """A session of ``lasts`` seconds for the live key with this token: (the session id,
+        shown only now; the key's principal), else None (an unknown or revoked key)."""
+        principal = self.check(token)
+        if principal is None:
+            return None
+        session_id = secrets.token_urlsafe(32)
+        self.ledger.save(ViewerSession(session_hash=session_hash(session_id), token_hash=token_hash(token),
+                                       expires_at=self.clock() + timedelta(seconds=lasts)))
+        return session_id, principal
+
+    def session_principal(self, session_id: str) -> Principal | None:
+        """The principal of the key behind a session that is neither ended nor expired, while
+        that key is live; else None."""
+        digest = session_hash(session_id)
+        now = time.monotonic()
+        with self._lock:
+            hit = self._sessions.get(digest)
+        if hit is not None and now - hit[0] < CHECK_TTL:
+            found = hit[1]
+        else:
+            try:
+                viewer: ViewerSession = self.ledger.repository.get(ids.viewer_session_id(digest))
+                found = None if viewer.ended else (viewer.token_hash, viewer.expires_at)
+            except AggregateNotFoundError:
+                found = None
+            with self._lock:
+                if len(self._sessions) > MAX_REMEMBERED:
+                    self._sessions.clear()
+                self._sessions[digest] = (now, found)
+        if found is None or self.clock() >= found[1]:
+            return None
+        return self._check_hash(found[0])
+
+    def end_session(self, session_id: str) -> bool:
+        """True if ended now; False if it was already ended, or never was (a second logout)."""
+        digest = session_hash(session_id)
+        try:
+            viewer: ViewerSession = self.ledger.repository.get(ids.viewer_session_id(digest))
+        except AggregateNotFoundError:
+            return False
+        changed = viewer.end()
+        if changed:
+            try:
+                self.ledger.save(viewer)
+            except IntegrityError:  # another process ended it first
+                changed = False
+        with self._lock:
+            self._sessions.pop(digest, None)
+        return changed

@@ -10,16 +10,18 @@ decides a command or reads the log: see ``ledger`` and ``event_log``.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import OrderedDict
 from collections.abc import Iterable
 from itertools import chain
 from threading import Lock
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, Repository
-from eventsourcing.persistence import ConnectionUnavailableError
+from eventsourcing.persistence import ConnectionUnavailableError, InfrastructureFactory
+from eventsourcing.utils import Environment
 
 from canon_ledger.domain.canon import CanonEntry
 from canon_ledger.domain.chapter import Chapter
@@ -31,6 +33,9 @@ from canon_ledger.domain.wiki import WikiPage
 
 log = logging.getLogger(__name__)
 SNAPSHOT_EVERY = 32  # events of one aggregate between snapshots
+# The env key of the libpq parameters (JSON) the library's PostgreSQL pool connects with, beside
+# the host, port, database and user it is given (``infrastructure.stores`` fills it in).
+LIBPQ_PARAMS = "CANON_LIBPQ_PARAMS"
 
 
 def project_events(aggregate: Any, events: Iterable[Any]) -> Any:
@@ -144,9 +149,19 @@ class LedgerApplication(Application[UUID]):
         # Only the configuration we pass counts: the library would also read os.environ, where
         # a stray POSTGRES_ENABLE_DB_FUNCTIONS=y (or CANONLEDGER_*) would silently drop the
         # insert table lock that keeps position order equal to commit order.
-        from eventsourcing.utils import Environment
-
         return Environment(name, {"IS_SNAPSHOTTING_ENABLED": "y", **type(self).env, **(env or {})})
+
+    def construct_factory(self, env: Environment) -> InfrastructureFactory[Any]:
+        # The library's pool knows only host, port, database, user and password: the URL's
+        # other libpq parameters (sslmode, application_name, ...) join them here, before its
+        # first connection (the pool is built closed, and opens when the tables are created).
+        factory = super().construct_factory(env)
+        if env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
+            pool: Any = cast(Any, factory).datastore.pool  # psycopg_pool's, built with open=False
+            pool.kwargs.update(json.loads(env.get(LIBPQ_PARAMS) or "{}"))
+            if pool.kwargs.get("password") == "" and pool.get_password_func is None:
+                del pool.kwargs["password"]  # no password: libpq reads the password file
+        return factory
 
     def _record(self, processing_event: Any) -> Any:
         with self._writer_turn:

@@ -56,8 +56,8 @@ def check_key(scope: str, stories: list[str], name: str) -> None:
         raise RuleViolated("unknown_scope", f"scope must be one of {', '.join(SCOPES)}, not {scope!r}", "scope")
     if not name or len(name) > MAX_KEY_NAME or not name.isprintable():
         raise RuleViolated("invalid_key_name", f"a key name is 1..{MAX_KEY_NAME} printable characters", "name")
-    if any(not s or len(s) > 64 for s in stories):
-        raise RuleViolated("invalid_story_id", "a story id is 1..64 characters", "stories")
+    if any(not s or len(s) > 64 or not s.isprintable() or any(c.isspace() for c in s) for s in stories):
+        raise RuleViolated("invalid_story_id", "a story id is 1..64 printable characters, no spaces", "stories")
 
 
 class ApiKey(Aggregate):
@@ -66,6 +66,7 @@ class ApiKey(Aggregate):
         name: str
         scope: str
         stories: list[str]
+        minted_open: bool = False  # events written before this field read as False
 
     class Revoked(Aggregate.Event):
         pass
@@ -75,7 +76,9 @@ class ApiKey(Aggregate):
         return ids.api_key_id(token_hash)
 
     @event(Issued)
-    def __init__(self, token_hash: str, name: str, scope: str, stories: list[str]) -> None:
+    def __init__(self, token_hash: str, name: str, scope: str, stories: list[str], minted_open: bool = False) -> None:
+        """``minted_open``: created by a caller with no key (``canon serve --open``), so that an
+        admin can tell such keys apart."""
         self.token_hash = token_hash
         self.name = name
         self.scope = scope

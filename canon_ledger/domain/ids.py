@@ -68,3 +68,7 @@ def api_key_id(token_hash: str) -> UUID:
 
 def api_key_name_id(name: str) -> UUID:
     return _id("api-key-name", name)
+
+
+def viewer_session_id(session_hash: str) -> UUID:
+    return _id("viewer-session", session_hash)

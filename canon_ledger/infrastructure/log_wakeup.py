@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from canon_ledger.infrastructure.stores import StoreConfig, pg_connect
@@ -30,13 +31,18 @@ SAFETY = 5.0  # on PostgreSQL, between reads of the end with no notification
 
 
 class LogWakeup:
-    def __init__(self, ledger: Any, config: StoreConfig, *, poll: float = POLL, safety: float = SAFETY) -> None:
+    def __init__(self, ledger: Any, config: StoreConfig, *, poll: float = POLL, safety: float = SAFETY,
+                 reachable: Callable[[bool], None] | None = None) -> None:
+        """``reachable``: told False when the listener loses the store, True when it is back
+        (PostgreSQL; it tries again every second): the server's store gate."""
         self.ledger = ledger
+        self._reachable = reachable
         self.config = config
         self._changed = threading.Condition()
         self._ticks = 0  # appends and notifications seen: a waiter re-reads the end when it moves
         self._closed = threading.Event()
         self._listening = False
+        self._quiet = False
         self.poll = poll
         self.safety = safety
         ledger.watch(lambda _appended: self._tick())
@@ -62,12 +68,19 @@ class LogWakeup:
                 with pg_connect(self.config) as conn:
                     conn.execute(f'LISTEN "{channel}"')
                     self._listening = True
+                    self._quiet = False
+                    if self._reachable is not None:
+                        self._reachable(True)
                     self._tick()  # anything appended while not listening is found now
                     while not self._closed.is_set():
                         for _ in conn.notifies(timeout=1.0, stop_after=1):
                             self._tick()
             except Exception as e:  # noqa: BLE001 - a store fault: poll meanwhile, retry
-                log.warning("LISTEN on the event log failed (%s); polling until it is back", type(e).__name__)
+                if self._reachable is not None and not self._closed.is_set():
+                    self._reachable(False)
+                if self._listening or not self._quiet:
+                    log.warning("LISTEN on the event log failed (%s); polling until it is back", type(e).__name__)
+                self._quiet = True  # said once an outage, not every second
             self._listening = False
             self._closed.wait(1.0)
 

@@ -79,10 +79,13 @@ def engines(config: StoreConfig) -> tuple[Engine, Engine]:
     if env["POSTGRES_PASSWORD"]:
         auth += ":" + quote(env["POSTGRES_PASSWORD"], safe="")
     url = f"postgresql+psycopg://{auth}@{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/{env['POSTGRES_DBNAME']}"
+    # The URL's libpq parameters (sslmode, application_name, ...), as on the event store's
+    # connections; its ``options`` come first, so ours (see the module docstring) stand.
+    connect_args: dict[str, Any] = config.libpq
+    connect_args["options"] = " ".join(filter(None, [connect_args.get("options"), "-c synchronous_commit=off"]))
     # Up to 14 connections: a server lets 4 requests read at once, each with up to 3
     # (``infrastructure.http.context.READERS``), and leaves room for a rebuild.
-    write = create_engine(url, pool_size=2, max_overflow=12, hide_parameters=True,
-                          connect_args={"options": "-c synchronous_commit=off"})  # see the module docstring
+    write = create_engine(url, pool_size=2, max_overflow=12, hide_parameters=True, connect_args=connect_args)
     _ping_when_idle(write)
     read = write.execution_options(isolation_level="REPEATABLE READ")
     return read, write

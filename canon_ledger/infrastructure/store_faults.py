@@ -12,7 +12,7 @@ import sys
 
 from eventsourcing.persistence import PersistenceError
 
-from canon_ledger.infrastructure.stores import password_of, resolve_url
+from canon_ledger.infrastructure.stores import resolve_url, secrets_of
 
 
 def is_store_fault(error: BaseException) -> bool:
@@ -39,7 +39,9 @@ def first_line(error: BaseException) -> str:
 
 
 def scrubbed(error: BaseException, url: str | None) -> str:
-    """``first_line`` with the store's password, if the URL has one, masked."""
+    """``first_line`` with the store's password and secret parameters (``sslpassword``), if
+    the URL has them, masked."""
     message = first_line(error)
-    password = password_of(resolve_url(url))
-    return message.replace(password, "***") if password else message
+    for secret in sorted(secrets_of(resolve_url(url)), key=len, reverse=True):
+        message = message.replace(secret, "***")
+    return message

@@ -32,14 +32,17 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, url: str, log: Path, *extra: str, embedder: str | None = "hashing") -> None:
-        """``embedder``: $CANON_EMBEDDER for the server (None: the default, MiniLM)."""
+    def __init__(self, url: str, log: Path, *extra: str, embedder: str | None = "hashing",
+                 env: dict[str, str] | None = None) -> None:
+        """``embedder``: $CANON_EMBEDDER for the server (None: the default, MiniLM); ``env``: more
+        of the server's environment."""
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = log
-        env = {k: v for k, v in os.environ.items() if k not in ("CANON_DATABASE_URL", "CANON_EMBEDDER")}
+        more_env, env = env, {k: v for k, v in os.environ.items() if k not in ("CANON_DATABASE_URL", "CANON_EMBEDDER")}
         if embedder is not None:
             env["CANON_EMBEDDER"] = embedder
+        env.update(more_env or {})
         self.process = subprocess.Popen([sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", url, "serve", "--port",
                                          str(self.port), *extra], stdout=log.open("ab"), stderr=subprocess.STDOUT,
                                         env=env)

@@ -115,7 +115,8 @@ def test_over_stdio_an_agent_reads_packets_and_proposes_but_only_an_author_confi
     with api(server, author) as client:
         pending = client.get(f"/v1/stories/{STORY}/proposals", params={"status": "proposed"}).json()["proposals"]
         assert [p["proposal_id"] for p in pending].count(first["proposal_id"]) == 1
-        with httpx.Client(base_url=server.base, cookies={"canon_key": author}) as browser:
+        with httpx.Client(base_url=server.base) as browser:
+            assert browser.post("/login", data={"key": author, "next": "/"}).status_code == 303  # a session cookie
             review = browser.get(f"/stories/{STORY}/review")
         assert review.status_code == 200 and RULE["text"] in review.text and first["proposal_id"] in review.text
         events = client.get("/v1/events", params={"story": STORY, "limit": 1000}).json()["events"]

@@ -5,7 +5,9 @@ What is checked is what a person sees: every item of the JSON packet on the page
 status and reason, a budget bar whose segments sum to the used tokens, a filter that finds the
 dropped items, a source link that opens its event (with the command behind it), the review
 queue confirming one proposal (double-clicked: applied once) and rejecting another, the next
-packet and the compare view showing the confirmed revision, and a worker key refused.
+packet and the compare view showing the confirmed revision, a worker key refused, and a
+login session that logging out ends (a copied cookie no longer logs anyone in) while another
+site's login form is refused.
 Screenshots go to ``$CANON_TEST_ARTIFACTS`` (default ``.test-artifacts/``, not committed).
 """
 
@@ -21,6 +23,7 @@ import httpx
 import pytest
 
 from canon_ledger.infrastructure.http.client import CanonClient
+from canon_ledger.infrastructure.web.session import COOKIE
 from tests.conftest import missing_service
 from tests.e2e.test_cli import canon
 from tests.e2e.test_http_server import STORY, Server, admin_key
@@ -78,6 +81,13 @@ def logged_in(browser, server: Server, token: str, target: str):  # type: ignore
     return context, page
 
 
+def session_of(server: Server, token: str) -> str:
+    """A login session's id (the cookie's value) for ``token``, logged in without a browser."""
+    response = httpx.post(server.base + "/login", data={"key": token, "next": "/"}, timeout=30)
+    assert response.status_code == 303, response.text[:300]
+    return response.cookies[COOKIE]
+
+
 def rows(page) -> list[dict]:  # type: ignore[no-untyped-def]
     """Every item row of the packet page, in page order, as the JSON names its fields."""
     return page.eval_on_selector_all("section.tier tr.item", """trs => trs.map(tr => ({
@@ -102,8 +112,8 @@ def overflowing(page) -> list[str]:  # type: ignore[no-untyped-def]
 def test_the_packet_page_shows_the_json_packet(browser, demo: tuple[Server, str, str]) -> None:
     server, token, _ = demo
     context, page = logged_in(browser, server, token, f"/stories/{STORY}/packet?role=writer&chapter=5")
-    cookie = next(c for c in context.cookies() if c["name"] == "canon_key")
-    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    cookie = next(c for c in context.cookies() if c["name"] == COOKIE)
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["value"] != token
     with CanonClient(server.base, token) as api:
         packet = api.packet(STORY, "writer", 5)
 
@@ -233,6 +243,7 @@ def test_a_worker_key_gets_no_queue_and_forged_posts_change_nothing(browser, dem
     assert response.status == 403 and page.get_attribute("p.error", "data-code") == "forbidden"
     page.goto(server.base + "/")
     csrf = page.get_attribute("input[name=csrf]", "value")  # the worker's own, valid token (the logout form)
+    author_session = session_of(server, token)  # logging in is an event: before the log's end is taken
     with CanonClient(server.base, token) as api:
         end = api.get("/v1/events", after=0, limit=1)["end"]
         # The worker's post, with its valid CSRF token and a real proposal: refused.
@@ -241,7 +252,7 @@ def test_a_worker_key_gets_no_queue_and_forged_posts_change_nothing(browser, dem
         assert post.status == 403
         # An author's cookie without the page's CSRF token (a forged cross-site form): refused.
         author = browser.new_context()
-        author.add_cookies([{"name": "canon_key", "value": token, "url": server.base}])
+        author.add_cookies([{"name": COOKIE, "value": author_session, "url": server.base}])
         for forged in ({}, {"csrf": "0" * 40}, {"csrf": csrf}):
             post = author.request.post(server.base + f"/stories/{STORY}/review", form={
                 **forged, "command_id": "forged-2", "action": "confirm_canon", "id": "p-pending"}, max_redirects=0)
@@ -257,7 +268,7 @@ def test_a_worker_key_gets_no_queue_and_forged_posts_change_nothing(browser, dem
     page.fill("input[name=key]", "not-a-key")
     page.click("form.login button[type=submit]")
     assert page.locator("p.error").count() == 1 and "/login" in page.url
-    assert not [c for c in bad.cookies() if c["name"] == "canon_key"]
+    assert not [c for c in bad.cookies() if c["name"] == COOKIE]
     bad.close()
     context.close()
 
@@ -268,7 +279,7 @@ def test_pages_refuse_bad_input_with_the_api_code(demo: tuple[Server, str, str])
     server, token, url = demo
     limited = canon("--db", url, "key", "create", "--scope", "author", "--story", "other", "--format", "json")
     assert limited.returncode == 0, limited.stderr
-    cookies = {"canon_key": token}
+    cookies = {COOKIE: session_of(server, token)}
     cases = [
         (f"/stories/{STORY}/packet?chapter={10**30}", 422, "invalid_field"),
         (f"/stories/{STORY}/packet?chapter=-1", 422, "invalid_field"),
@@ -287,12 +298,56 @@ def test_pages_refuse_bad_input_with_the_api_code(demo: tuple[Server, str, str])
         assert response.headers["content-type"].startswith("text/html")
         assert f'data-code="{code}"' in response.text, (path, response.text[:500])
     other = json.loads(limited.stdout)["token"]
-    response = httpx.get(server.base + f"/stories/{STORY}/packet?chapter=5", cookies={"canon_key": other}, timeout=30)
+    cookies = {COOKIE: session_of(server, other)}
+    response = httpx.get(server.base + f"/stories/{STORY}/packet?chapter=5", cookies=cookies, timeout=30)
     assert response.status_code == 404 and 'data-code="unknown_story"' in response.text
-    response = httpx.get(server.base + "/", cookies={"canon_key": other}, timeout=30)
+    response = httpx.get(server.base + "/", cookies=cookies, timeout=30)
     assert response.status_code == 200 and f"data-story=\"{STORY}\"" not in response.text
     response = httpx.get(server.base + f"/stories/{STORY}/packet?chapter=5", timeout=30)
     assert response.status_code == 303 and response.headers["location"].startswith("/login?next=")
     response = httpx.post(server.base + "/login", data={"key": token, "next": "//evil.example/"}, timeout=30)
     assert response.status_code == 303 and response.headers["location"] == "/"
     assert "default-src 'self'" in httpx.get(server.base + "/login", timeout=30).headers["content-security-policy"]
+
+
+def test_logging_out_ends_the_session_so_a_copied_cookie_logs_nobody_in(browser, demo: tuple[Server, str, str]) -> None:
+    server, token, _ = demo
+    packet = f"/stories/{STORY}/packet?role=writer&chapter=5"
+    context, page = logged_in(browser, server, token, "/")
+    cookie = next(c for c in context.cookies() if c["name"] == COOKIE)
+    assert cookie["value"] != token and token not in cookie["value"]  # a session id, not the key
+    copied = {"name": COOKIE, "value": cookie["value"], "url": server.base}
+
+    before = browser.new_context(viewport=VIEWPORT)  # the copy works while the session lasts
+    before.add_cookies([copied])
+    early = before.new_page()
+    assert early.goto(server.base + packet).status == 200 and early.url == server.base + packet
+    before.close()
+
+    page.click("form.who button[type=submit]")  # the page's own Log out button
+    page.wait_for_load_state("load")
+    assert page.url == server.base + "/login"
+    assert not [c for c in context.cookies() if c["name"] == COOKIE]
+
+    thief = browser.new_context(viewport=VIEWPORT)  # the copied cookie, replayed after the logout
+    thief.add_cookies([copied])
+    stolen = thief.new_page()
+    stolen.goto(server.base + packet)
+    assert stolen.url.startswith(server.base + "/login?next=")
+    assert stolen.locator("form.login").count() == 1 and stolen.locator("#packet-id").count() == 0
+    thief.close()
+
+    # Another site's page posting the login form with its own key (login CSRF): refused, no cookie.
+    evil = browser.new_context(viewport=VIEWPORT)
+    evil.route("http://evil.example/**", lambda route: route.fulfill(content_type="text/html", body=(
+        f'<form method="post" action="{server.base}/login"><input name="key" value="{token}">'
+        '<input name="next" value="/"><button type="submit">go</button></form>')))
+    lure = evil.new_page()
+    lure.goto("http://evil.example/")
+    with lure.expect_navigation():
+        lure.click("button[type=submit]")
+    assert lure.url == server.base + "/login"
+    assert lure.get_attribute("p.error", "data-code") == "cross_site_login"
+    assert not [c for c in evil.cookies() if c["name"] == COOKIE]
+    evil.close()
+    context.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from canon_ledger.application.keys import Keys
 from canon_ledger.infrastructure.bootstrap import Services, bootstrap
@@ -93,7 +93,11 @@ class ServerContext:
         self.rebuilds = Rebuilds(self.services)
         self.metrics = Metrics(self.lags, self._quota_left)
         self._readers = threading.BoundedSemaphore(READERS)
-        self.wakeup = LogWakeup(self.services.ledger, self.services.config)  # event streams and the worker wait on it
+        if self.services.config.is_postgres:
+            self.gate.monitored = True  # the log listener tells when the store is gone and back
+            self.gate.fail_fast(cast(Any, self.services.ledger.factory).datastore.pool)
+        self.wakeup = LogWakeup(self.services.ledger, self.services.config,  # event streams and the worker wait on it
+                                reachable=lambda up: self.gate.recovered() if up else self.gate.failed())
         self.worker = ProjectionWorker(self.services, wakeup=self.wakeup).start() if worker else None
 
     def reading(self, read: Any, *args: Any, **kwargs: Any) -> Any:

@@ -84,10 +84,17 @@ class BodyTimedOut(Problem):
 class StoreGate:
     """Whether requests that need the store may go to it.
 
-    Closed (the store answers) until a request meets a fault of the store (``failed``); then
-    open: every request that needs the store is answered 503 at once, except one each
-    ``PROBE_EVERY`` seconds, which goes through. The gate closes when a probe comes back
-    without a store fault, so recovery needs no restart and no background thread."""
+    Closed (the store answers) until a fault of the store is seen (``failed``: a request's, the
+    pool's, or the log listener's); then open: every request that needs the store is answered
+    503 at once, and the event store's pool refuses new connections at once (``fail_fast``),
+    so requests already running fail within the library's retries (10 x 0.2 s) instead of
+    waiting for its pool 10 times. How it closes again, with no restart and no thread of its own:
+
+    - ``monitored`` (PostgreSQL: the log listener reconnects every second): when the listener
+      is back (``recovered``);
+    - else (SQLite): one request each ``PROBE_EVERY`` seconds goes through; the gate closes
+      when one comes back without a store fault.
+    """
 
     PROBE_EVERY = 1.0
 
@@ -97,6 +104,7 @@ class StoreGate:
         self._down = False
         self._next_probe = 0.0
         self._faults = 0  # store faults seen: a probe that saw none closes the gate
+        self.monitored = False
 
     @property
     def down(self) -> bool:
@@ -109,6 +117,10 @@ class StoreGate:
                 self._down = True
                 self._next_probe = self._clock() + self.PROBE_EVERY
 
+    def recovered(self) -> None:
+        with self._lock:
+            self._down = False
+
     def admit(self) -> int | None:
         """None: answer 503 now. Else a ticket to hand to ``done`` when the request ends (a
         probe's decides whether the store is back)."""
@@ -116,7 +128,7 @@ class StoreGate:
             if not self._down:
                 return -1
             now = self._clock()
-            if now < self._next_probe:
+            if self.monitored or now < self._next_probe:
                 return None
             self._next_probe = now + self.PROBE_EVERY
             return self._faults
@@ -127,6 +139,24 @@ class StoreGate:
         with self._lock:
             if self._down and self._faults == ticket:
                 self._down = False
+
+    def fail_fast(self, pool: Any) -> None:
+        """Make ``pool`` (psycopg_pool's, the event store's) refuse at once while the gate is
+        open, and open the gate when it times out waiting for a connection."""
+        from psycopg_pool import PoolTimeout
+
+        wait = pool.getconn
+
+        def getconn(timeout: float | None = None) -> Any:
+            if self._down:
+                raise PoolTimeout("the store is unavailable (a connection to it failed just now)")
+            try:
+                return wait(timeout)
+            except PoolTimeout:
+                self.failed()
+                raise
+
+        pool.getconn = getconn
 
 
 def _host_name(value: str) -> str:

@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from canon_ledger.domain import bounds as b
 from canon_ledger.domain.api_key import Principal
-from canon_ledger.domain.commands import Alias, CanonText, Fields, Key, Kind, Name, Number, Role, StoryId
+from canon_ledger.domain.commands import (Alias, CanonText, CollectionId, Fields, Id, Key, Kind, Name, Number, Role,
+                                          StoryId)
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.infrastructure.http.problems import Problem, status_of
 from canon_ledger.infrastructure.jsonout import dumps
@@ -168,13 +169,13 @@ def build_server(tools: Callable[[], AgentTools],
                        "draft against canon), summarizer (summarises a written chapter), chat (answers questions)."))],
                    chapter: Annotated[Number, Field(description="The chapter being planned, written or checked.")],
                    ctx: Context,
-                   scene: Annotated[str | None, Field(min_length=1, max_length=b.MAX_ID, description=(
+                   scene: Annotated[Id | None, Field(description=(
                        "Only this scene card's keys (default: every scene of the chapter)."))] = None,
                    budget: Annotated[int | None, Field(ge=0, le=b.MAX_BUDGET, description=(
                        "Token budget (default: the story's budget for the role)."))] = None,
                    after: Annotated[int | None, Field(ge=0, le=b.MAX_POSITION, description=(
                        "A log position an earlier answer gave: the packet reflects at least that."))] = None,
-                   draft: Annotated[str | None, Field(min_length=1, max_length=b.MAX_ID, description=(
+                   draft: Annotated[Id | None, Field(description=(
                        "Role qa only: the id of the submitted draft to check. It is put in P0, labelled as "
                        "unconfirmed text (not canon), and canon it mentions is recalled."))] = None,
                    ) -> CallToolResult:
@@ -186,7 +187,7 @@ def build_server(tools: Callable[[], AgentTools],
                          structured=False)
 
     @server.tool(annotations=READ)
-    def search(collection: Annotated[str, Field(min_length=1, max_length=b.MAX_COLLECTION_ID, description=(
+    def search(collection: Annotated[CollectionId, Field(description=(
                    'The collection: "story:<story>" for a story\'s accepted chapters, or an ingested '
                    "collection's id."))],
                query: Annotated[str, Field(min_length=1, max_length=10_000, description="What to look for.")],
@@ -236,7 +237,7 @@ def build_server(tools: Callable[[], AgentTools],
                                                        aliases, fields))
 
     @server.tool(annotations=READ)
-    def audit_packet(packet_id: Annotated[str, Field(min_length=1, max_length=b.MAX_ID, description=(
+    def audit_packet(packet_id: Annotated[Id, Field(description=(
                          "The packet_id a get_packet answer carried."))], ctx: Context) -> CallToolResult:
         """Replay the log to the position an issued packet was compiled at and compare: ok when the
         packet is reproduced byte for byte, else what differs."""
@@ -274,7 +275,7 @@ class ResourceArgs(BaseModel):
     story: StoryId
     role: Role | None = None
     chapter: Annotated[int, Field(ge=1, le=b.MAX_CHAPTER)] | None = None
-    scene: Annotated[str, Field(min_length=1, max_length=b.MAX_ID)] | None = None
+    scene: Id | None = None
     budget: Annotated[int, Field(ge=0, le=b.MAX_BUDGET)] | None = None
     kind: Kind | None = None
     key: Key | None = None

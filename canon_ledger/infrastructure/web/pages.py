@@ -1,9 +1,9 @@
 """The context viewer and the review queue: server-rendered pages of ``canon serve``.
 
 Every page reads through the same services as the JSON API (``ServerContext``), so what a page
-shows is what the API answers: the packet page renders the packet's own JSON. Pages log in with
-a key kept in a cookie (``infrastructure.web.session``); the review queue posts ordinary
-commands (``confirm_canon``, ``reject_canon``, ``accept_draft``, ``reject_draft``) through
+shows is what the API answers: the packet page renders the packet's own JSON. A key pasted once
+opens a login session kept in a cookie (``infrastructure.web.session``); the review queue posts
+ordinary commands (``confirm_canon``, ``reject_canon``, ``accept_draft``, ``reject_draft``) through
 ``apply_for``, the API's own door, each with a command id minted when the page was rendered, so
 a double click applies once. Query and form values are checked against the API's bounds before
 anything is read; a refusal renders an error page carrying the API's code.
@@ -170,27 +170,48 @@ def login_page(request: Request) -> Response:
 
 @router.post("/login")
 async def login(request: Request) -> Response:
+    if not session.same_origin(request):  # another site's form: it would log this browser into its key
+        raise Problem(403, "cross_site_login", "a login is posted from this server's own login page, "
+                                               "not from another site")
     form = await _form(request)
     target = session.safe_next(form.get("next"))
     token = (form.get("key") or "").strip()
-    context = ctx(request)
-    principal = None
+    keys = ctx(request).keys
+    opened = None
     if token and len(token) <= session.MAX_TOKEN:
-        principal = await run_in_threadpool(context.keys.check, token)
-    if principal is None:
+        opened = await run_in_threadpool(keys.open_session, token, session.MAX_AGE)
+    if opened is None:
         return render(request, "login.html", 401, next=target, error="That key is unknown or revoked.")
+    previous = session.cookie_session(request)
+    if previous is not None:  # logging in again, perhaps as another key: the former session ends
+        await run_in_threadpool(keys.end_session, previous)
     response = RedirectResponse(target, 303)
-    response.set_cookie(session.COOKIE, token, max_age=session.MAX_AGE, httponly=True, samesite="strict",
+    response.set_cookie(session.COOKIE, opened[0], max_age=session.MAX_AGE, httponly=True, samesite="strict",
                         secure=request.url.scheme == "https", path="/")
+    _clear_old_cookie(request, response)
     return response
 
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    check_csrf(request, (await _form(request)).get("csrf"))
+    """Ends the session (an event: the cookie, replayed, logs nobody in) and clears the
+    cookie. With no session cookie there is nothing to end: a second logout just lands on
+    the login page."""
+    form = await _form(request)
+    session_id = session.cookie_session(request)
+    if session_id is not None:
+        check_csrf(request, form.get("csrf"))
+        await run_in_threadpool(ctx(request).keys.end_session, session_id)
     response = RedirectResponse("/login", 303)
     response.delete_cookie(session.COOKIE, path="/", httponly=True, samesite="strict")
+    _clear_old_cookie(request, response)
     return response
+
+
+def _clear_old_cookie(request: Request, response: Response) -> None:
+    """The cookie logins set before sessions held the key's token itself: never leave it."""
+    if session.OLD_COOKIE in request.cookies:
+        response.delete_cookie(session.OLD_COOKIE, path="/", httponly=True, samesite="strict")
 
 
 @router.get("/")

@@ -10,8 +10,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from canon_ledger.domain.api_key import MAX_KEY_NAME, SCOPES, Principal
-from canon_ledger.domain.bounds import MAX_STORY_ID
-from canon_ledger.infrastructure.http.auth import needs
+from canon_ledger.domain.commands import StoryId
+from canon_ledger.infrastructure.http.auth import OPEN, needs
 from canon_ledger.infrastructure.http.problems import Problem
 from canon_ledger.infrastructure.http.routes.common import ctx, json_body, json_response
 
@@ -64,7 +64,7 @@ def get_rebuild(request: Request, principal: Annotated[Principal, Depends(needs(
 class KeyIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     scope: Literal[SCOPES]  # type: ignore[valid-type]
-    stories: list[Annotated[str, Field(min_length=1, max_length=MAX_STORY_ID)]] = Field(default=[], max_length=500)
+    stories: list[StoryId] = Field(default=[], max_length=500)
     name: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_NAME)
 
 
@@ -81,7 +81,8 @@ KEY_IN = TypeAdapter(KeyIn)
 async def create_key(request: Request,
                      principal: Annotated[Principal, Depends(needs("admin", every_story=True))]) -> Response:
     key = await json_body(request, KEY_IN)
-    token, info = await run_in_threadpool(ctx(request).keys.create, key.scope, key.stories, key.name)
+    token, info = await run_in_threadpool(lambda: ctx(request).keys.create(key.scope, key.stories, key.name,
+                                                                           minted_open=principal is OPEN))
     return json_response({"token": token, **info.as_dict()}, 201)
 
 

@@ -112,7 +112,7 @@ def log_item(logged: LoggedEvent, principal: Principal) -> dict[str, Any] | None
     """One log entry as ``GET /v1/events`` and ``GET /v1/events/stream`` give it, or None
     when this key may not see it: keys are the admin's business, and a key limited to
     stories sees only their entries."""
-    if logged.type.startswith("ApiKey") and not principal.has("admin"):
+    if logged.type.startswith(("ApiKey", "ViewerSession")) and not principal.has("admin"):
         return None
     if not principal.sees(logged.story_id):
         return None
