@@ -13,19 +13,10 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from tests.conftest import _conninfo
+from tests.integration.test_store_url import _tables, _with
 from tests.e2e.test_cli import canon
 
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nowhere"  # nothing listens: a connection would fail (exit 3)
-
-
-def _with(url: str, query: str) -> str:
-    return f"{url}{'&' if '?' in url else '?'}{query}"
-
-
-def _tables(url: str) -> list[str]:
-    with psycopg.connect(_conninfo(url), autocommit=True) as conn:
-        return [r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables "
-                                           "WHERE table_schema = 'public'")]
 
 
 def _refused(result, says: str) -> None:  # noqa: ANN001

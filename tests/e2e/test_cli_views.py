@@ -37,7 +37,8 @@ def test_views_and_keys(store_url: str) -> None:
     listed = canon("--db", store_url, "key", "list", "--format", "json").stdout
     assert json.loads(listed.splitlines()[0]) == {"name": "w1", "scope": "worker", "stories": ["lamplight"],
                                                   "revoked": False, "issued_at_position": json.loads(
-                                                      listed.splitlines()[0])["issued_at_position"]}
+                                                      listed.splitlines()[0])["issued_at_position"],
+                                                  "minted_open": False}
     assert token not in listed
     assert canon("--db", store_url, "key", "revoke", "w1").returncode == 0
     assert json.loads(canon("--db", store_url, "key", "list", "--format", "json").stdout)["revoked"] is True
