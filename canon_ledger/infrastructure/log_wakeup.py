@@ -51,6 +51,11 @@ class LogWakeup:
             self._listener.start()
 
     @property
+    def listening(self) -> bool:
+        """Connected to the store and listening (PostgreSQL); False on SQLite."""
+        return self._listening
+
+    @property
     def interval(self) -> float:
         """Seconds a waiter sleeps before it reads the log's end again on its own."""
         return self.safety if self._listening else self.poll

@@ -16,6 +16,7 @@ from canon_ledger.application.keys import Keys
 from canon_ledger.infrastructure.bootstrap import Services, bootstrap
 from canon_ledger.infrastructure.http.door import StoreGate
 from canon_ledger.infrastructure.http.metrics import Metrics
+from canon_ledger.infrastructure.http.recording import RecordBudgets
 from canon_ledger.infrastructure.log_wakeup import LogWakeup
 from canon_ledger.infrastructure.worker import ProjectionWorker
 
@@ -91,13 +92,15 @@ class ServerContext:
         self.open_access = open_access
         self.search = self.services.search_service("offline")
         self.rebuilds = Rebuilds(self.services)
+        self.records = RecordBudgets()  # packets a key below author scope may have recorded, a minute
         self.metrics = Metrics(self.lags, self._quota_left)
         self._readers = threading.BoundedSemaphore(READERS)
-        if self.services.config.is_postgres:
-            self.gate.monitored = True  # the log listener tells when the store is gone and back
-            self.gate.fail_fast(cast(Any, self.services.ledger.factory).datastore.pool)
         self.wakeup = LogWakeup(self.services.ledger, self.services.config,  # event streams and the worker wait on it
                                 reachable=lambda up: self.gate.recovered() if up else self.gate.failed())
+        if self.services.config.is_postgres:
+            wakeup = self.wakeup
+            self.gate.listener = lambda: wakeup.listening  # probes go only while it is connected
+            self.gate.fail_fast(cast(Any, self.services.ledger.factory).datastore.pool)
         self.worker = ProjectionWorker(self.services, wakeup=self.wakeup).start() if worker else None
 
     def reading(self, read: Any, *args: Any, **kwargs: Any) -> Any:

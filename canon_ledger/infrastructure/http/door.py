@@ -10,7 +10,8 @@ In order:
 2. A NUL in the path is 404 (nothing can be named so), in the query string 422: neither store
    can hold it, so it never reaches one.
 3. The store gate (``StoreGate``): while the store is known to be down, a request that needs it
-   is answered 503 ``store_unavailable`` at once, with ``Retry-After``; one request a
+   is answered 503 ``store_unavailable`` at once, with ``Retry-After`` (``/readyz`` asked
+   without a key: ``{"status": "not ready"}``, all a stranger is told); one request a
    ``PROBE_EVERY`` goes through to find out whether it is back.
 4. A JSON route (``JSON_ROUTES``) takes only ``application/json`` (415 otherwise): a page of
    another site can send a "simple" cross-site POST, never one of that type without CORS.
@@ -34,7 +35,10 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from contextvars import ContextVar
+
 import anyio
+from starlette.responses import Response
 
 from canon_ledger.infrastructure.http.problems import Problem, problem_response
 from canon_ledger.infrastructure.http.protocol import seconds
@@ -56,9 +60,13 @@ JSON_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
 BODY_IDLE = seconds("CANON_BODY_TIMEOUT", 15.0)  # seconds a body may go without a byte
 BODY_TOTAL = max(120.0, BODY_IDLE)  # seconds a whole body may take
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
-# What answers without the store: liveness, the API's own description, the CSS, the login form.
-STORELESS = re.compile(r"^/(healthz|docs|redoc|openapi\.json|static/.*|favicon\.ico)$")
+# What answers without the store: liveness, the API's own description (/docs and its assets),
+# the CSS, the login form, /mcp's protected-resource metadata.
+STORELESS = re.compile(r"^/(healthz|docs(/.*)?|openapi\.json|static/.*|favicon\.ico|"
+                       r"\.well-known/oauth-protected-resource(/mcp)?)$")
+READYZ = "/readyz"  # asked with no key while the store is down: {"status": "not ready"}, as the route says
 RETRY_AFTER = 1  # seconds, in the 503 while the store is down
+PROBE: ContextVar[bool] = ContextVar("canon_store_probe", default=False)  # this request is the gate's probe
 
 
 def body_limit(method: str, path: str) -> int:
@@ -88,12 +96,11 @@ class StoreGate:
     pool's, or the log listener's); then open: every request that needs the store is answered
     503 at once, and the event store's pool refuses new connections at once (``fail_fast``),
     so requests already running fail within the library's retries (10 x 0.2 s) instead of
-    waiting for its pool 10 times. How it closes again, with no restart and no thread of its own:
-
-    - ``monitored`` (PostgreSQL: the log listener reconnects every second): when the listener
-      is back (``recovered``);
-    - else (SQLite): one request each ``PROBE_EVERY`` seconds goes through; the gate closes
-      when one comes back without a store fault.
+    waiting for its pool 10 times. It closes again with no restart and no thread of its own:
+    one request each ``PROBE_EVERY`` seconds goes through (its pool waits as usual, ``PROBE``),
+    and the gate closes when one comes back without a store fault. With a ``listener``
+    (PostgreSQL: the log listener, which reconnects every second) a probe goes only while the
+    listener is connected, and its reconnecting closes the gate at once (``recovered``).
     """
 
     PROBE_EVERY = 1.0
@@ -104,7 +111,7 @@ class StoreGate:
         self._down = False
         self._next_probe = 0.0
         self._faults = 0  # store faults seen: a probe that saw none closes the gate
-        self.monitored = False
+        self.listener: Callable[[], bool] | None = None  # is the log listener connected?
 
     @property
     def down(self) -> bool:
@@ -128,7 +135,7 @@ class StoreGate:
             if not self._down:
                 return -1
             now = self._clock()
-            if self.monitored or now < self._next_probe:
+            if now < self._next_probe or (self.listener is not None and not self.listener()):
                 return None
             self._next_probe = now + self.PROBE_EVERY
             return self._faults
@@ -148,7 +155,7 @@ class StoreGate:
         wait = pool.getconn
 
         def getconn(timeout: float | None = None) -> Any:
-            if self._down:
+            if self._down and not PROBE.get():
                 raise PoolTimeout("the store is unavailable (a connection to it failed just now)")
             try:
                 return wait(timeout)
@@ -184,8 +191,8 @@ class Door:
             await self.app(scope, receive, send)
             return
         method, path = scope["method"], scope["path"]
-        headers = {k: v for k, v in scope["headers"] if k in (b"host", b"origin", b"content-length",
-                                                               b"content-type", b"transfer-encoding")}
+        headers = {k: v for k, v in scope["headers"] if k in (b"host", b"origin", b"content-length", b"content-type",
+                                                               b"transfer-encoding", b"authorization")}
         refused = self._refusal(method, path, scope["query_string"], headers)
         if refused is not None:
             await self._answer(refused, scope, receive, send)
@@ -195,6 +202,10 @@ class Door:
         ticket = -1
         if gate is not None and not STORELESS.match(path):
             admitted = gate.admit()
+            if admitted is None and path == READYZ and b"authorization" not in headers:
+                await Response(b'{"status":"not ready"}', 503, {"Retry-After": str(RETRY_AFTER)},
+                               "application/json")(scope, receive, send)
+                return
             if admitted is None:
                 await problem_response(503, "store_unavailable", "the store is unavailable; retry shortly",
                                        headers={"Retry-After": str(RETRY_AFTER)})(scope, receive, send)
@@ -208,6 +219,7 @@ class Door:
                 started[0] = True
             await send(message)
 
+        probing = PROBE.set(True) if ticket >= 0 else None  # seen by the pool's threads (context is copied)
         try:
             await self.app(scope, _bounded(receive, limit), sending)
         except Problem as e:  # a body refused while it streamed, where no route's handler met it
@@ -215,6 +227,8 @@ class Door:
                 raise
             await self._answer(e, scope, receive, send)
         finally:
+            if probing is not None:
+                PROBE.reset(probing)
             if gate is not None:
                 gate.done(ticket)
 
