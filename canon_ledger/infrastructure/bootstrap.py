@@ -12,7 +12,7 @@ from canon_ledger.application.audit import Auditor
 from canon_ledger.application.knowledge.ports import Embedder, PageWriter
 from canon_ledger.application.knowledge.quota import Quota, QuotaPolicy
 from canon_ledger.application.ledger import CanonLedger
-from canon_ledger.application.packets.service import PacketService
+from canon_ledger.application.packets.service import Issued, PacketService
 from canon_ledger.application.retrieval.metered import MeteredEmbedder
 from canon_ledger.application.retrieval.search import HybridSearch, QueryEmbedder
 from canon_ledger.domain.errors import NotFound
@@ -267,6 +267,15 @@ class Services:
             self.packets.within_log(at, field="at")
             return self.auditor.packet_at(request, at)
         return self.packets.packet(request, after=after, record=record)
+
+    def issue(self, request: Any, *, after: int | None = None, at: int | None = None, record: bool = True,
+              may_record: Any = None) -> Any:
+        """``packet``, and whether the log holds its record (``PacketService.issue``: an
+        ``Issued``); ``may_record`` is the caller's recording budget. A packet replayed ``at``
+        a past position is never recorded."""
+        if at is not None:
+            return Issued(self.packet(request, at=at), False)
+        return self.packets.issue(request, after=after, record=record, may_record=may_record)
 
     def collections(self) -> set[str]:
         """The knowledge collections that hold documents, reflecting everything applied (when

@@ -66,8 +66,8 @@ def api(store_url: str) -> Iterator[Api]:
 # Every route, with a request that succeeds for the right key, the scope it needs and
 # whether it belongs to the story (True: a key limited to another story gets 404) or changes
 # the whole store ("every story": a key limited to any story gets 403).
+# (/readyz answers without a key too: test_readyz_tells_a_stranger_only_whether_it_is_ready.)
 ROUTES = [
-    ("GET", "/readyz", {}, "worker", False),
     ("GET", "/metrics", {}, "admin", False),
     ("GET", "/v1/stories", {}, "worker", False),
     ("GET", f"/v1/stories/{STORY}", {}, "worker", True),
@@ -101,7 +101,7 @@ def test_every_route_is_in_the_matrix(api: Api) -> None:
     assert len(served) > 20
     covered = {(m, p.split("?")[0].replace(STORY, "{story}").replace("/character/ilse", "/{kind}/{key}")
                 .replace("/chapters/5", "/chapters/{number}").replace("/guild/", "/{collection}/")) for m, p, *_ in ROUTES}
-    covered |= {("GET", "/healthz"), ("POST", "/v1/rebuild"), ("DELETE", "/v1/keys/{name}"),
+    covered |= {("GET", "/healthz"), ("GET", "/readyz"), ("POST", "/v1/rebuild"), ("DELETE", "/v1/keys/{name}"),
                 ("GET", "/v1/packets/{packet_id}"), ("GET", "/v1/packets/{packet_id}/audit"),
                 ("GET", "/v1/events/stream")}  # endless: its scopes are tested in tests/e2e/test_event_stream.py
     assert served - covered == set()
@@ -337,7 +337,7 @@ def test_a_store_fault_is_503_and_a_bug_500_both_problems(api: Api, monkeypatch)
     def unreachable(*_: Any, **__: Any) -> Any:
         raise OperationalError("SELECT secret_sql", {"p": "x"}, Exception("connection refused"))
 
-    monkeypatch.setattr(api.ctx.services, "packet", unreachable)
+    monkeypatch.setattr(api.ctx.services, "issue", unreachable)
     r = api.call("GET", path, token)
     assert r.status_code == 503 and r.json()["code"] == "store_unavailable" and "secret_sql" not in r.text
     assert r.headers["retry-after"] == "1"
@@ -348,7 +348,7 @@ def test_a_store_fault_is_503_and_a_bug_500_both_problems(api: Api, monkeypatch)
     def bug(*_: Any, **__: Any) -> Any:
         raise RuntimeError("internal detail 1234")
 
-    monkeypatch.setattr(api.ctx.services, "packet", bug)
+    monkeypatch.setattr(api.ctx.services, "issue", bug)
     time.sleep(StoreGate.PROBE_EVERY)  # then one probe goes through; it meets no store fault: the gate closes
     r = api.call("GET", path, token)
     assert r.status_code == 500 and r.headers["content-type"] == "application/problem+json"
@@ -394,3 +394,138 @@ def _qa_request(draft: str) -> Any:
     from canon_ledger.application.packets.recipes import Request
 
     return Request(STORY, "qa", 5, None, None, draft)
+
+
+def test_readyz_tells_a_stranger_only_whether_it_is_ready(api: Api, monkeypatch) -> None:
+    import time
+
+    from sqlalchemy.exc import OperationalError
+
+    from canon_ledger.infrastructure.http.door import StoreGate
+
+    stranger = api.call("GET", "/readyz", None)
+    assert stranger.status_code == 200 and stranger.json() == {"status": "ready"}
+    assert stranger.headers["content-type"] == "application/json"
+    for bad in ("cl_not-a-key", ""):  # a key that is sent is checked: a bad one is 401, never the short answer
+        refused = api.client.get("/readyz", headers={"Authorization": f"Bearer {bad}"})
+        assert refused.status_code == 401 and refused.headers["content-type"] == "application/problem+json"
+    for scope in SCOPES:  # a key of worker scope or above: the detail, as before
+        detail = api.call("GET", "/readyz", api.tokens[scope]).json()
+        assert detail["status"] == "ready" and detail["position"] == api.position()
+        assert {"canon", "retrieval"} <= set(detail["read_models"]) and detail["worker"]["alive"]
+        assert {"embedder", "quarantined"} <= set(detail)
+    scoped = api.call("GET", "/readyz", api.key("worker", "another-story"))
+    assert scoped.status_code == 200 and "read_models" in scoped.json()
+
+    # The store does not answer the stranger's probe: 503 not ready, and the door's gate opens ...
+    def unreachable(*_: Any, **__: Any) -> Any:
+        raise OperationalError("SELECT secret_sql", {}, Exception("connection refused"))
+
+    monkeypatch.setattr(api.ctx.services.ledger, "position", unreachable)
+    down = api.call("GET", "/readyz", None)
+    assert (down.status_code, down.json(), down.headers["retry-after"]) == (503, {"status": "not ready"}, "1")
+    assert api.ctx.gate.down
+    # ... so while it is down the door answers at once: a stranger still only "not ready", a key the problem
+    gated = api.call("GET", "/readyz", None)
+    assert (gated.status_code, gated.json(), gated.headers["retry-after"]) == (503, {"status": "not ready"}, "1")
+    keyed = api.call("GET", "/readyz", api.tokens["worker"])
+    assert keyed.status_code == 503 and keyed.json()["code"] == "store_unavailable"
+    assert "secret_sql" not in down.text + gated.text + keyed.text
+    monkeypatch.undo()
+    time.sleep(StoreGate.PROBE_EVERY)  # the next request is the probe: the store answers, the gate closes
+    assert api.call("GET", "/readyz", None).json() == {"status": "ready"}
+    assert not api.ctx.gate.down
+
+    schema = api.client.app.openapi()["paths"]
+    assert schema["/readyz"]["get"]["security"] == [{}, {"bearer": []}]  # no key, or a key
+    assert set(schema["/readyz"]["get"]["responses"]) == {"200", "401", "503"}
+    assert "security" not in schema["/healthz"]["get"]
+    assert schema["/v1/stories"]["get"]["security"] == [{"bearer": []}]
+
+
+def _closed(schema: Any) -> Any:
+    """``schema`` with every object closed (no member it does not list) and every member
+    required: what a packet must match exactly, so a field the packet gains and the schema
+    lacks fails here."""
+    if isinstance(schema, dict):
+        closed = {k: _closed(v) for k, v in schema.items()}
+        if "properties" in schema:
+            closed["additionalProperties"] = False
+            assert sorted(schema.get("required", [])) == sorted(schema["properties"]), schema.get("title")
+        return closed
+    return [_closed(v) for v in schema] if isinstance(schema, list) else schema
+
+
+def test_the_packet_route_declares_the_packet_schema_and_304(api: Api) -> None:
+    import jsonschema
+
+    from canon_ledger.application.packets.schema import Role
+    from canon_ledger.domain.story import ROLES
+
+    assert Role.__args__ == ROLES  # type: ignore[attr-defined]
+    document = api.client.app.openapi()
+    operation = document["paths"]["/v1/stories/{story}/packet"]["get"]
+    ok = operation["responses"]["200"]
+    packet_schema = ok["content"]["application/json"]["schema"]
+    assert packet_schema == {"$ref": "#/components/schemas/Packet"}
+    components = document["components"]["schemas"]
+    assert components["Packet"]["properties"] and set(components["Packet"]["required"]) >= {"packet_id", "items", "hash"}
+    assert {"ETag", "X-Canon-Packet-Id", "X-Canon-Position"} <= set(ok["headers"])
+    assert "304" in operation["responses"] and "ETag" in operation["responses"]["304"]["headers"]
+    assert "content" not in operation["responses"]["304"]
+
+    exact = {"$ref": "#/components/schemas/Packet", "components": {"schemas": {
+        name: _closed(value) for name, value in components.items() if name.startswith("Packet")}}}
+    token = api.tokens["worker"]
+    for query in ("role=writer&chapter=5", "role=planner&chapter=3&budget=600", "role=qa&chapter=5&draft=d5-wip",
+                  "role=chat&chapter=2", "role=summarizer&chapter=4"):
+        answer = api.call("GET", f"/v1/stories/{STORY}/packet?{query}", token)
+        assert answer.status_code == 200, answer.text
+        packet = answer.json()
+        jsonschema.Draft202012Validator(exact).validate(packet)
+        assert {i["status"] for i in packet["items"]} <= {"included", "trimmed", "dropped"} and packet["stages"]
+    path = f"/v1/stories/{STORY}/packet?role=writer&chapter=5"
+    etag = f'"{api.call("GET", path, token).json()["hash"]}"'
+    not_modified = api.call("GET", path, token, headers={"If-None-Match": etag})
+    assert not_modified.status_code == 304 and not_modified.headers["etag"] == etag  # as declared: no body
+    broken = {**packet, "tiers": [{"tier": "P9"}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(exact).validate(broken)
+
+
+def test_mcp_publishes_its_protected_resource_metadata_and_its_401_points_at_it(api: Api) -> None:
+    base = "http://testserver"
+    refused = api.call("POST", "/mcp", None, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                       headers={"Accept": "application/json, text/event-stream"})
+    assert refused.status_code == 401 and refused.json()["code"] == "unauthenticated"
+    challenge = refused.headers["www-authenticate"]
+    assert challenge == f'Bearer resource_metadata="{base}/.well-known/oauth-protected-resource"'
+    bad = api.call("POST", "/mcp", "cl_not-a-key", json={})
+    assert bad.headers["www-authenticate"] == \
+        f'Bearer error="invalid_token", resource_metadata="{base}/.well-known/oauth-protected-resource"'
+
+    metadata_url = challenge.split('resource_metadata="', 1)[1].rstrip('"')
+    for path in (metadata_url.removeprefix(base), "/.well-known/oauth-protected-resource/mcp"):
+        r = api.call("GET", path, None)  # no key
+        assert r.status_code == 200 and r.headers["content-type"] == "application/json", r.text
+        metadata = r.json()
+        assert metadata["resource"] == f"{base}/mcp" and metadata["bearer_methods_supported"] == ["header"]
+        assert metadata["resource_name"] == "Canon Ledger" and "canon key create" in metadata["description"]
+        assert "authorization_servers" not in metadata  # keys are not issued by an OAuth flow
+        assert r.headers["access-control-allow-origin"] == "*"
+    behind = api.client.get("/.well-known/oauth-protected-resource", headers={"X-Forwarded-Proto": "https"})
+    assert behind.status_code == 200
+    preflight = api.client.options("/.well-known/oauth-protected-resource",
+                                   headers={"Origin": "http://localhost:6274", "Access-Control-Request-Method": "GET"})
+    assert preflight.status_code == 204 and preflight.headers["access-control-allow-origin"] == "*"
+    assert "/.well-known/oauth-protected-resource" not in api.client.app.openapi()["paths"]
+
+    # none of it needs the store: it answers while the door's gate is open, as /docs does
+    api.ctx.gate.failed()
+    try:
+        assert api.call("GET", "/.well-known/oauth-protected-resource/mcp", None).status_code == 200
+        assert api.call("GET", "/docs", None).status_code == 200
+        assert api.call("GET", "/docs/assets/swagger-ui.css", None).status_code == 200
+        assert api.call("GET", "/v1/stories", api.tokens["worker"]).status_code == 503
+    finally:
+        api.ctx.gate.recovered()

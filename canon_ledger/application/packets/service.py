@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.application.packets.compiler import compile_packet
 from canon_ledger.application.packets.packet import Packet
@@ -10,6 +13,14 @@ from canon_ledger.application.packets.recipes import Request
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.domain.packet_log import PacketRecord, dropped_summary, kept_items
 from canon_ledger.domain.tokens import TokenCounter
+
+
+class Issued(NamedTuple):
+    """A packet and whether the log holds its record (``PacketIssued``): True when this
+    request recorded it or it was recorded before, False when it was not recorded."""
+
+    packet: Packet
+    recorded: bool
 
 
 class PacketService:
@@ -30,6 +41,15 @@ class PacketService:
         The packet's ``position`` is the last position that changed this story's canon, so
         asking again with no canon change in between gives the same bytes and packet_id.
         """
+        return self.issue(request, after=after, record=record).packet
+
+    def issue(self, request: Request, *, after: int | None = None, record: bool = True,
+              may_record: Callable[[], bool] | None = None) -> Issued:
+        """``packet``, saying whether the log holds its record. ``may_record`` (a caller's
+        recording budget) is asked only when a record would be appended; when it answers
+        False the packet (the same bytes and id) is answered unrecorded. A packet recorded
+        before (by this process, another one or before a restart) counts as recorded and takes
+        nothing from the budget."""
         target = self.within_log(after)
         story = request.story_id
         draft = self.draft(request, target)
@@ -43,12 +63,23 @@ class PacketService:
             self.canon.catch_up(target)
         else:
             raise CanonError("read_model_behind", f"the read model did not reach position {target}; retry")
-        if record and packet.packet_id not in self._recorded:
+        if not record:
+            return Issued(packet, False)
+        if packet.packet_id in self._recorded:
+            return Issued(packet, True)
+        if may_record is not None and not may_record():
+            # Past the budget: recorded only if it was before (one read, never a write).
+            if self.ledger.packet_record(packet.packet_id) is None:
+                return Issued(packet, False)
+        else:
             self.ledger.record_packet(issued(packet))
-            self._recorded[packet.packet_id] = None
-            if len(self._recorded) > 10_000:
-                self._recorded.pop(next(iter(self._recorded)))
-        return packet
+        self._remember(packet.packet_id)
+        return Issued(packet, True)
+
+    def _remember(self, packet_id: str) -> None:
+        self._recorded[packet_id] = None
+        if len(self._recorded) > 10_000:
+            self._recorded.pop(next(iter(self._recorded)))
 
     def draft(self, request: Request, target: int) -> DraftView | None:
         """The draft ``request`` names, as of ``target`` (the compiler decides whether it may

@@ -2,9 +2,11 @@
 
 ``create_app`` does no I/O: the store, read models, tokenizer and embedder are opened in the
 lifespan (``ServerContext``), once, and closed at shutdown. Every route authenticates with a
-bearer key (``infrastructure.http.auth``) except ``/healthz``; every error is
-problem+json (``infrastructure.http.problems``). ``/mcp`` is the MCP server over streamable
-HTTP, behind the same keys (``infrastructure.mcp``).
+bearer key (``infrastructure.http.auth``) except ``/healthz``, ``/readyz`` (ready or not, and
+the detail only with a key), the API's description (``/openapi.json``, ``/docs``: served offline,
+``infrastructure.http.docs``), ``/mcp``'s protected-resource metadata and the viewer's login
+page and CSS; every error is problem+json (``infrastructure.http.problems``). ``/mcp`` is the
+MCP server over streamable HTTP, behind the same keys (``infrastructure.mcp``).
 """
 
 from __future__ import annotations
@@ -19,15 +21,16 @@ from starlette.routing import Route
 
 from canon_ledger.domain.commands import COMMAND_ADAPTER
 from canon_ledger.infrastructure import web
-from canon_ledger.infrastructure.http import problems
+from canon_ledger.infrastructure.http import docs, problems
 from canon_ledger.infrastructure.http.context import ServerContext
 from canon_ledger.infrastructure.http.door import Door
 from canon_ledger.infrastructure.http.metrics import RequestMiddleware
 from canon_ledger.infrastructure.http.routes import admin, commands, knowledge, packets, stories, stream
+from canon_ledger.infrastructure.mcp.http import METADATA_PATHS, McpDoor, protected_resource
 from canon_ledger.infrastructure.mcp.http import PATH as MCP_PATH
-from canon_ledger.infrastructure.mcp.http import McpDoor
 
 VERSION = "1"
+KEYLESS = ("/healthz", "/readyz")  # the API's operations a caller without a key may ask
 
 
 def create_app(url: str | None = None, *, open_access: bool = False, embedder: Any = None,
@@ -45,7 +48,8 @@ def create_app(url: str | None = None, *, open_access: bool = False, embedder: A
         finally:
             await run_in_threadpool(context.close)
 
-    app = FastAPI(title="Canon Ledger", version=VERSION, lifespan=lifespan,
+    app = FastAPI(title="Canon Ledger", version=VERSION, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  swagger_ui_oauth2_redirect_url=None,  # /docs is docs.install's: served offline
                   description="Confirmed canon as an append-only event log; token-budgeted context packets built "
                               "only from it. Send `Authorization: Bearer <token>` (`canon key create`).")
     app.state.store_url = url
@@ -53,8 +57,11 @@ def create_app(url: str | None = None, *, open_access: bool = False, embedder: A
     for module in (commands, stream, stories, packets, knowledge, admin):
         app.include_router(module.router)
     web.install(app)
+    docs.install(app)
     mcp_door = McpDoor()
     app.router.routes.append(Route(MCP_PATH, endpoint=mcp_door, methods=["GET", "POST", "DELETE"]))
+    for path in METADATA_PATHS:
+        app.router.routes.append(Route(path, endpoint=protected_resource, methods=["GET", "OPTIONS"]))
     app.add_middleware(RequestMiddleware)
     app.add_middleware(Door, open_access=open_access)  # added last: the outermost, it runs first
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
@@ -93,10 +100,15 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)
-            for status in ("401", "403", "404", "409", "422") if path != "/healthz" else ():
+            if path in KEYLESS:  # a key is not needed; /readyz takes one for more (a bad one is 401)
+                statuses: tuple[str, ...] = ("401",) if path == "/readyz" else ()
+                security: list[dict[str, list[str]]] = [{}, {"bearer": []}] if statuses else []
+            else:
+                statuses, security = ("401", "403", "404", "409", "422"), [{"bearer": []}]
+            for status in statuses:
                 responses.setdefault(status, problem)
-            if path != "/healthz":
-                operation["security"] = [{"bearer": []}]
+            if security:
+                operation["security"] = security
     schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
     components.pop("HTTPValidationError", None)
     components.pop("ValidationError", None)

@@ -30,6 +30,15 @@ def caller(request: Request) -> Principal:
     return principal
 
 
+def optional_caller(request: Request) -> Principal | None:
+    """``caller`` for a request that sends an ``Authorization`` header (a bad key is still 401),
+    or on a server that takes no keys (``--open``); None for one that sends none: for a route
+    that answers strangers too, with less (``/readyz``)."""
+    if request.headers.get("authorization") is None and not request.app.state.ctx.open_access:
+        return None
+    return caller(request)
+
+
 def needs(scope: str, *, every_story: bool = False) -> Callable[..., Principal]:
     """A key of ``scope`` or above; with ``every_story``, one not limited to stories (for what
     changes the whole store: rebuilds, compiles, keys)."""

@@ -7,6 +7,12 @@ the tools in the request's ASGI state; each tool then checks its own scope and t
 stories. Stateless transport with JSON responses: no session lives in the process, so any
 ``canon serve`` replica answers any request (docs/scaling.md).
 
+A client without a key learns how to get one from the 401 itself: its ``WWW-Authenticate``
+names this server's OAuth protected-resource metadata (RFC 9728, ``METADATA_PATHS``), which
+lists no authorization server, since keys are made with ``canon key create``, not by an OAuth
+flow. (The SDK's ``ProtectedResourceMetadata`` requires at least one authorization server, so
+the document is built here.)
+
 DNS-rebinding protection (the SDK's Host/Origin allow-list) is off: it guards servers that
 trust ambient credentials (cookies, loopback), while this door takes only an Authorization
 header, which a rebound page cannot send for the user.
@@ -21,15 +27,22 @@ from typing import Any
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from canon_ledger.infrastructure.http.auth import caller
 from canon_ledger.infrastructure.http.problems import Problem, problem_response
 from canon_ledger.infrastructure.http.routes.common import bounded_body
+from canon_ledger.infrastructure.jsonout import dumps
 from canon_ledger.infrastructure.mcp.server import PRINCIPAL, build_server
 from canon_ledger.infrastructure.mcp.tools import AgentTools
 
 PATH = "/mcp"
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+METADATA_PATHS = (WELL_KNOWN, WELL_KNOWN + PATH)  # RFC 9728 3.1: the host's, and the resource path's
+KEYS = ("This server takes API keys, not OAuth: send Authorization: Bearer <token>, with a token made on the "
+        "server by `canon key create --scope worker|author|admin [--story S]` (printed once). No authorization "
+        "server issues them.")
 MAX_BODY = 8 * 1024 * 1024  # a propose_canon near its bounds (100,000 characters of text) fits many times over
 
 
@@ -61,7 +74,7 @@ class McpDoor:
             principal = await run_in_threadpool(caller, request)
             body = await bounded_body(request, MAX_BODY) if scope["method"] == "POST" else b""
         except Problem as e:
-            headers = {"WWW-Authenticate": "Bearer"} if e.status == 401 else None
+            headers = {"WWW-Authenticate": challenge(request, e.code)} if e.status == 401 else None
             await problem_response(e.status, e.code, e.detail, e.field, headers)(scope, receive, send)
             return
         scope.setdefault("state", {})[PRINCIPAL] = principal
@@ -80,3 +93,30 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return replay
+
+
+def _base(request: Request) -> str:
+    """This server's URL as the client reached it (scheme, host, root path)."""
+    return str(request.base_url).rstrip("/")
+
+
+def challenge(request: Request, code: str) -> str:
+    """The ``WWW-Authenticate`` of a 401 from ``/mcp``: Bearer, where the metadata is (RFC 9728
+    5.1), and ``invalid_token`` (RFC 6750) for a key that was sent but is unknown or revoked."""
+    error = 'error="invalid_token", ' if code == "invalid_key" else ""
+    url = f"{_base(request)}{WELL_KNOWN}".replace("\\", "\\\\").replace('"', '\\"')  # a quoted-string
+    return f'Bearer {error}resource_metadata="{url}"'
+
+
+async def protected_resource(request: Request) -> Response:
+    """``GET /.well-known/oauth-protected-resource[/mcp]``: RFC 9728 metadata of ``/mcp``,
+    without a key and without the store. Any origin may read it (a browser-based MCP client
+    does, before it has a key)."""
+    cors = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET, OPTIONS",
+            "Access-Control-Allow-Headers": "*", "Access-Control-Max-Age": "86400"}
+    if request.method == "OPTIONS":
+        return Response(status_code=204, headers=cors)
+    base = _base(request)
+    body = {"resource": base + PATH, "bearer_methods_supported": ["header"], "resource_name": "Canon Ledger",
+            "description": KEYS}
+    return Response(dumps(body), media_type="application/json", headers={**cors, "Cache-Control": "max-age=3600"})

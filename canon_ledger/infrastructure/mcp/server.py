@@ -182,9 +182,19 @@ def build_server(tools: Callable[[], AgentTools],
         """The context packet for one worker call: confirmed canon only, as of the chapter, in tiers
         P0 (hard constraints) to P4 (supplementary), within a token budget. Every item says why it is
         there. The answer's text is the packet JSON, exactly what the HTTP API's packet endpoint
-        returns; the call is recorded, so `audit_packet(packet_id)` can reproduce it later."""
-        return _answered(lambda: tools().get_packet(caller(ctx), story, role, chapter, scene, budget, after, draft),
-                         structured=False)
+        returns; the call is recorded, so `audit_packet(packet_id)` can reproduce it later (a
+        worker key's, up to a number a minute: past it the answer's _meta says recorded: false)."""
+        issued: list[bool] = []
+
+        def run() -> str:
+            text, recorded = tools().issue_packet(caller(ctx), story, role, chapter, scene, budget, after, draft)
+            issued.append(recorded)
+            return text
+
+        result = _answered(run, structured=False)
+        if issued:
+            result.meta = {"recorded": issued[0]}
+        return result
 
     @server.tool(annotations=READ)
     def search(collection: Annotated[CollectionId, Field(description=(

@@ -44,13 +44,21 @@ class AgentTools:
 
     def get_packet(self, principal: Principal, story: str, role: str, chapter: int, scene: str | None = None,
                    budget: int | None = None, after: int | None = None, draft: str | None = None) -> str:
-        """The packet JSON, byte for byte what ``GET /v1/stories/{story}/packet`` sends (recorded
-        as issued, so ``audit_packet`` can replay it)."""
+        """The packet JSON, byte for byte what ``GET /v1/stories/{story}/packet`` sends."""
+        return self.issue_packet(principal, story, role, chapter, scene, budget, after, draft)[0]
+
+    def issue_packet(self, principal: Principal, story: str, role: str, chapter: int, scene: str | None = None,
+                     budget: int | None = None, after: int | None = None,
+                     draft: str | None = None) -> tuple[str, bool]:
+        """The packet JSON and whether it is recorded, so that ``audit_packet`` can replay it:
+        as the API records it (a key below author scope within its recording budget,
+        ``infrastructure.http.recording``)."""
         require(principal, "worker")
         visible(principal, story)
-        packet = self.context.reading(self.services.packet, PacketRequest(story, role, chapter, scene, budget, draft),
-                                      after=after)
-        return packet.to_json()
+        packet, recorded = self.context.reading(self.services.issue,
+                                                PacketRequest(story, role, chapter, scene, budget, draft),
+                                                after=after, may_record=self.context.records.gate(principal))
+        return packet.to_json(), recorded
 
     def search(self, principal: Principal, collection: str, query: str, top: int = 8) -> dict[str, Any]:
         require(principal, "worker")

@@ -32,7 +32,7 @@ from canon_ledger.domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_ID, MAX_POSI
 from canon_ledger.domain.bounds import MAX_NODE_KIND as MAX_KIND
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.domain.story import ROLES
-from canon_ledger.infrastructure.http.auth import unknown_story, visible
+from canon_ledger.infrastructure.http.auth import require, unknown_story, visible
 from canon_ledger.infrastructure.http.problems import _TITLES, Problem
 from canon_ledger.infrastructure.http.routes.commands import SCAN_LIMIT, apply_for
 from canon_ledger.infrastructure.http.routes.common import bounded_body, ctx
@@ -53,6 +53,7 @@ EVENTS_SHOWN = 300  # events listed between two compared positions
 ACTIONS = {"confirm_canon": "proposal_id", "reject_canon": "proposal_id",
            "accept_draft": "draft_id", "reject_draft": "draft_id"}  # what the review queue may post
 PAGE_PREFIXES = ("/stories/", "/packets/", "/login", "/logout")
+EVENTS_SCOPE = "author"  # the log's events (drafts, proposals, hidden canon), as GET /v1/events needs
 
 
 def is_page(path: str) -> bool:
@@ -63,6 +64,7 @@ def is_page(path: str) -> bool:
 def render(request: Request, name: str, http_status: int = 200, **values: Any) -> HTMLResponse:
     principal = values.get("principal")
     values.setdefault("can_review", principal is not None and principal.has("author"))
+    values.setdefault("sees_events", principal is not None and principal.has(EVENTS_SCOPE))  # else no event links
     values.setdefault("csrf", page_csrf(request))
     values.setdefault("story", None)
     values["story_q"] = quote(values["story"], safe="") if values["story"] else ""  # once, not per link
@@ -129,12 +131,16 @@ def _packet_form(request: Request, principal: Principal, story: str) -> tuple[di
     return form, ctx(request).services.ledger.position()
 
 
-def _packet(request: Request, form: dict[str, Any], story: str, at: int | None, *, record: bool) -> dict[str, Any]:
-    """The packet's JSON, as ``GET /v1/stories/{story}/packet`` answers it."""
+def _packet(request: Request, form: dict[str, Any], story: str, at: int | None,
+            principal: Principal | None = None) -> tuple[dict[str, Any], bool]:
+    """The packet's JSON, as ``GET /v1/stories/{story}/packet`` answers it, and whether it is
+    recorded: with ``principal``, recorded as the API records that key's packets (a key below
+    author scope within its recording budget), else not."""
     context = ctx(request)
     wanted = PacketRequest(story, form["role"], form["chapter"], form["scene"], form["budget"])
-    packet = context.reading(context.services.packet, wanted, at=at, record=record and at is None)
-    return json.loads(packet.to_json())
+    packet, recorded = context.reading(context.services.issue, wanted, at=at, record=principal is not None,
+                                       may_record=None if principal is None else context.records.gate(principal))
+    return json.loads(packet.to_json()), recorded
 
 
 def _summary(data: dict[str, Any]) -> str:
@@ -233,11 +239,11 @@ def packet_page(request: Request, story: str, principal: Principal = Depends(vie
     form["status"] = _text(request, "status", 20)
     if form["status"] is not None and form["status"] not in STATUSES:
         raise Problem(422, "invalid_field", f"status: one of {', '.join(STATUSES)}, got {form['status']!r}", "status")
-    packet = _packet(request, form, story, form["at"], record=True)
+    packet, recorded = _packet(request, form, story, form["at"], principal)
     everything = {k: v for k, v in request.query_params.items() if k != "status"}
     return render(request, "packet.html", principal=principal, story=story, page="packet", p=packet, form=form,
                   end=end, roles=ROLES, statuses=STATUSES, bar=budget_bar(packet), groups=by_tier(packet, form["status"]),
-                  recorded=form["at"] is None, all_url=f"/stories/{quote(story, safe='')}/packet?{urlencode(everything)}")
+                  recorded=recorded, all_url=f"/stories/{quote(story, safe='')}/packet?{urlencode(everything)}")
 
 
 @router.get("/stories/{story}/compare")
@@ -249,9 +255,12 @@ def compare_page(request: Request, story: str, principal: Principal = Depends(vi
                               "roles": ROLES, "statuses": STATUSES, "before": None}
     if form["from_"] is None:
         return render(request, "compare.html", **values)
-    before = _packet(request, form, story, form["from_"], record=False)
-    after = _packet(request, form, story, form["to"], record=False)
-    events, more = _events(request, story, form["from_"], form["to"] if form["to"] is not None else end)
+    before, _ = _packet(request, form, story, form["from_"])
+    after, _ = _packet(request, form, story, form["to"])
+    events: list[dict[str, Any]] = []
+    more = False
+    if principal.has(EVENTS_SCOPE):  # the events between: what GET /v1/events shows this key, no more
+        events, more = _events(request, story, form["from_"], form["to"] if form["to"] is not None else end)
     values |= {"before": before, "after": after, "changes": diff_packets(before, after), "events": events,
                "events_more": more, "shown": EVENTS_SHOWN, "scanned": SCAN_LIMIT}
     return render(request, "compare.html", **values)
@@ -285,6 +294,10 @@ def entry_page(request: Request, story: str, kind: str, key: str, principal: Pri
 
 @router.get("/stories/{story}/events/{position}")
 def event_page(request: Request, story: str, position: str, principal: Principal = Depends(viewer)) -> Response:
+    """One event of the log: what ``GET /v1/events`` shows, to the keys it shows it to (author
+    scope and above: an event may hold a draft, a proposal or canon hidden until a later
+    chapter). Pages a worker key sees list source positions without links here."""
+    require(principal, EVENTS_SCOPE)  # before the story, as the API: the same 403 for every story
     _story(request, principal, story)
     if not position.isdigit() or len(position) > 12 or not 1 <= int(position) <= MAX_POSITION:
         raise Problem(422, "invalid_field", f"position: a log position is a whole number from 1, got {position[:40]!r}",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Request
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -11,9 +11,12 @@ from starlette.responses import Response
 
 from canon_ledger.domain.api_key import MAX_KEY_NAME, SCOPES, Principal
 from canon_ledger.domain.commands import StoryId
-from canon_ledger.infrastructure.http.auth import OPEN, needs
+from canon_ledger.infrastructure.http import problems
+from canon_ledger.infrastructure.http.auth import OPEN, needs, optional_caller, require
+from canon_ledger.infrastructure.http.door import RETRY_AFTER
 from canon_ledger.infrastructure.http.problems import Problem
 from canon_ledger.infrastructure.http.routes.common import ctx, json_body, json_response
+from canon_ledger.infrastructure.store_faults import is_store_fault
 
 router = APIRouter(tags=["operations"])
 PROJECTIONS = ("canon", "authoring", "knowledge", "retrieval", "vectors", "all")
@@ -25,10 +28,36 @@ def healthz() -> Response:
     return json_response({"status": "ok"})
 
 
-@router.get("/readyz", summary="Readiness: the store answers; how far each read model is behind the log")
-def readyz(request: Request, principal: Annotated[Principal, Depends(needs("worker"))]) -> Response:
+def _status(value: str) -> dict[str, Any]:
+    return {"type": "object", "required": ["status"], "properties": {"status": {"type": "string", "enum": [value]}}}
+
+
+@router.get("/readyz", summary="Readiness: the store answers; with a key, how far each read model is behind the log",
+            description="Without a key (a load balancer's probe): only `{\"status\": \"ready\"}` (200) or "
+                        "`{\"status\": \"not ready\"}` (503: the store does not answer), one cheap read of the "
+                        "log's end. With a key (worker or above; a bad key is 401): the log's position and each read "
+                        "model's lag, the worker, the embedder and the quarantined count (a key limited to stories "
+                        "sees only its stories' shares of a split build).",
+            responses={200: {"description": "Ready; with a key, the detail",
+                             "content": {"application/json": {"schema": _status("ready")}}},
+                       503: {"description": "Not ready: the store does not answer (with a key: the problem "
+                                            "`store_unavailable`)",
+                             "content": {"application/json": {"schema": _status("not ready")},
+                                         "application/problem+json": {
+                                             "schema": {"$ref": "#/components/schemas/Problem"}}}}})
+def readyz(request: Request, principal: Annotated[Principal | None, Depends(optional_caller)]) -> Response:
     context = ctx(request)
     services = context.services
+    if principal is None:  # a stranger (a load balancer): ready or not, and nothing else
+        try:
+            services.ledger.position()
+        except Exception as e:
+            if not is_store_fault(e):
+                raise
+            problems.unexpected(dict(request.scope), e)  # logged once, and the door's gate opens, as for any route
+            return not_ready()
+        return json_response({"status": "ready"})
+    require(principal, "worker")
     end = services.ledger.position()
     worker = context.worker
     sees = None if principal.unrestricted else principal.sees  # a scoped key: its stories' shares only
@@ -37,6 +66,11 @@ def readyz(request: Request, principal: Annotated[Principal, Depends(needs("work
         "worker": None if worker is None else {"alive": worker.alive, "faults": worker.faults,
                                                "last_error": worker.last_error},
         "embedder": services.embedder_name, "quarantined": len(services.quarantined())})
+
+
+def not_ready() -> Response:
+    """``/readyz``'s answer to a caller without a key while the store does not answer."""
+    return json_response({"status": "not ready"}, 503, {"Retry-After": str(RETRY_AFTER)})
 
 
 @router.get("/metrics", summary="Prometheus metrics (text exposition format)")

@@ -16,6 +16,7 @@ from canon_ledger.domain.story import ROLES
 from canon_ledger.infrastructure.http.auth import needs, visible
 from canon_ledger.infrastructure.http.problems import Problem
 from canon_ledger.infrastructure.http.routes.common import ctx, json_response
+from canon_ledger.infrastructure.http.schemas import PACKET_RESPONSES
 
 router = APIRouter(tags=["packets"])
 Role = Literal[ROLES]  # type: ignore[valid-type]
@@ -27,7 +28,8 @@ Position = Annotated[int | None, Query(ge=0, le=MAX_POSITION)]
                         "position a command response gave (read your writes). `at`: the packet as it would have "
                         "been at that past position (replayed, not recorded). `draft` (role qa only): the submitted "
                         "draft under review, put in P0 as unconfirmed text; canon it mentions is recalled. ETag is "
-                        "the packet hash.")
+                        "the packet hash.",
+            responses=PACKET_RESPONSES)
 async def get_packet(request: Request, story: Annotated[str, Path(min_length=1, max_length=MAX_STORY_ID)],
                      principal: Annotated[Principal, Depends(needs("worker"))],
                      role: Role, chapter: Annotated[int, Query(ge=1, le=MAX_CHAPTER)],
@@ -39,12 +41,14 @@ async def get_packet(request: Request, story: Annotated[str, Path(min_length=1, 
     visible(principal, story)
     context = ctx(request)
     started = time.perf_counter()
-    packet = await run_in_threadpool(context.reading, context.services.packet,
-                                     PacketRequest(story, role, chapter, scene, budget, draft), after=after, at=at,
-                                     record=record)
+    packet, recorded = await run_in_threadpool(context.reading, context.services.issue,
+                                               PacketRequest(story, role, chapter, scene, budget, draft), after=after,
+                                               at=at, record=record, may_record=context.records.gate(principal))
     context.metrics.packets.labels(role).observe(time.perf_counter() - started)
     etag = f'"{packet.hash}"'
     headers = {"ETag": etag, "X-Canon-Packet-Id": packet.packet_id, "X-Canon-Position": str(packet.position)}
+    if record and at is None:  # asked to be recorded: was it? (false: a worker key past its recording budget)
+        headers["X-Canon-Recorded"] = "true" if recorded else "false"
     if if_none_match is not None and etag in [t.strip() for t in if_none_match.split(",")]:
         return Response(status_code=304, headers=headers)
     return Response(packet.to_json(), media_type="application/json", headers=headers)
@@ -54,7 +58,8 @@ def issued_record(ledger: Any, principal: Principal, packet_id: str) -> Any:
     """The issued record, or 404 (also for a story this key may not see, or an id too long to be one)."""
     record = ledger.packet_record(packet_id) if len(packet_id) <= MAX_ID else None
     if record is None or not principal.sees(record.story_id):
-        raise Problem(404, "unknown_packet", f"no packet {packet_id[:MAX_ID]!r} was issued", "packet_id")
+        raise Problem(404, "unknown_packet", f"no packet {packet_id[:MAX_ID]!r} was recorded (one a worker key "
+                      "asked past its recording budget is answered, not recorded)", "packet_id")
     return record
 
 
