@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
+from canon_ledger.infrastructure.http.client import CanonClient
 from tests.conftest import create_database, drop_database
 from tests.e2e.test_cli import canon
 from tests.e2e.test_http_server import STORY, Server, admin_key, demo_commands
@@ -72,9 +73,10 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             tokens[scope] = json.loads(made.stdout)["token"]
         server = Server(url, folder / "server.log", env=TIMEOUTS)
         try:
-            r = httpx.post(server.base + "/v1/commands", json=demo_commands(), timeout=120,
-                           headers={"Authorization": f"Bearer {tokens['admin']}"})
-            assert r.status_code == 200, r.text
+            with CanonClient(server.base, tokens["admin"]) as client:
+                applied = client.apply(demo_commands())
+                # the server's worker indexes the demo first: the loop is measured on a settled server
+                client.wait_indexed(applied["position"])
             yield Served(url, server, tokens, proxy)
         finally:
             server.stop()
@@ -207,7 +209,8 @@ NUL_REQUESTS = [  # (path, expected status): a NUL in a path or a query value
 def test_no_client_can_stall_the_event_loop(served: Served) -> None:
     worker = served.tokens["worker"]
     with Health(served) as health:
-        for _ in range(3):
+        ends = time.monotonic() + 5  # long enough for ~250 health samples: p99 is not one outlier
+        while time.monotonic() < ends:
             for path, status in NUL_REQUESTS:
                 r = served.call("GET", path, worker)
                 assert r.status_code == status, (path, r.text)
@@ -225,7 +228,7 @@ def test_no_client_can_stall_the_event_loop(served: Served) -> None:
                 assert r.json()["result"]["isError"] is True, r.text
     log = served.server.log.read_text()
     assert "internal error" not in log and "Traceback" not in log, log[-3000:]
-    assert health.p99() <= 50, sorted(health.times)[-10:]
+    assert health.p99() <= 50, (len(health.times), [round(t) for t in sorted(health.times)[-5:]])
 
 
 def sse(served: Served, token: str, seen: list[int], ended: threading.Event) -> threading.Thread:
@@ -355,7 +358,7 @@ def test_a_store_that_goes_away_is_503_at_once_and_serving_resumes_when_it_is_ba
                 r = served.call("POST", "/mcp", worker, json=mcp, headers={"Accept": "application/json, text/event-stream"})
                 assert r.status_code == 503, r.text
                 time.sleep(0.3)
-        assert health.p99() <= 50, sorted(health.times)[-10:]
+        assert health.p99() <= 50, (len(health.times), [round(t) for t in sorted(health.times)[-5:]])
     finally:
         served.proxy.restore()
     deadline = time.monotonic() + 15

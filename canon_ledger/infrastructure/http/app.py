@@ -11,6 +11,7 @@ MCP server over streamable HTTP, behind the same keys (``infrastructure.mcp``).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -42,6 +43,11 @@ def create_app(url: str | None = None, *, open_access: bool = False, embedder: A
                                                                 worker=worker))
         app.state.ctx = context
         app.state.metrics = context.metrics
+        # What start-up loaded (libraries, the tokenizer, the read models) lives as long as the
+        # process: out of the collector's sight, so a full collection on the event loop's thread
+        # walks only what requests allocate (tens of ms less per gen-2 pass here).
+        gc.collect()
+        gc.freeze()
         try:
             async with mcp_door.running(context):
                 yield
