@@ -43,10 +43,25 @@ def _server_has_ssl(url: str) -> bool:
         return conn.execute("SHOW ssl").fetchone() == ("on",)
 
 
-def test_sslmode_require_fails_on_every_path_against_a_server_without_ssl(pg_url: str) -> None:
-    if _server_has_ssl(pg_url):
-        pytest.skip("this server offers SSL: sslmode=require would connect")
+def test_sslmode_require_is_never_plaintext_on_any_path(pg_url: str) -> None:
+    """Against a server without SSL (this machine's): every path refuses to connect. Against
+    one with SSL: every path connects encrypted. Plaintext never."""
     url = _with(pg_url, "sslmode=require")
+    if _server_has_ssl(pg_url):
+        config = store_config(url)
+        ledger = open_ledger(url)
+        read, write = read_store.engines(config)
+        try:
+            with ledger.recorder.datastore.get_connection() as conn:  # type: ignore[attr-defined]
+                assert conn.execute(SESSION).fetchone()["ssl"] is True
+            with read.connect() as conn:
+                assert tuple(conn.execute(text(SESSION)).one())[1] is True
+            with pg_connect(config) as conn:
+                assert conn.execute(SESSION).fetchone()[1] is True
+        finally:
+            write.dispose()
+            ledger.close()
+        return
     with pytest.raises(Exception) as caught:  # noqa: PT011 - the kind is checked just below
         open_ledger(url)
     assert is_store_fault(caught.value) and "SSL" in str(caught.value)
