@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError
@@ -36,6 +36,34 @@ CHECK_TTL = 2.0  # seconds a checked token's (or session's) answer is reused
 MAX_REMEMBERED = 10_000  # checked tokens (and sessions) remembered before the memory starts afresh
 KEY_TOPICS = stored_topics(ApiKey.Issued, ApiKey.Revoked)
 ISSUED_TOPICS = stored_topics(ApiKey.Issued)
+
+
+T = TypeVar("T")
+
+
+class Remembered(Generic[T]):
+    """Answers read from the log, reused for ``CHECK_TTL`` seconds (at most ``MAX_REMEMBERED``
+    of them; past that the memory starts afresh). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._answers: dict[str, tuple[float, T]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> tuple[T] | None:
+        """(the answer,) if one younger than ``CHECK_TTL`` is remembered, else None."""
+        with self._lock:
+            hit = self._answers.get(key)
+        return (hit[1],) if hit is not None and time.monotonic() - hit[0] < CHECK_TTL else None
+
+    def put(self, key: str, answer: T) -> None:
+        with self._lock:
+            if len(self._answers) > MAX_REMEMBERED:
+                self._answers.clear()
+            self._answers[key] = (time.monotonic(), answer)
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._answers.pop(key, None)
 
 
 @dataclass(frozen=True)
@@ -60,10 +88,9 @@ class Keys:
     def __init__(self, ledger: CanonLedger, clock: Callable[[], datetime] = utc_now) -> None:
         self.ledger = ledger
         self.clock = clock  # the wall clock sessions expire by
-        self._checked: dict[str, tuple[float, Principal | None]] = {}
-        # session hash -> (when read, (token hash, expiry) of a session not ended, else None)
-        self._sessions: dict[str, tuple[float, tuple[str, datetime] | None]] = {}
-        self._lock = threading.Lock()
+        self._checked: Remembered[Principal | None] = Remembered()
+        # session hash -> (token hash, expiry) of a session not ended, else None
+        self._sessions: Remembered[tuple[str, datetime] | None] = Remembered()
 
     def create(self, scope: str, stories: list[str] | tuple[str, ...] = (), name: str | None = None, *,
                minted_open: bool = False) -> tuple[str, KeyInfo]:
@@ -92,8 +119,7 @@ class Keys:
         changed = key.revoke()
         if changed:
             self.ledger.save(key)
-        with self._lock:
-            self._checked.pop(claim.token_hash, None)
+        self._checked.forget(claim.token_hash)
         return changed
 
     def list(self) -> list[KeyInfo]:
@@ -122,20 +148,15 @@ class Keys:
         return self._check_hash(token_hash(token))
 
     def _check_hash(self, digest: str) -> Principal | None:
-        now = time.monotonic()
-        with self._lock:
-            hit = self._checked.get(digest)
-        if hit is not None and now - hit[0] < CHECK_TTL:
-            return hit[1]
+        hit = self._checked.get(digest)
+        if hit is not None:
+            return hit[0]
         try:
             key: ApiKey = self.ledger.repository.get(ids.api_key_id(digest))
             principal = None if key.revoked else key.principal
         except AggregateNotFoundError:
             principal = None
-        with self._lock:
-            if len(self._checked) > MAX_REMEMBERED:
-                self._checked.clear()
-            self._checked[digest] = (now, principal)
+        self._checked.put(digest, principal)
         return principal
 
     # -- the viewer's sessions -----------------------------------------------------------------
@@ -154,21 +175,16 @@ class Keys:
         """The principal of the key behind a session that is neither ended nor expired, while
         that key is live; else None."""
         digest = session_hash(session_id)
-        now = time.monotonic()
-        with self._lock:
-            hit = self._sessions.get(digest)
-        if hit is not None and now - hit[0] < CHECK_TTL:
-            found = hit[1]
+        hit = self._sessions.get(digest)
+        if hit is not None:
+            found = hit[0]
         else:
             try:
                 viewer: ViewerSession = self.ledger.repository.get(ids.viewer_session_id(digest))
                 found = None if viewer.ended else (viewer.token_hash, viewer.expires_at)
             except AggregateNotFoundError:
                 found = None
-            with self._lock:
-                if len(self._sessions) > MAX_REMEMBERED:
-                    self._sessions.clear()
-                self._sessions[digest] = (now, found)
+            self._sessions.put(digest, found)
         if found is None or self.clock() >= found[1]:
             return None
         return self._check_hash(found[0])
@@ -186,6 +202,5 @@ class Keys:
                 self.ledger.save(viewer)
             except IntegrityError:  # another process ended it first
                 changed = False
-        with self._lock:
-            self._sessions.pop(digest, None)
+        self._sessions.forget(digest)
         return changed

@@ -31,6 +31,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from canon_ledger.infrastructure.http.auth import caller
+from canon_ledger.infrastructure.http.door import body_limit
 from canon_ledger.infrastructure.http.problems import Problem, problem_response
 from canon_ledger.infrastructure.http.routes.common import bounded_body
 from canon_ledger.infrastructure.jsonout import dumps
@@ -43,7 +44,7 @@ METADATA_PATHS = (WELL_KNOWN, WELL_KNOWN + PATH)  # RFC 9728 3.1: the host's, an
 KEYS = ("This server takes API keys, not OAuth: send Authorization: Bearer <token>, with a token made on the "
         "server by `canon key create --scope worker|author|admin [--story S]` (printed once). No authorization "
         "server issues them.")
-MAX_BODY = 8 * 1024 * 1024  # a propose_canon near its bounds (100,000 characters of text) fits many times over
+MAX_BODY = body_limit("POST", PATH)  # the door's limit for /mcp
 
 
 class McpDoor:
@@ -72,7 +73,7 @@ class McpDoor:
         try:
             # The key check reads the store: in a worker thread, never on the event loop.
             principal = await run_in_threadpool(caller, request)
-            body = await bounded_body(request, MAX_BODY) if scope["method"] == "POST" else b""
+            body = await bounded_body(request) if scope["method"] == "POST" else b""
         except Problem as e:
             headers = {"WWW-Authenticate": challenge(request, e.code)} if e.status == 401 else None
             await problem_response(e.status, e.code, e.detail, e.field, headers)(scope, receive, send)

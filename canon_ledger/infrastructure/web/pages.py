@@ -48,7 +48,6 @@ HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY", "X-Content-Ty
            "Referrer-Policy": "same-origin",
            "Content-Security-Policy": "default-src 'self'; script-src 'none'; object-src 'none'; "
                                       "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"}
-MAX_FORM = 64 * 1024  # bytes of a posted form
 EVENTS_SHOWN = 300  # events listed between two compared positions
 ACTIONS = {"confirm_canon": "proposal_id", "reject_canon": "proposal_id",
            "accept_draft": "draft_id", "reject_draft": "draft_id"}  # what the review queue may post
@@ -354,7 +353,7 @@ def review_page(request: Request, story: str, principal: Principal = Depends(vie
 
 
 async def _form(request: Request) -> dict[str, str]:
-    body = await bounded_body(request, MAX_FORM)
+    body = await bounded_body(request)  # the door's limit for a form: DEFAULT_BODY
     try:
         fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=20)
     except (UnicodeDecodeError, ValueError) as e:
