@@ -231,7 +231,7 @@ class Auditor:
             for position, receipt in page:
                 for ref in receipt.events:  # refs are unique across stories
                     by_ref[ref] = (receipt.command_id, receipt.command_type)
-                if not receipt.events and receipt.story_id == story:
+                if receipt.closes_its_save and receipt.story_id == story:
                     closing.append((position, receipt.command_id, receipt.command_type))
             return page[-1][0] if len(page) == limit else end
 

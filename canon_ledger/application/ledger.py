@@ -1,7 +1,8 @@
 """The canon ledger: applies commands to the event store, exactly once each.
 
-Idempotency: every command saves a CommandReceipt (id from ``command_id``) in the same
-transaction as its events, so a retry collides on the receipt and writes nothing.
+Idempotency: every command saves a CommandReceipt (id from ``command_id`` within its story or
+collection) in the same transaction as its events, so a retry collides on the receipt and
+writes nothing; a command that changed nothing saves one too, so its id names it for good.
 Concurrency: a save that loses an optimistic-concurrency race raises IntegrityError; the
 command is decided again on fresh state, a bounded number of times, then reported as a
 conflict. Nothing is silently dropped.
@@ -33,7 +34,8 @@ from canon_ledger.domain import ids
 from canon_ledger.domain.commands import Command
 from canon_ledger.domain.errors import CanonError, RuleViolated
 from canon_ledger.domain.packet_log import PacketRecord
-from canon_ledger.domain.receipt import CommandReceipt, event_ref
+from canon_ledger.domain.receipt import CommandReceipt, event_ref, scope_of
+from canon_ledger.domain.story import Story
 from canon_ledger.domain.tokens import TokenCounter
 
 __all__ = ["SNAPSHOT_EVERY", "CanonLedger", "CommandOrError", "LoggedEvent"]
@@ -45,14 +47,14 @@ Batch = Sequence[tuple[int, CommandOrError]]  # (1-based index in the caller's i
 class _Verdicts:
     """What each command of one pass over a batch came to, in batch order.
 
-    ``first`` maps each command id to its first copy in the batch and that copy's result: a
+    ``first`` maps each command id (in its scope) to its first copy in the batch and that copy's result: a
     later copy is never decided, it follows the first (``CanonLedger._copy_verdict``)."""
 
     __slots__ = ("results", "first", "copies")
 
     def __init__(self) -> None:
         self.results: list[CommandResult] = []
-        self.first: dict[str, tuple[Command, CommandResult]] = {}
+        self.first: dict[tuple[str, str], tuple[Command, CommandResult]] = {}
         self.copies: set[int] = set()  # indexes of later copies of a command of this batch
 
     @property
@@ -137,20 +139,25 @@ class CanonLedger(LedgerApplication):
             if isinstance(item, CanonError):
                 verdicts.results.append(CommandResult(index, "rejected", error=item))
                 continue
-            twin = verdicts.first.get(item.command_id)
+            twin = verdicts.first.get((scope_of(item), item.command_id))
             if twin is not None:
                 verdicts.copies.add(index)
                 verdicts.results.append(self._copy_verdict(index, item, *twin))
                 continue
             result = known[index] if index in known else self._verdict(index, item, uow)
             verdicts.results.append(result)
-            verdicts.first[item.command_id] = (item, result)
+            verdicts.first[(scope_of(item), item.command_id)] = (item, result)
         return verdicts
 
     def _verdict(self, index: int, command: Command, uow: UnitOfWork) -> CommandResult:
         """Decide ``command`` into ``uow``: applied (once saved), unchanged, or refused. The
         receipt is only read when something goes wrong: on the happy path its unique
-        (id, version 1) row already makes a second save of the same command fail."""
+        (id, version 1) row already makes a second save of the same command fail. (In a story
+        started before ids were scoped, a receipt from then is read first: its row is another.)"""
+        if self._may_have_unscoped_receipt(command, uow):
+            earlier = self._unscoped_verdict(index, command, uow)
+            if earlier is not None:
+                return earlier
         try:
             changed = self._decide(command, uow)
         except CanonError as e:
@@ -161,17 +168,20 @@ class CanonLedger(LedgerApplication):
             return CommandResult(index, "applied", command.command_id, command.type)
         # A retry of a command applied before changes nothing now: it is a duplicate.
         earlier = self._receipt_verdict(index, command, UnitOfWork(self.repository))
-        return earlier or CommandResult(index, "unchanged", command.command_id, command.type)
+        if earlier is not None:
+            return earlier
+        self._add_receipt(command, uow, [])  # its id now names this command, though it changed nothing
+        return CommandResult(index, "unchanged", command.command_id, command.type)
 
     def _receipt_verdicts(self, batch: Batch) -> dict[int, CommandResult]:
         """index -> verdict, for each first copy of a command of ``batch`` that has a receipt."""
         uow = UnitOfWork(self.repository)
-        seen: set[str] = set()
+        seen: set[tuple[str, str]] = set()
         found: dict[int, CommandResult] = {}
         for index, item in batch:
-            if isinstance(item, CanonError) or item.command_id in seen:
+            if isinstance(item, CanonError) or (scope_of(item), item.command_id) in seen:
                 continue
-            seen.add(item.command_id)
+            seen.add((scope_of(item), item.command_id))
             earlier = self._receipt_verdict(index, item, uow)
             if earlier is not None:
                 found[index] = earlier
@@ -191,26 +201,52 @@ class CanonLedger(LedgerApplication):
                                                     f"refused: {message}", field))
 
     def _decide(self, command: Command, uow: UnitOfWork) -> bool:
-        """Decide ``command`` into ``uow``; False when it changes nothing."""
+        """Decide ``command`` into ``uow`` with its receipt; False when it changes nothing."""
         uow.begin()
         handle(command, uow, self.tokens)
         produced = [event_ref(e.originator_id, e.originator_version) for e in uow.produced()]
         if not produced:
-            return False  # it changes nothing (its outcome is the state already): nothing to record
-        story = getattr(command, "story_id", None)
-        uow.add(
-            CommandReceipt(
-                command_id=command.command_id, command_type=command.type, story_id=story,
-                digest=command.digest(), events=produced,
-            )
-        )
+            return False  # it changes nothing (its outcome is the state already)
+        self._add_receipt(command, uow, produced)
         return True
 
     @staticmethod
-    def _receipt_verdict(index: int, command: Command, uow: UnitOfWork) -> CommandResult | None:
+    def _add_receipt(command: Command, uow: UnitOfWork, produced: list[str]) -> None:
+        uow.add(CommandReceipt(command_id=command.command_id, command_type=command.type,
+                               story_id=getattr(command, "story_id", None), digest=command.digest(),
+                               events=produced, scope=scope_of(command)))
+
+    @staticmethod
+    def _may_have_unscoped_receipt(command: Command, uow: UnitOfWork) -> bool:
+        """Could ``command``'s id have a receipt from before ids were scoped? Only in a story
+        started before then (``Story.receipts_scoped``), or for a knowledge command."""
+        story_id = getattr(command, "story_id", None)
+        if story_id is None:
+            return True
+        story = uow.get(Story, ids.story_id(story_id))
+        return story is not None and not getattr(story, "receipts_scoped", False)
+
+    @staticmethod
+    def _unscoped_verdict(index: int, command: Command, uow: UnitOfWork) -> CommandResult | None:
+        """What a receipt of ``command``'s id from before ids were scoped says, if that receipt
+        is of the same story (or, like it, of no story): one of another story is none of this
+        command's business, and never named to it."""
         receipt = uow.get(CommandReceipt, ids.receipt_id(command.command_id))
-        if receipt is None:
+        if receipt is None or receipt.story_id != getattr(command, "story_id", None):
             return None
+        return CanonLedger._receipt_answer(index, command, receipt)
+
+    @staticmethod
+    def _receipt_verdict(index: int, command: Command, uow: UnitOfWork) -> CommandResult | None:
+        """What an earlier receipt of ``command``'s id says it came to, or None: the receipt in
+        its scope, else one from before ids were scoped (``_unscoped_verdict``)."""
+        receipt = uow.get(CommandReceipt, ids.receipt_id(command.command_id, scope_of(command)))
+        if receipt is None:
+            return CanonLedger._unscoped_verdict(index, command, uow)
+        return CanonLedger._receipt_answer(index, command, receipt)
+
+    @staticmethod
+    def _receipt_answer(index: int, command: Command, receipt: CommandReceipt) -> CommandResult:
         if receipt.digest != command.digest():
             return CanonLedger._reused(index, command, receipt.command_type)
         return CommandResult(index, "duplicate", command.command_id, command.type)

@@ -42,8 +42,11 @@ def canon_entry_id(story: str, kind: str, key: str) -> UUID:
     return _id("canon", story, kind, key)
 
 
-def receipt_id(command_id: str) -> UUID:
-    return _id("command", command_id)
+def receipt_id(command_id: str, scope: str | None = None) -> UUID:
+    """A command's receipt: ``command_id`` within ``scope`` (``receipt.scope_of``: its story or
+    collection), so that two stories never share a command id. ``None``: the one namespace
+    receipts had before they were scoped, read only to honour those older receipts."""
+    return _id("command", command_id) if scope is None else _id("command", scope, command_id)
 
 
 def packet_id(packet: str) -> UUID:

@@ -26,11 +26,19 @@ def with_default_budgets(budgets: dict[str, int]) -> dict[str, int]:
 
 class Story(Aggregate):
     class Started(Aggregate.Created):
+        class_version = 2
         story_id: str
         title: str
         style_guardrails: list[str]
         output_contract: str
         budgets: dict[str, int]
+        receipts_scoped: bool
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            # Started before command ids were scoped per story: its older commands' receipts
+            # are in the global namespace (``receipt.CommandReceipt``), so they are read too.
+            state["receipts_scoped"] = False
 
     @staticmethod
     def create_id(story_id: str, **_: Any) -> UUID:
@@ -44,8 +52,10 @@ class Story(Aggregate):
         style_guardrails: list[str],
         output_contract: str,
         budgets: dict[str, int],
+        receipts_scoped: bool = True,
     ) -> None:
         self.story_id = story_id
+        self.receipts_scoped = receipts_scoped  # False: receipts of its commands may be unscoped
         self.title = title
         self.style_guardrails = list(style_guardrails)
         self.output_contract = output_contract
@@ -66,4 +76,5 @@ class Story(Aggregate):
             style_guardrails=list(style_guardrails),
             output_contract=output_contract,
             budgets=dict(budgets or {}),
+            receipts_scoped=True,
         )

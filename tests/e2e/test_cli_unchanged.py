@@ -1,6 +1,7 @@
 """`canon apply` answers `unchanged` (exit 0) for a command that changes nothing (issue 21):
-the whole demo serial, applied again under new command ids, line by line and as one
-`--atomic` batch, moves the log by not one position."""
+the whole demo serial, applied again under new command ids, moves no story: each command
+records only its receipt, so that its id names it for good (a retry is a ``duplicate``, a
+different command under it is refused)."""
 
 from __future__ import annotations
 
@@ -37,19 +38,30 @@ def test_the_demo_applied_again_under_new_command_ids_is_unchanged_line_by_line(
 
     again = tmp_path / "again.jsonl"
     again.write_text(_under_new_ids(SAMPLE.read_text(encoding="utf-8")), encoding="utf-8")
-    for mode in ((), ("--atomic",)):
-        result = canon("--db", store_url, "apply", str(again), *mode, "--format", "json")
-        assert result.returncode == 0, (mode, result.stderr)
-        answers = _answers(result)
-        assert [(a["line"], a["status"]) for a in answers] == [(r["line"], "unchanged") for r in applied], mode
-        assert [a["type"] for a in answers] == [r["type"] for r in applied]
-        assert all(a["command_id"].startswith("again-") and "position" not in a for a in answers)
-        assert _log_end(store_url) == end, f"{mode}: the log moved"
+    result = canon("--db", store_url, "apply", str(again), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    answers = _answers(result)
+    assert [(a["line"], a["status"]) for a in answers] == [(r["line"], "unchanged") for r in applied]
+    assert [a["type"] for a in answers] == [r["type"] for r in applied]
+    assert all(a["command_id"].startswith("again-") and "position" not in a for a in answers)
+    # Nothing of the story moved: only one receipt per command, so that its new id names it for good.
+    moved = [json.loads(line) for line in canon("--db", store_url, "events", "--from", str(end + 1), "--limit", "1000",
+                                                "--format", "json").stdout.splitlines()]
+    assert [e["type"] for e in moved] == ["CommandReceipt.Recorded"] * len(applied)
+    end = _log_end(store_url)
 
-    # Nothing was recorded for them: the same file once more is unchanged again, not a duplicate.
-    text = canon("--db", store_url, "apply", str(again))
-    assert text.returncode == 0, text.stderr
-    assert text.stdout.count(": unchanged ") == len(applied)
+    # Sent again, line by line or as one batch, they are duplicates of themselves, and the log stays.
+    for mode in ((), ("--atomic",)):
+        retried = canon("--db", store_url, "apply", str(again), *mode, "--format", "json")
+        assert retried.returncode == 0, (mode, retried.stderr)
+        assert {a["status"] for a in _answers(retried)} == {"duplicate"}, mode
+        assert _log_end(store_url) == end, f"{mode}: the log moved"
+    # An id that changed nothing cannot later name a different command.
+    other = json.loads(again.read_text(encoding="utf-8").splitlines()[1])
+    other = {**other, "goals": ["a different chapter plan"]} if other["type"] == "plan_chapter" else {**other, "title": "Other"}
+    reused = canon("--db", store_url, "apply", "-", "--format", "json", stdin=json.dumps(other) + "\n")
+    assert reused.returncode == 1
+    assert _answers(reused)[0]["error"]["code"] == "command_id_must_identify_one_command"
     # The demo's own command ids are still its duplicates.
     retried = canon("--db", store_url, "apply", str(SAMPLE), "--format", "json")
     assert retried.returncode == 0 and {a["status"] for a in _answers(retried)} == {"duplicate"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
@@ -12,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from eventsourcing.persistence import StoredEvent
 from sqlalchemy import inspect, update
 
 from canon_ledger.application.packets.compiler import compile_packet
@@ -29,6 +27,7 @@ from canon_ledger.projections.canon_tables import canon_tables
 from canon_ledger.projections.checksum import table_checksum
 from canon_ledger.projections.read_models import ProjectionSpec, ReadModels
 from canon_ledger.projections.runner import tracked
+from tests.fixture_log import load_fixture
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ROLES_AND_CHAPTERS = [(r, c) for r in ("planner", "writer", "qa", "chat") for c in range(1, 6)] + [
@@ -193,20 +192,10 @@ def test_a_store_whose_active_build_is_older_refuses_to_serve_until_rebuilt(stor
         write.dispose()
 
 
-def _load_v1_fixture(ledger) -> None:
-    rows = [json.loads(line) for line in (FIXTURES / "v1-events.jsonl").read_text().splitlines()]
-    from uuid import UUID
-
-    stored = [StoredEvent(originator_id=UUID(r["originator_id"]), originator_version=r["originator_version"],
-                          topic=r["topic"], state=base64.b64decode(r["state"])) for r in rows]
-    ledger.recorder.insert_events(stored)
-    assert ledger.position() == rows[-1]["position"]
-
-
 def test_v1_events_written_by_the_real_store_still_read_upcast_and_project(store_url) -> None:
     s = bootstrap(store_url)
     try:
-        _load_v1_fixture(s.ledger)
+        load_fixture(s.ledger, "v1-events.jsonl")
         receipts = [e for e in s.ledger.history() if e.type == "CommandReceipt.Recorded"]
         assert receipts and all(e.data["events"] == [] for e in receipts)  # upcast v1 -> v2
         expected = json.loads((FIXTURES / "v1-ch5-writer.json").read_text())

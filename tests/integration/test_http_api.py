@@ -65,10 +65,10 @@ def api(store_url: str) -> Iterator[Api]:
 
 # Every route, with a request that succeeds for the right key, the scope it needs and
 # whether it belongs to the story (True: a key limited to another story gets 404) or changes
-# the whole store ("every story": a key limited to any story gets 403).
+# or measures the whole store ("every story": a key limited to any story gets 403).
 # (/readyz answers without a key too: test_readyz_tells_a_stranger_only_whether_it_is_ready.)
 ROUTES = [
-    ("GET", "/metrics", {}, "admin", False),
+    ("GET", "/metrics", {}, "admin", "every story"),
     ("GET", "/v1/stories", {}, "worker", False),
     ("GET", f"/v1/stories/{STORY}", {}, "worker", True),
     ("GET", f"/v1/stories/{STORY}/canon?as_of=5", {}, "worker", True),
@@ -84,9 +84,9 @@ ROUTES = [
      "author", False),
     ("GET", "/v1/collections/guild/search?q=lamps", {}, "worker", False),
     ("GET", "/v1/lint", {}, "author", False),
-    ("GET", "/v1/quota", {}, "admin", False),
+    ("GET", "/v1/quota", {}, "admin", "every story"),
     ("POST", "/v1/compile?budget=1", {}, "admin", "every story"),
-    ("GET", "/v1/rebuild", {}, "admin", False),
+    ("GET", "/v1/rebuild", {}, "admin", "every story"),
     ("GET", "/v1/keys", {}, "admin", "every story"),
     ("POST", "/v1/keys", {"json": {"scope": "worker", "name": "made-by-matrix"}}, "admin", "every story"),
 ]
@@ -198,11 +198,16 @@ def test_commands_answer_like_canon_apply(api: Api) -> None:
     assert first.json()["position"] == first.json()["results"][0]["position"] == api.position()
     again = api.call("POST", "/v1/commands", admin, json=plan)
     assert again.status_code == 200 and again.json()["results"][0]["status"] == "duplicate"
-    # The same plan under another command id changes nothing: unchanged, nothing written (atomic too).
-    for query in ("", "?atomic=true"):
-        same = api.call("POST", f"/v1/commands{query}", admin, json=[{**plan, "command_id": "h-plan-6u"}])
+    # The same plan under another command id changes nothing: unchanged, only its receipt written
+    # (alone or atomic), so that the id names it; sent again, it is a duplicate of itself.
+    for query, command_id in (("", "h-plan-6u"), ("?atomic=true", "h-plan-6v")):
+        same = api.call("POST", f"/v1/commands{query}", admin, json=[{**plan, "command_id": command_id}])
         assert same.status_code == 200 and same.json()["results"][0]["status"] == "unchanged", same.text
-        assert same.json()["position"] == api.position() == first.json()["position"]
+        assert same.json()["position"] == api.position()
+        assert [e["type"] for e in api.call("GET", f"/v1/events?after={api.position() - 1}", api.tokens["admin"])
+                .json()["events"]] == ["CommandReceipt.Recorded"]
+        retried = api.call("POST", f"/v1/commands{query}", admin, json=[{**plan, "command_id": command_id}])
+        assert retried.json()["results"][0]["status"] == "duplicate" and retried.json()["position"] == api.position()
 
     before = api.position()
     bad = api.call("POST", "/v1/commands", admin, json=[{"type": "plan_chapter"}, {**plan, "command_id": "h-plan-7",

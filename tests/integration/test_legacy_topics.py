@@ -9,12 +9,9 @@ the PacketIssued records of five chapter-5 packets. Its topics are the old ones
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
-from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
 
 from canon_ledger.application.keys import Keys
 from canon_ledger.application.packets.recipes import Request
@@ -23,17 +20,9 @@ from canon_ledger.domain.story import Story
 from canon_ledger.domain.topics import legacy_topic, stored_topics
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.infrastructure.demo import STORY
+from tests.fixture_log import load_fixture
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-def _load(ledger) -> list[dict]:
-    rows = [json.loads(line) for line in (FIXTURES / "v2-events.jsonl").read_text().splitlines()]
-    ledger.recorder.insert_events([
-        StoredEvent(originator_id=UUID(r["originator_id"]), originator_version=r["originator_version"],
-                    topic=r["topic"], state=base64.b64decode(r["state"])) for r in rows])
-    assert ledger.position() == rows[-1]["position"]
-    return rows
 
 
 def test_stored_topics_name_the_current_and_the_pre_rename_topic() -> None:
@@ -45,7 +34,7 @@ def test_stored_topics_name_the_current_and_the_pre_rename_topic() -> None:
 def test_pre_rename_events_read_project_serve_and_audit(store_url) -> None:
     s = bootstrap(store_url)
     try:
-        rows = _load(s.ledger)
+        rows = load_fixture(s.ledger, "v2-events.jsonl")
         assert all(r["topic"].startswith("domain.") for r in rows)  # the fixture is what it claims
         history = list(s.ledger.history())
         assert len(history) == len(rows)

@@ -3,13 +3,7 @@ everything else keeps serving (issue 16). Both stores."""
 
 from __future__ import annotations
 
-import base64
-import json
-from pathlib import Path
-from uuid import UUID
-
 import pytest
-from eventsourcing.persistence import StoredEvent
 from sqlalchemy import inspect
 
 from canon_ledger.application.packets.recipes import Request
@@ -18,39 +12,29 @@ from canon_ledger.domain.errors import CanonError
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.projections.runner import tracked
 from tests.conftest import create_database, drop_database
+from tests.fixture_log import fixture_rows, insert_rows
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LONG_STORY = "saga-" + "x" * 140
-
-
-def _rows(name: str) -> list[dict]:
-    return [json.loads(line) for line in (FIXTURES / name).read_text().splitlines()]
-
-
-def _load(ledger, rows: list[dict]) -> None:
-    ledger.recorder.insert_events([
-        StoredEvent(originator_id=UUID(r["originator_id"]), originator_version=r["originator_version"],
-                    topic=r["topic"], state=base64.b64decode(r["state"])) for r in rows])
 
 
 @pytest.fixture
 def poisoned(store_url):
     s = bootstrap(store_url, embedder="hashing")
     try:
-        _load(s.ledger, _rows("poison-events.jsonl"))
+        insert_rows(s.ledger, fixture_rows("poison-events.jsonl"))
         yield s
     finally:
         s.close()
 
 
 def test_a_store_holding_poison_events_keeps_serving_every_other_story(poisoned, store_url, tmp_path) -> None:
-    rows = _rows("poison-events.jsonl")
+    rows = fixture_rows("poison-events.jsonl")
     demo_end = next(e.position for e in poisoned.ledger.history() if e.story_id == "poisoned") - 1
     # The same store kind with only the demo's events.
     clean_url, admin = create_database() if store_url.startswith("postgresql") else (f"sqlite:///{tmp_path / 'c.db'}", None)
     clean = bootstrap(clean_url, embedder="hashing")
     try:
-        _load(clean.ledger, [r for r in rows if r["position"] <= demo_end])
+        insert_rows(clean.ledger, [r for r in rows if r["position"] <= demo_end])
         expected = clean.packets.packet(Request("lamplight", "writer", 5), record=False)
     finally:
         clean.close()
