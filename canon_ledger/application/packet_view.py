@@ -86,3 +86,22 @@ def diff_packets(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
             changes.append(Change("changed", k[:3], was, item, what))
     changes += [Change("removed", k[:3], item, None) for k, item in old.items() if k not in new]
     return changes
+
+
+def previous_change(packet: dict[str, Any], planned_at: int | None = None) -> int | None:
+    """The position to compare ``packet`` from by default: the one just before the latest event
+    the packet cites (the highest source position among its items, at or before the packet's
+    own ``position``, the last that changed its story). The packet there lacks that event, so it
+    differs: this is the packet's latest change that it shows, found without compiling another
+    packet. None when there is no earlier packet: that event is the one that planned the chapter
+    (``planned_at``, the chapter's ``goals_source``) or an earlier one, or the packet cites nothing.
+
+    A change that only took an item away (a retirement, a thread resolved) is cited by no item:
+    when one came later, the packet also differs at positions after the one answered."""
+    cited = [int(s) for item in packet["items"] for s in item.get("sources") or () if s <= packet["position"]]
+    if not cited:
+        return None
+    latest = max(cited)
+    if planned_at is not None and latest <= planned_at:
+        return None
+    return latest - 1

@@ -17,12 +17,11 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, event
 
 from canon_ledger.domain import ids
+from canon_ledger.domain.chunking import collection_story
 from canon_ledger.domain.errors import RuleViolated
 
 SCOPES = ("worker", "author", "admin")
 MAX_KEY_NAME = 100
-
-
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
@@ -45,6 +44,12 @@ class Principal:
         if not self.stories:
             return True
         return story_id is not None and story_id in self.stories
+
+    def sees_collection(self, collection: str) -> bool:
+        """A story's collection (``story:<id>``) as that story; a shared collection: every key
+        reads it (only a key not limited to stories changes it)."""
+        story = collection_story(collection)
+        return story is None or self.sees(story)
 
     @property
     def unrestricted(self) -> bool:

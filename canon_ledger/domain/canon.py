@@ -10,6 +10,7 @@ the last timeline step with ``valid_from <= K`` (ties: the later confirmation wi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -31,6 +32,10 @@ KINDS = (
     "development_chain",
 )
 PROPOSED, CONFIRMED, REJECTED = "proposed", "confirmed", "rejected"
+# A proposal's states, the one vocabulary of every door (issue 38). "pending", the word some
+# pages and docs once used for PROPOSED, is read as PROPOSED by the filters, never written.
+PROPOSAL_STATES = (PROPOSED, CONFIRMED, REJECTED)
+PROPOSAL_STATE_ALIASES = {"pending": PROPOSED}
 
 
 def valid_to(valid_froms: Sequence[int]) -> list[int | None]:
@@ -46,6 +51,53 @@ def valid_to(valid_froms: Sequence[int]) -> list[int | None]:
     for step, following in zip(order, order[1:]):
         ends[step] = valid_froms[following]
     return ends
+
+
+@dataclass(frozen=True)
+class InForce:
+    """The chapters at which one timeline step holds (``valid_to``'s rule): from ``start``
+    (its ``valid_from``) up to, not including, ``end`` (None: no later step takes over). A step
+    whose ``end`` is its ``start`` was superseded before it took effect (a later confirmation
+    with the same ``valid_from``) and is never in force."""
+
+    start: int
+    end: int | None
+    retired: bool = False
+
+    @property
+    def effective(self) -> bool:
+        return self.end is None or self.end > self.start
+
+    def holds_at(self, chapter: int) -> bool:
+        return self.start <= chapter and (self.end is None or chapter < self.end)
+
+    @property
+    def label(self) -> str:
+        """For people: "in force ch. 3–7", "in force from ch. 8", "in force at ch. 5",
+        "retired at ch. 9", "retired ch. 9–11", "superseded before it took effect"."""
+        if not self.effective:
+            return "superseded before it took effect"
+        if self.retired:
+            if self.end is None:
+                return f"retired at ch. {self.start}"
+            return f"retired ch. {_chapters(self.start, self.end)}"
+        if self.end is None:
+            return f"in force from ch. {self.start}"
+        return (f"in force at ch. {self.start}" if self.end == self.start + 1
+                else f"in force ch. {_chapters(self.start, self.end)}")
+
+
+def _chapters(start: int, end: int) -> str:
+    return str(start) if end == start + 1 else f"{start}\u2013{end - 1}"
+
+
+def in_force(steps: Sequence[tuple[int, bool]]) -> list[InForce]:
+    """When each step of an entry's timeline holds, for its steps in confirmation order as
+    (``valid_from``, retired) pairs: the rule of ``CanonEntry.as_of`` (of the steps with
+    ``valid_from <= K``, the latest by (valid_from, confirmation) holds at K, and a retirement
+    holds as "not in canon"), one span per step."""
+    ends = valid_to([valid_from for valid_from, _ in steps])
+    return [InForce(valid_from, end, retired) for (valid_from, retired), end in zip(steps, ends, strict=True)]
 
 
 def hidden_at(hidden_until: int | None, chapter: int) -> bool:
@@ -156,7 +208,7 @@ class CanonProposal(Aggregate):
         return cls(**kwargs)
 
     def confirm(self) -> bool:
-        """Confirm a pending proposal; False when it is confirmed already (nothing changes)."""
+        """Confirm a proposal still proposed; False when it is confirmed already (nothing changes)."""
         if self.status == REJECTED:
             raise RuleViolated(
                 "rejected_proposal_cannot_be_confirmed",
@@ -180,7 +232,7 @@ class CanonProposal(Aggregate):
                 f"{self.status}_proposal_cannot_be_rejected",
                 f"proposal {self.proposal_id!r} is already {self.status}"
                 + (f" ({self.reason})" if self.status == REJECTED else "")
-                + "; only a pending proposal can be rejected",
+                + "; only a proposal still proposed can be rejected",
                 "proposal_id",
             )
         self._reject(story_id=self.story_id, proposal_id=self.proposal_id, reason=reason)

@@ -87,9 +87,18 @@ def chunk_document(doc_key: str, title: str, text: str, tokens: TokenCounter,
     return sections, chunks
 
 
+STORY_COLLECTION = "story:"  # a story's own collection is story:<id>; a collection named otherwise is shared
+
+
 def story_collection(story_id: str) -> str:
     """The collection a story's accepted chapter text is chunked into."""
-    return f"story:{story_id}"
+    return f"{STORY_COLLECTION}{story_id}"
+
+
+def collection_story(collection: str) -> str | None:
+    """The story a knowledge collection belongs to (``story:<id>``: its accepted chapters and
+    whatever is ingested there), or None for a shared collection (any other name)."""
+    return collection[len(STORY_COLLECTION):] if collection.startswith(STORY_COLLECTION) else None
 
 
 def chapter_document(chapter: int) -> str:

@@ -11,9 +11,12 @@ the bounds of ``domain.bounds``: line size, depth, integer digits, no NaN or Inf
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
+import re
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
@@ -47,15 +50,24 @@ def _length(max_length: int, min_length: int = 0, pattern: str | None = None) ->
     return StringConstraints(min_length=min_length, max_length=max_length, pattern=pattern)
 
 
+def _not_blank(value: str) -> str:
+    """A key, alias or tag names something: empty or only whitespace names nothing (it would
+    tag no entry, and an alias of nothing would be looked up as every entry's)."""
+    if not value.strip():
+        raise ValueError("must not be blank (empty or only whitespace)")
+    return value
+
+
 _STORABLE = AfterValidator(_storable)
+_WORDS = AfterValidator(_not_blank)
 _NO_SPACE = r"^[^\s\x00-\x1f]+$"
 Id = Annotated[str, _length(b.MAX_ID, 1, _NO_SPACE), _STORABLE]
 StoryId = Annotated[str, _length(b.MAX_STORY_ID, 1, _NO_SPACE), _STORABLE]
-Key = Annotated[str, _length(b.MAX_ID, 1), _STORABLE]
+Key = Annotated[str, _length(b.MAX_ID, 1), _STORABLE, _WORDS]
 Name = Annotated[str, _length(b.MAX_NAME, 1), _STORABLE]
 Line = Annotated[str, _length(b.MAX_LINE_TEXT), _STORABLE]
-Alias = Annotated[str, _length(b.MAX_ALIAS), _STORABLE]
-Tag = Annotated[str, _length(b.MAX_ID), _STORABLE]
+Alias = Annotated[str, _length(b.MAX_ALIAS, 1), _STORABLE, _WORDS]
+Tag = Annotated[str, _length(b.MAX_ID, 1), _STORABLE, _WORDS]
 CanonText = Annotated[str, _length(b.MAX_CANON_TEXT), _STORABLE]
 Summary = Annotated[str, _length(b.MAX_CANON_TEXT, 1), _STORABLE]
 # Lists of at most MAX_LIST items.
@@ -82,9 +94,9 @@ _KINDS = ", ".join(f"`{k}`" for k in KINDS)
 _ROLES = ", ".join(f"`{r}`" for r in ROLES)
 _IN_FORCE = ("A packet or view for chapter K sees each entry as the last confirmed step (version or retirement) "
              "with `valid_from` <= K; on a tie the later confirmation wins.")
-_KEY = (f"The entry's stable key within its kind (1..{b.MAX_ID} characters), e.g. a slug of the name; the same key "
-        "may be used under another kind. Confirming a proposal for a (kind, key) that already has confirmed canon "
-        "revises that entry (a new version from its `valid_from`); scene cards tag entries by key.")
+_KEY = (f"The entry's stable key within its kind (1..{b.MAX_ID} characters, not blank), e.g. a slug of the name; "
+        "the same key may be used under another kind. Confirming a proposal for a (kind, key) that already has "
+        "confirmed canon revises that entry (a new version from its `valid_from`); scene cards tag entries by key.")
 _VALID_FROM = (
     f"Chapter number ({_CHAPTERS}) from which this version is in force once confirmed. {_IN_FORCE} "
     "Before the first version's `valid_from` the entry is not in canon (a scene card's tag of it is dropped "
@@ -105,9 +117,10 @@ _FIELDS = (
     "version only. A packet for chapter K < N lists the entry `dropped` with the reason \"hidden until chapter N\", "
     "no text and 0 tokens (its kind, key and source positions still show: choose a key that gives nothing away), and "
     "does not fall back to an earlier version; for K >= N it is packed as usual, and N <= `valid_from` hides nothing. "
-    "A later version without it is visible from its own `valid_from`. Only "
-    "packets hide it: authoring and canon views (`canon canon`, the HTTP and MCP canon views) list it with its "
-    "`hidden_until`. Refused otherwise with `hidden_until_must_be_a_chapter`); "
+    "A later version without it is visible from its own `valid_from`. Packets and lorebook exports hide it from "
+    "everyone; the HTTP and MCP canon views and the viewer hide it from a key below author scope (listed with "
+    "`hidden: true` and the reason, no text, name or aliases), relative to the chapter asked; author keys and "
+    "`canon canon` read it whole, labelled hidden. Refused otherwise with `hidden_until_must_be_a_chapter`); "
     f"`nodes` (a `development_chain`'s foreshadow -> payoff steps: a list of {{id, text, kind?, hidden_until?}} with "
     f"unique ids of 1..{b.MAX_ID} characters, a text string, a kind of at most {b.MAX_NODE_KIND} characters (default "
     "`node`, e.g. `foreshadow`, `payoff`) and a chapter `hidden_until` that hides that node alone; each node is a P4 "
@@ -130,8 +143,10 @@ _BUDGETS = (
 
 def _tags(tag: str, kind: str) -> str:
     return (f"Keys of confirmed `{kind}` entries this scene involves ({tag}; 0..{b.MAX_LIST} keys of "
-            f"1..{b.MAX_ID} characters, [] for none). Each must name an entry confirmed in this story as a `{kind}` "
-            "(any version, at any chapter), else the card is refused with `scene_card_tags_must_be_confirmed_canon`. "
+            f"1..{b.MAX_ID} characters, none blank, [] for none). Each must name an entry confirmed in this story "
+            f"as a `{kind}` (any version, at any chapter), else the card is refused with "
+            "`scene_card_tags_must_be_confirmed_canon` (a tag that is an entry's name or alias, not its key, is "
+            "told the key it meant). "
             "Packets for the chapter carry each tagged entry as of the chapter in P1; one not in force then is "
             "listed `dropped` (\"not in canon as of chapter K\"), one hidden then (`fields.hidden_until`) `dropped` "
             "without its text, a retired one as its retirement notice.")
@@ -211,9 +226,9 @@ class AddSceneCard(_StoryCommand):
     threads: Keys = Field(description=_tags("threads", "thread"))
     callbacks: Keys = Field(description=(
         f"Keys of confirmed entries of any kind ({_KINDS}) the scene calls back to, e.g. a world rule "
-        f"(0..{b.MAX_LIST} keys of 1..{b.MAX_ID} characters, [] for none). Each must name an entry confirmed in "
-        "this story under some kind (`scene_card_tags_must_be_confirmed_canon`); every entry of that key in force "
-        "as of the chapter is carried in P1, as for the other tags."))
+        f"(0..{b.MAX_LIST} keys of 1..{b.MAX_ID} characters, none blank, [] for none). Each must name an entry "
+        "confirmed in this story under some kind (`scene_card_tags_must_be_confirmed_canon`); every entry of that "
+        "key in force as of the chapter is carried in P1, as for the other tags."))
     items: Keys = Field(description=_tags("items", "item"))
 
 
@@ -233,36 +248,36 @@ class ProposeCanon(_StoryCommand):
     name: Name = Field(description=(
         f"The entry's display name, 1..{b.MAX_NAME:,} characters; it heads the entry's text in packets."))
     aliases: Aliases = Field(description=(
-        f"Other names of the entry (0..{b.MAX_LIST} strings of at most {b.MAX_ALIAS} characters; [] for none), "
-        "shown as \"also ...\" in packets and kept casefolded for look-ups."))
+        f"Other names of the entry (0..{b.MAX_LIST} strings of 1..{b.MAX_ALIAS} characters, none blank; [] for "
+        "none), shown as \"also ...\" in packets and kept casefolded for look-ups."))
     text: CanonText = Field(description=(
         f"What is true of the entry from `valid_from` on, as prose, at most {b.MAX_CANON_TEXT:,} characters; "
         "rendered in packets under the name line, before `fields`."))
     fields: Fields = Field(description=_FIELDS)
     valid_from: Number = Field(description=_VALID_FROM)
     tags: Tags = Field(default_factory=list, description=(
-        f"Free labels of the entry, e.g. `magic` (0..{b.MAX_LIST} strings of at most {b.MAX_ID} characters; "
+        f"Free labels of the entry, e.g. `magic` (0..{b.MAX_LIST} strings of 1..{b.MAX_ID} characters, none blank; "
         "default []). Kept with the version in the log; no packet or view reads them today. Not scene-card tags."))
 
 
 class ConfirmCanon(_StoryCommand):
-    """Confirm a pending proposal: it becomes canon from its `valid_from`. Appends
+    """Confirm a proposal (one still `proposed`): it becomes canon from its `valid_from`. Appends
     `CanonProposal.Confirmed` and `CanonEntry.Established` (a new kind and key) or
     `CanonEntry.Revised` (a new version of an existing entry: a progression)."""
 
     type: Literal["confirm_canon"] = Field(description="The command type: `confirm_canon`.")
     proposal_id: Id = Field(description=(
-        f"The pending proposal to confirm, 1..{b.MAX_ID} {_ID_CHARS} (`unknown_proposal`; a rejected one is "
+        f"The proposal to confirm, still `proposed`, 1..{b.MAX_ID} {_ID_CHARS} (`unknown_proposal`; a rejected one is "
         "refused with `rejected_proposal_cannot_be_confirmed`)."))
 
 
 class RejectCanon(_StoryCommand):
-    """Reject a pending proposal: it never becomes canon and never reaches a packet. Appends
+    """Reject a proposal (one still `proposed`): it never becomes canon and never reaches a packet. Appends
     `CanonProposal.Rejected`."""
 
     type: Literal["reject_canon"] = Field(description="The command type: `reject_canon`.")
     proposal_id: Id = Field(description=(
-        f"The pending proposal to reject, 1..{b.MAX_ID} {_ID_CHARS} (`unknown_proposal`; only a pending one can "
+        f"The proposal to reject, 1..{b.MAX_ID} {_ID_CHARS} (`unknown_proposal`; only a `proposed` one can "
         "be rejected: `confirmed_proposal_cannot_be_rejected`; one rejected already answers `unchanged` for the "
         "same reason, `rejected_proposal_cannot_be_rejected` for another)."))
     reason: Line = Field(description=(
@@ -441,12 +456,20 @@ def _describe(problem: ErrorDetails) -> tuple[str, str | None, str]:
         tags = problem.get("ctx", {}).get("expected_tags", "")
         tag = str(problem.get("ctx", {}).get("tag"))
         shown = repr(tag if len(tag) <= 60 else tag[:57] + "...")
-        return "unknown_command_type", "type", f"unknown command type {shown}; expected one of {tags}"
+        hint = did_you_mean(tag, re.findall(r"'([^']*)'", tags))
+        return "unknown_command_type", "type", f"unknown command type {shown}{hint}; expected one of {tags}"
     if kind == "union_tag_not_found":
         return "missing_field", "type", "type: a command needs a 'type' (see `canon schema`)"
     # A discriminated union puts the tag first ("start_story.title"): the field is what follows.
     field = ".".join(loc[1:]) if len(loc) > 1 else (loc[0] if loc else None)
     return _CODES.get(kind, "invalid_field"), field, f"{field}: {problem['msg']}"
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known`` to a mistyped ``word``, or "" when
+    none is close (``difflib``'s ratio 0.6 or more): the hint every door gives for a type."""
+    close = difflib.get_close_matches(word[:200], list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def from_validation_error(error: ValidationError) -> InvalidCommand:
@@ -516,12 +539,29 @@ def parse_json(text: str) -> Any:
     try:
         data = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
     except json.JSONDecodeError as e:
-        raise InvalidCommand("malformed_json", f"not valid JSON: {_where(text, e)}") from None
+        raise InvalidCommand("malformed_json", f"not valid JSON: {_where(text, e)}{_quotes_hint(text, e)}") from None
     except RecursionError:
         raise InvalidCommand("malformed_json", f"nested deeper than {b.MAX_JSON_DEPTH} levels") from None
     if _depth(data) > b.MAX_JSON_DEPTH:
         raise InvalidCommand("malformed_json", f"nested deeper than {b.MAX_JSON_DEPTH} levels")
     return data
+
+
+CURLY_QUOTES = "\u201c\u201d\u201e\u201f\u2018\u2019\u201a\u201b\u00ab\u00bb"  # “ ” „ ‟ ‘ ’ ‚ ‛ « »
+
+
+def _quotes_hint(text: str, error: json.JSONDecodeError) -> str:
+    """What a person most often did when JSON does not parse where it breaks: typed (or pasted
+    from a word processor) curly quotes, or single quotes, where JSON needs straight double ones.
+    Only the character where the parse broke is looked at: curly quotes inside a string are text."""
+    at = text[error.pos:error.pos + 1]
+    if at and at in CURLY_QUOTES:
+        curly = "".join(dict.fromkeys(ch for ch in text[:error.pos + 200] if ch in CURLY_QUOTES))
+        return (f"; the text holds curly quotes ({' '.join(curly)}), which JSON does not read: use straight double "
+                'quotes (") around every key and string (an editor\'s "smart quotes" make curly ones)')
+    if at == "'":
+        return '; JSON strings and keys take straight double quotes ("), not single ones (\')'
+    return ""
 
 
 def _where(text: str, error: json.JSONDecodeError) -> str:

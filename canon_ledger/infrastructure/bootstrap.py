@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -204,12 +205,24 @@ class Services:
 
         return catch_up, self.catch_up_vectors, None
 
-    def status(self) -> dict[str, ModelStatus]:
-        """Each read model's position and how far it trails the log (``projections.model_status``)."""
+    def status(self, *, explain_outdated: bool = False) -> dict[str, ModelStatus]:
+        """Each read model's position and how far it trails the log (``projections.model_status``).
+        A model an earlier schema built is refused (``read_model_outdated``), unless
+        ``explain_outdated`` (``canon status``): then it is reported outdated, with its build."""
+        from canon_ledger.projections.model_status import outdated_status
+        from canon_ledger.projections.read_models import Outdated
+
         end = self.ledger.position()
-        return {name: model_status(name, models, self.ledger, end,
-                                   texts=self.text_counts if name in ("retrieval", "vectors") else None)
-                for name, models in self.read_models.items()}
+        out: dict[str, ModelStatus] = {}
+        for name, models in self.read_models.items():
+            try:
+                out[name] = model_status(name, models, self.ledger, end,
+                                         texts=self.text_counts if name in ("retrieval", "vectors") else None)
+            except Outdated as e:
+                if not explain_outdated:
+                    raise
+                out[name] = outdated_status(name, models, e)
+        return out
 
     def index_lag(self, collections: Any) -> dict[str, str]:
         """Stage notes for a search of ``collections`` while the worker has not indexed
@@ -289,15 +302,15 @@ class Services:
             known |= collections_in(self.retrieval, self.ledger, records, self.text_counts)
         return known
 
-    def lint(self, collection: str | None = None) -> Any:
+    def lint(self, collection: str | None = None, sees: Callable[[str], bool] | None = None) -> Any:
         """The wiki's lint report (no LLM calls), reflecting everything applied (when fed: what
-        the worker has projected)."""
+        the worker has projected); ``sees``: only the collections it accepts (``lint.lint``)."""
         from canon_ledger.application.knowledge.lint import lint
 
         if not self.fed:
             self.knowledge.reach(self.ledger.position())
         with self.knowledge_reader.snapshot() as snap:
-            return lint(snap, collection)
+            return lint(snap, collection, sees)
 
     def quarantined(self) -> list[dict[str, Any]]:
         """Every event a read model's build quarantined (``projections.runner.project_safely``)."""

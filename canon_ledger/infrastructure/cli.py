@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -117,12 +118,16 @@ def _report(result: CommandResult, line: int, fmt: str) -> None:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    from canon_ledger.infrastructure.hints import TagHints
+
     ledger = _ledger(args)
     stream = _open_input(args.file)
     counts: dict[str, int] = {}
     failed_lines: list[int] = []
+    hints = TagHints(lambda: _services(args.db), lambda services: services.close())  # only for a refused tag
 
-    def record(result: CommandResult, line: int) -> None:
+    def record(result: CommandResult, line: int, command: Any) -> None:
+        result = hints(result, command)
         counts[result.status] = counts.get(result.status, 0) + 1
         if not result.ok:
             failed_lines.append(line)
@@ -133,14 +138,16 @@ def cmd_apply(args: argparse.Namespace) -> int:
         numbered = list(_numbered_lines(stream)) if args.atomic else _numbered_lines(stream)
         if args.atomic:
             items = [_parse(text) for _, text in numbered]
-            for result, (line, _) in zip(ledger.apply(items, atomic=True), numbered):
-                record(result, line)
+            for result, (line, _), item in zip(ledger.apply(items, atomic=True), numbered, items):
+                record(result, line, item)
         else:
             # One command per transaction, reported as it lands: a crash mid-file loses
             # nothing that was reported, and a rerun reports those lines as duplicates.
             for line, text in numbered:
-                record(ledger.apply([_parse(text)])[0], line)
+                item = _parse(text)
+                record(ledger.apply([item])[0], line, item)
     finally:
+        hints.close()
         if stream is not sys.stdin.buffer:
             stream.close()
     total = sum(counts.values())
@@ -164,7 +171,27 @@ def _parse(text: bytes | LineTooLong | str | dict[str, Any]) -> Any:
             text = decode_line(text.rstrip(b"\r\n"))
         return parse_line(text) if isinstance(text, str) else parse_command(text)
     except CanonError as e:
+        if e.code == "malformed_json" and isinstance(text, str) and _a_piece_of_a_command(text):
+            return InvalidCommand(e.code, e.message + ONE_PER_LINE, e.field)
         return e
+
+
+# A line that is a piece of a JSON object spread over several lines: a `"key": value` pair or a
+# list item (a line that starts with a string), a closing brace or bracket, or an object or list
+# opened and left open for the next line.
+_PIECE = re.compile(r'["\]}].*|[{\[](?:.*[,{\[:])?', re.S)
+ONE_PER_LINE = ("; `canon apply` reads one JSON object per line: a command spread over several lines is read line "
+                "by line, so put each command on a line of its own (`jq -c . FILE` does it)")
+
+
+def _a_piece_of_a_command(text: str) -> bool:
+    return _PIECE.fullmatch(text.strip()) is not None
+
+
+def _services(db: str | None) -> Any:
+    from canon_ledger.infrastructure.bootstrap import bootstrap
+
+    return bootstrap(db)
 
 
 def cmd_events(args: argparse.Namespace) -> int:
@@ -653,17 +680,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         sys.stdout.flush()  # a reader that has left is met here, not in the interpreter's exit
     except BrokenPipeError:
-        _quiet_stdout()
+        _quiet("stdout")
     except OSError as e:  # a full disk, say: the output is incomplete, and the status says so
-        _quiet_stdout()
-        print(f"canon: could not write the output: {e.strerror or e}", file=sys.stderr)
+        _quiet("stdout")
+        _say(f"canon: could not write the output: {e.strerror or e}")
         return status or REJECTED
     return status
 
 
-def _quiet_stdout() -> None:
-    """Standard output points at /dev/null: the interpreter's last flush cannot fail again."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+class _Sink:
+    """Where a stream with no file descriptor of its own writes once its reader has left."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        return None
+
+
+def _quiet(name: str) -> None:
+    """``sys.stdout`` or ``sys.stderr`` (``name``) points at /dev/null: the interpreter's last
+    flush cannot fail again (a stream with no file descriptor is replaced by a sink)."""
+    stream = getattr(sys, name)
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation: no descriptor to point elsewhere
+        setattr(sys, name, _Sink())
+
+
+def _say(line: str) -> None:
+    """One line on stderr, written through at once. A reader of stderr that has left misses it:
+    the error keeps its status, as an error's JSON line does on stdout (``_emit_error``)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except BrokenPipeError:
+        _quiet("stderr")
 
 
 def _emit_error(error: dict[str, Any]) -> None:
@@ -673,16 +724,18 @@ def _emit_error(error: dict[str, Any]) -> None:
         _emit({"error": error})
         sys.stdout.flush()
     except BrokenPipeError:
-        _quiet_stdout()
+        _quiet("stdout")
 
 
 def _run(argv: list[str]) -> int:
     try:
         args = build_parser().parse_args(argv)
     except UsageError as e:
-        print(f"{e.usage}canon: error: {e}", file=sys.stderr, end="\n")
-        if wants_json(argv):
+        if wants_json(argv):  # an error is one JSON line on stdout and its reason on stderr, no usage lines
+            _say(f"canon: error: {e}")
             _emit_error({"code": "usage_error", "message": str(e), "field": e.field})
+        else:
+            _say(f"{e.usage}canon: error: {e}")
         return USAGE
     args.db = getattr(args, "db", None)
     args.format = getattr(args, "format", None) or "text"
@@ -694,26 +747,27 @@ def _run(argv: list[str]) -> int:
         status: int = args.run(args)
         return status  # its output is flushed by ``main``, where a reader that has left is met
     except Failure as e:
-        print(f"canon: {e}", file=sys.stderr)
+        _say(f"canon: {e}")
         if args.format == "json" and not e.reported:
             _emit_error({"code": e.code, "message": str(e), "field": None})
         return e.status
     except CanonError as e:
-        print(f"canon: {e.code}: {e.message}", file=sys.stderr)
+        _say(f"canon: {e.code}: {e.message}")
         if args.format == "json":
             _emit_error(e.as_dict())
         if e.code in UNAVAILABLE_CODES:
             return UNAVAILABLE
         return USAGE if isinstance(e, InvalidCommand) or e.code in USAGE_CODES else REJECTED
     except BrokenPipeError:  # the reader left (`canon events | head`): stop quietly, as other tools do
-        _quiet_stdout()
+        _quiet("stdout")
+        _quiet("stderr")  # which of the two it was, the exception does not say; nothing more is written
         return OK
     except Exception as e:  # noqa: BLE001 - only store faults are handled here
         if not is_store_fault(e):
             raise
         reason = scrubbed(e, args.db)
         display = store_config(resolve_url(args.db)).display
-        print(f"canon: store unavailable at {display}: {reason}", file=sys.stderr)
+        _say(f"canon: store unavailable at {display}: {reason}")
         if args.format == "json":
             _emit_error({"code": "store_unavailable", "message": f"store unavailable at {display}: {reason}",
                          "field": None})

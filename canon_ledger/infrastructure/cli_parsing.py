@@ -6,8 +6,11 @@ summary, shown in ``canon --help``, and a description, shown in ``canon VERB --h
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from typing import Any
+
+from canon_ledger.domain.commands import did_you_mean
 
 
 class UsageError(Exception):
@@ -27,10 +30,27 @@ class UsageError(Exception):
 
 
 class CanonArgumentParser(argparse.ArgumentParser):
-    """argparse's parser, except that a usage error raises ``UsageError`` instead of exiting."""
+    """argparse's parser, except that a usage error raises ``UsageError`` instead of exiting,
+    and a mistyped verb or choice is told the closest one (``did you mean 'packet'?``)."""
 
     def error(self, message: str) -> Any:  # argparse's hook: never returns
-        raise UsageError(message, self.format_usage())
+        raise UsageError(with_guess(message), self.format_usage())
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: (?P<word>'(?:[^'\\]|\\.)*'|\S+) \(choose from (?P<choices>.*)\)",
+                             re.S)
+
+
+def with_guess(message: str) -> str:
+    """argparse's "invalid choice: 'pakcet' (choose from ...)" with the choice it was probably
+    meant to be after the word (``difflib``, as for a command ``type``); other messages as they are."""
+    found = _INVALID_CHOICE.search(message)
+    if found is None:
+        return message
+    word = found["word"].strip("'")
+    choices = re.findall(r"'([^']*)'", found["choices"]) or [c.strip() for c in found["choices"].split(",")]
+    hint = did_you_mean(word, choices)
+    return message[:found.end("word")] + hint + message[found.end("word"):] if hint else message
 
 
 def add_verb(verbs: Any, name: str, common: argparse.ArgumentParser, summary: str,

@@ -140,14 +140,20 @@ def cmd_stories(args: argparse.Namespace) -> int:
             print("no stories")
         for r in rows:
             print(f"{r['story_id']:<20} {r['title'][:40]:<40} chapters {r['chapters']} ({r['chapters_with_text']} "
-                  f"with text), volumes {r['volumes']}, entries {r['entries']}, pending proposals "
-                  f"{r['pending_proposals']}, position {r['position']}")
+                  f"with text), volumes {r['volumes']}, entries {r['entries']}, proposals proposed "
+                  f"{r['proposals_proposed']}, position {r['position']}")
 
     return _show(args, {"stories": rows}, lambda body: text(body["stories"]))
 
 
 def cmd_canon(args: argparse.Namespace) -> int:
-    entries = _of_story(args, lambda v: v.canon_as_of(args.story, args.as_of, args.kind))
+    from canon_ledger.application import canon_reads
+    from canon_ledger.domain.api_key import Principal
+
+    # The store's own operator reads everything, hidden versions labelled, as GET .../canon
+    # answers an admin key (``canon_reads``).
+    local = Principal("local-cli", "admin")
+    entries = _of_story(args, lambda v: canon_reads.canon_as_of(local, v, args.story, args.as_of, args.kind))
 
     def text(body: dict[str, Any]) -> None:
         print(f"canon of {args.story} in force as of chapter {args.as_of}: {len(entries)} entries")
@@ -177,7 +183,10 @@ def cmd_chapter(args: argparse.Namespace) -> int:
 
 
 def cmd_proposals(args: argparse.Namespace) -> int:
-    rows = _of_story(args, lambda v: v.proposals(args.story, args.status))
+    from canon_ledger.domain.canon import PROPOSAL_STATE_ALIASES
+
+    state = PROPOSAL_STATE_ALIASES.get(args.status, args.status) if args.status else None
+    rows = _of_story(args, lambda v: v.proposals(args.story, state))
 
     def text(body: dict[str, Any]) -> None:
         if not rows:
@@ -247,7 +256,9 @@ def add_verbs(verbs: Any, common: argparse.ArgumentParser, bounded: Callable[[in
 
     p = add_verb(verbs, "proposals", common, "canon proposals and their status")
     p.add_argument("--story", required=True, help="the story id")
-    p.add_argument("--status", choices=("proposed", "confirmed", "rejected"), help="only proposals in this status")
+    p.add_argument("--status", choices=("proposed", "confirmed", "rejected", "pending"),
+                   help="only proposals in this state: proposed (awaiting an author's decision), confirmed or "
+                        "rejected (pending: the same as proposed)")
     p.set_defaults(run=cmd_proposals)
 
     p = add_verb(verbs, "drafts", common, "chapter drafts and their status")

@@ -48,10 +48,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     services = bootstrap(args.db, fed=True)  # a status read catches nothing up
     try:
         end = services.ledger.position()
-        statuses = services.status()
+        statuses = services.status(explain_outdated=True)  # the verb that explains an outdated store
+        outdated = [name for name, s in statuses.items() if s.outdated is not None]
         body = {"position": end, "read_models": {name: s.as_dict() for name, s in statuses.items()},
                 "embedder": services.embedder_name, "quarantined": len(services.quarantined()),
-                "at": time.time()}
+                "outdated": outdated, "at": time.time()}
     finally:
         services.close()
     if args.format == "json":
@@ -59,11 +60,19 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     print(f"log at position {end}; embedder {body['embedder']}; {body['quarantined']} event(s) quarantined")
     for name, s in statuses.items():
+        if s.outdated is not None:
+            tag, version, current = s.outdated
+            print(f"  {name:<10} at {s.position:<8} OUTDATED: build {tag} is schema version {version}; this "
+                  f"version reads schema version {current}: run `canon rebuild`")
+            continue
         behind = f"{s.pending}{'+' if s.capped else ''} event(s) behind, {s.seconds:.1f} s" if s.pending else "current"
         texts = f"; {s.texts} text(s) waiting" if s.texts else ""
         print(f"  {name:<10} at {s.position:<8} {behind}{texts}")
         for share in s.shares:  # a split build: what workers took past its low-water mark
             print(f"    {share.share:<20} at {share.position:<8} {share.behind} position(s) behind the log")
+    if outdated:
+        print(f"an upgrade outdated {', '.join(outdated)}: what reads them is refused with read_model_outdated "
+              "until `canon rebuild` has made current builds (the log is untouched: `canon audit` still replays it)")
     return 0
 
 

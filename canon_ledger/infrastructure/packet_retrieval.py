@@ -83,6 +83,21 @@ class EarlierChapters(RetrievalSnapshot):
         return None  # the table of contents names later chapters too
 
 
+class ChaptersThrough(EarlierChapters):
+    """``EarlierChapters`` for a reader of chapter ``last`` (a search by a key that may not read
+    later chapters, ``application.canon_reads.search_through``): the chunks and pages of chapters
+    1..``last`` only, each id checked by its chapter's number (the index bound is by text)."""
+
+    def __init__(self, inner: RetrievalSnapshot, last: int) -> None:
+        super().__init__(inner, last + 1)
+        self.last = last
+
+    def _keep(self, doc_id: str) -> bool:
+        document = _document(doc_id) or ""
+        number = document[len("chapter-"):]
+        return document.startswith("chapter-") and number.isdigit() and 1 <= int(number) <= self.last
+
+
 class StoryRetriever(Retriever):
     """The packet compiler's Retriever port, over the live knowledge and retrieval read models."""
 

@@ -1,6 +1,15 @@
 """The authoring app's read model: drafts and proposals in every state.
 
 Nothing on the packet path imports this module or reads these tables; a test holds that.
+
+Version history (a store whose active build is older refuses to serve until ``canon rebuild``,
+``read_models.Outdated``):
+- v1: the first shape.
+- v2: a proposal's whole version: ``aliases``, ``fields`` and ``tags`` (JSON, as proposed),
+  and ``step``, the canon entry's timeline step its confirmation made (set from the
+  ``CanonEntry.Established``/``Revised`` event naming it; NULL until then). The canon model
+  keeps a step's rendered text and no fields, so a reviewer's "the version in force" beside a
+  proposal is this row, found by (story, kind, key, step).
 """
 
 from __future__ import annotations
@@ -10,14 +19,14 @@ from functools import singledispatchmethod
 from typing import Any
 
 from canon_ledger.domain.topics import stored_topics
-from sqlalchemy import Column, Integer, MetaData, String, Table, Text
+from sqlalchemy import JSON, Column, Integer, MetaData, String, Table, Text
 
-from canon_ledger.domain.canon import CanonProposal
+from canon_ledger.domain.canon import CanonEntry, CanonProposal
 from canon_ledger.domain.draft import Draft
 from canon_ledger.projections.partitioning import BY_STORY
 from canon_ledger.projections.sql_ops import Op, Update, Upsert
 
-VERSION = 1
+VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,10 @@ def authoring_tables(tag: str, version: int = VERSION) -> AuthoringTables:
         Column("status", String(20), nullable=False),
         Column("reason", Text),
         Column("source", Integer, nullable=False),
+        Column("aliases", JSON),  # v2: the proposal's version as proposed
+        Column("fields", JSON),
+        Column("tags", JSON),
+        Column("step", Integer),  # v2: the entry's timeline step its confirmation made (NULL: none yet)
     )
     return AuthoringTables(tag, version, md, drafts, proposals)
 
@@ -100,12 +113,22 @@ class AuthoringProjection:
         return [Upsert(self.t.proposals, {"story_id": event.story_id, "proposal_id": event.proposal_id,
                                           "kind": event.kind, "key": event.key, "name": event.name, "text": event.text,
                                           "valid_from": event.valid_from, "status": "proposed", "reason": None,
-                                          "source": position})]
+                                          "source": position, "aliases": list(event.aliases),
+                                          "fields": dict(event.fields),
+                                          "tags": list(getattr(event, "tags", None) or [])})]
 
     @on.register
     def _(self, event: CanonProposal.Confirmed | CanonProposal.Rejected, position: int) -> list[Op]:
         return [Update(self.t.proposals, {"story_id": event.story_id, "proposal_id": event.proposal_id},
                        {"status": _status(event), "reason": getattr(event, "reason", None), "source": position})]
+
+    @on.register
+    def _(self, event: CanonEntry.Established | CanonEntry.Revised, position: int) -> list[Op]:
+        proposal = event.version.get("proposal_id")
+        if not isinstance(proposal, str):
+            return []
+        return [Update(self.t.proposals, {"story_id": event.story_id, "proposal_id": proposal},
+                       {"step": event.originator_version})]
 
     HANDLED = tuple(t for t in on.dispatcher.registry if t is not object)
 

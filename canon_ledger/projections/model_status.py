@@ -41,12 +41,20 @@ class ModelStatus:
     seconds: float  # since the oldest pending entry was appended (0 when none)
     texts: int | None = None  # texts not yet indexed / embedded in those entries (retrieval models)
     shares: tuple[ShareStatus, ...] = ()  # shares split workers took past ``position``
+    # The serving build was made by an earlier schema version (``read_models.Outdated``): its
+    # build tag, that version and the one this code reads. Its reads are refused until
+    # `canon rebuild`; ``pending`` is not counted then.
+    outdated: tuple[str, int, int] | None = None
 
     def as_dict(self, sees: Callable[[str | None], bool] | None = None) -> dict[str, Any]:
         """``sees``: which stories the reader may know of (a scoped key); a share of a story it
         may not see, or of no story, is left out. None: every share."""
         body: dict[str, Any] = {"position": self.position, "behind": self.pending, "behind_capped": self.capped,
                                 "behind_seconds": round(self.seconds, 3)}
+        if self.outdated is not None:
+            tag, version, current = self.outdated
+            body["outdated"] = {"build": tag, "schema_version": version, "reads_schema_version": current,
+                                "remedy": "canon rebuild"}
         if self.texts is not None:
             body["backlog_texts"] = self.texts
         shown = [s for s in self.shares if sees is None or (s.story is not None and sees(s.story))]
@@ -123,6 +131,17 @@ def shares_ahead(models: Any, end: int) -> tuple[ShareStatus, ...]:
         return ()
     _, ahead = models.shares()
     return tuple(ShareStatus(share, p, max(0, end - p), partitioning.story(share)) for share, p in sorted(ahead.items()))
+
+
+def outdated_status(name: str, models: Any, error: Any) -> ModelStatus:
+    """What ``canon status`` says of a model whose serving build an earlier schema made
+    (``error``: its ``read_models.Outdated``): where that build's tracking stands, and that it
+    is outdated. Nothing of it is read but its tracking row."""
+    from canon_ledger.projections.runner import tracked
+
+    with models.read_engine.begin() as conn:
+        position = tracked(conn, f"{models.spec.name}:{error.tag}") or 0
+    return ModelStatus(name, position, 0, False, 0.0, outdated=(error.tag, error.version, error.current))
 
 
 def model_status(name: str, models: Any, log: Any, end: int, *, texts: TextCounts | None = None) -> ModelStatus:

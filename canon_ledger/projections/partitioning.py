@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from canon_ledger.domain.chunking import story_collection
+from canon_ledger.domain.chunking import collection_story, story_collection
 from canon_ledger.domain.document import Document
 from canon_ledger.domain.story import Story
 from canon_ledger.domain.wiki import WikiPage
@@ -45,7 +45,6 @@ def _story(event: Any) -> str | None:
 BY_STORY = Partitioning("story", of=_story, matches=lambda story: (("story_id", story),),
                         openers=(Story.Started,), opened=lambda event: str(event.story_id), story=lambda share: share)
 
-STORY_COLLECTION = story_collection("")  # the prefix of a story's collection
 
 
 def _collection(event: Any) -> str | None:
@@ -57,13 +56,11 @@ def _collection(event: Any) -> str | None:
     return None if story is None else story_collection(str(story))
 
 
-def _story_of_collection(collection: str) -> str | None:
-    return collection[len(STORY_COLLECTION):] if collection.startswith(STORY_COLLECTION) else None
 
 
 def _collection_matches(collection: str) -> tuple[tuple[str, str], ...]:
     own = (("collection_id", collection),)
-    story = _story_of_collection(collection)
+    story = collection_story(collection)
     return own if story is None else (*own, ("story_id", story))
 
 
@@ -73,7 +70,7 @@ def _opened_collection(event: Any) -> str:
 
 BY_COLLECTION = Partitioning("collection", of=_collection, matches=_collection_matches,
                              openers=(Story.Started, Document.Ingested, WikiPage.Opened), opened=_opened_collection,
-                             story=_story_of_collection)
+                             story=collection_story)
 
 
 def partitioning_of(projection: Any) -> Partitioning | None:

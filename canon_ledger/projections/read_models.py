@@ -96,6 +96,7 @@ class Outdated(CanonError):
         super().__init__("read_model_outdated",
                          f"the {projection} read model is build {tag} (schema version {version}); this version of "
                          f"Canon Ledger reads schema version {current}: run `canon rebuild`")
+        self.projection, self.tag, self.version, self.current = projection, tag, version, current
 
 
 def _version_of(tag: str) -> int | None:

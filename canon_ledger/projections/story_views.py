@@ -1,7 +1,7 @@
 """Read views for people and the authoring app, as plain SQL over the serving builds.
 
 These answer the HTTP API's and the CLI's browsing questions (which stories, what canon is
-in force as of chapter K, one entry's history, one chapter, the pending proposals, the
+in force as of chapter K, one entry's history, one chapter, the proposals (by state), the
 drafts). They read the same tables packets are compiled from (canon) and the authoring
 model (drafts, proposals), in one transaction each, and never write. They are not on the
 packet path: nothing here is a packet candidate.
@@ -55,9 +55,11 @@ class StoryViews:
                           (SELECT max(l.step) FROM {t['canon']} l
                             WHERE l.story_id = e.story_id AND l.kind = e.kind AND l.key = e.key)) AS entries,
                        (SELECT count(*) FROM {t['proposals']} p
-                         WHERE p.story_id = s.story_id AND p.status = 'proposed') AS pending_proposals
+                         WHERE p.story_id = s.story_id AND p.status = 'proposed') AS proposals_proposed
                   FROM {t['stories']} s
                  ORDER BY s.story_id""")
+        for r in rows:  # the same count under its old name, for clients written before issue 38
+            r["pending_proposals"] = r["proposals_proposed"]
         return [r for r in rows if not only or r["story_id"] in only]
 
     def story_head(self, story_id: str) -> dict[str, Any] | None:
@@ -115,6 +117,19 @@ class StoryViews:
                  ORDER BY kind, key""", s=story_id, chapter=chapter, kind=kind)
         return [_entry_row(r) for r in rows]
 
+    def entries_named(self, story_id: str, word: str) -> list[dict[str, Any]]:
+        """The confirmed entry versions whose name or one of whose aliases is ``word`` (any
+        case), latest step first: kind, key, name, aliases."""
+        with self.engine.begin() as conn:
+            t = self._names(conn)
+            rows = _rows(conn, f"""
+                SELECT a.kind, a.key, c.name, c.aliases
+                  FROM {t['aliases']} a JOIN {t['canon']} c
+                    ON c.story_id = a.story_id AND c.kind = a.kind AND c.key = a.key AND c.step = a.step
+                 WHERE a.story_id = :s AND a.alias = :w
+                 ORDER BY a.step DESC""", s=story_id, w=word.casefold())
+        return [_entry_row(r) for r in rows]
+
     def entry(self, story_id: str, kind: str, key: str) -> dict[str, Any] | None:
         """One entry's every confirmed step, in confirmation order, with the chapters whose
         scene cards tag it."""
@@ -158,12 +173,43 @@ class StoryViews:
         return {"story_id": story_id, **chapter}
 
     def proposals(self, story_id: str, status: str | None = None) -> list[dict[str, Any]]:
+        """The story's proposals (of one status), each with its whole version as proposed
+        (name, aliases, text, fields, tags, valid_from), by the position that last changed them."""
         with self.engine.begin() as conn:
             t = self._names(conn)
-            return _rows(conn, f"""
-                SELECT proposal_id, kind, key, name, text, valid_from, status, reason, source
+            rows = _rows(conn, f"""
+                SELECT proposal_id, kind, key, name, aliases, text, fields, tags, valid_from, status, reason, source
                   FROM {t['proposals']} WHERE story_id = :s AND (CAST(:status AS VARCHAR(20)) IS NULL OR status = :status)
                  ORDER BY source""", s=story_id, status=status)
+        return [_proposal_row(r) for r in rows]
+
+    def review(self, story_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """What the review queue compares: the pending proposals (as ``proposals``), and every
+        confirmed step of the entries they name, in (kind, key, step) order, each with the
+        version its confirmation made as proposed (``proposal_id``, ``aliases``, ``text``,
+        ``fields``, ``tags``: None for a retirement) beside the canon row's ``name``,
+        ``valid_from``, ``retired`` and ``rendered`` text. One transaction."""
+        with self.engine.begin() as conn:
+            t = self._names(conn)
+            pending = _rows(conn, f"""
+                SELECT proposal_id, kind, key, name, aliases, text, fields, tags, valid_from, status, reason, source
+                  FROM {t['proposals']} WHERE story_id = :s AND status = 'proposed' ORDER BY source""", s=story_id)
+            steps = _rows(conn, f"""
+                SELECT c.kind, c.key, c.step, c.valid_from, c.retired, c.name, c.hidden_until, c.text AS rendered,
+                       c.source, a.proposal_id, a.aliases, a.text, a.fields, a.tags
+                  FROM {t['canon']} c
+                  LEFT JOIN {t['proposals']} a
+                    ON a.story_id = c.story_id AND a.kind = c.kind AND a.key = c.key AND a.step = c.step
+                 WHERE c.story_id = :s AND EXISTS (
+                       SELECT 1 FROM {t['proposals']} p
+                        WHERE p.story_id = c.story_id AND p.kind = c.kind AND p.key = c.key AND p.status = 'proposed')
+                 ORDER BY c.kind, c.key, c.step""", s=story_id)
+        for step in steps:
+            step["retired"] = bool(step["retired"])
+            step["aliases"] = json_column(step["aliases"]) if step["aliases"] is not None else None
+            step["fields"] = json_column(step["fields"]) if step["fields"] is not None else None
+            step["tags"] = json_column(step["tags"]) if step["tags"] is not None else None
+        return [_proposal_row(r) for r in pending], steps
 
     def drafts(self, story_id: str, chapter: int | None = None, status: str | None = None) -> list[dict[str, Any]]:
         with self.engine.begin() as conn:
@@ -173,6 +219,12 @@ class StoryViews:
                   FROM {t['drafts']} WHERE story_id = :s AND (CAST(:chapter AS INTEGER) IS NULL OR chapter = :chapter)
                    AND (CAST(:status AS VARCHAR(20)) IS NULL OR status = :status)
                  ORDER BY chapter, source""", s=story_id, chapter=chapter, status=status)
+
+
+def _proposal_row(r: dict[str, Any]) -> dict[str, Any]:
+    for name, empty in (("aliases", []), ("fields", {}), ("tags", [])):
+        r[name] = json_column(r.get(name)) or empty
+    return r
 
 
 def _entry_row(r: dict[str, Any]) -> dict[str, Any]:

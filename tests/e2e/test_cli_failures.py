@@ -85,9 +85,10 @@ def test_usage_errors_answer_json_on_stdout_with_the_option_named(tmp_path: Path
     assert result.returncode == 2
     error = json.loads(result.stdout)["error"]
     assert error["code"] == "usage_error" and error["field"] == "role" and "novelist" in error["message"]
-    assert "usage: canon packet" in result.stderr
+    assert len(result.stdout.splitlines()) == 1  # one JSON line, and only the reason on stderr (issue 38)
+    assert result.stderr.splitlines() == [f"canon: error: {error['message']}"]
     text = canon("packet", "--story", "s", "--role", "novelist", "--chapter", "1", cwd=tmp_path)
-    assert text.returncode == 2 and text.stdout == ""
+    assert text.returncode == 2 and text.stdout == "" and "usage: canon packet" in text.stderr
 
 
 def test_search_of_an_unknown_collection_answers_json(tmp_path: Path) -> None:

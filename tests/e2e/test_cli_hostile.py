@@ -215,13 +215,13 @@ def test_ingest_names_files_by_path_and_refuses_two_inputs_with_one_id(tmp_path:
 
 
 def test_canon_quarantine_lists_what_a_poisoned_store_skipped(tmp_path: Path) -> None:
-    from tests.integration.test_poison import _load, _rows
+    from tests.fixture_log import fixture_rows, insert_rows
     from canon_ledger.infrastructure.stores import open_ledger
 
     db = f"sqlite:///{tmp_path / 'poison.db'}"
     ledger = open_ledger(db)
     try:
-        _load(ledger, _rows("poison-events.jsonl"))
+        insert_rows(ledger, fixture_rows("poison-events.jsonl"))
     finally:
         ledger.close()
     result = run("--db", db, "--format", "json", "quarantine", env={"CANON_EMBEDDER": "hashing"})

@@ -38,11 +38,12 @@ def test_every_version_compiles_through_the_replay_entry(demo):
     request = Request(STORY, "writer", 5, budget=100_000)
     with demo.packets.reader.snapshot() as snap:
         packets = {v: replay.compile_packet(snap, request, demo.packets.tokens, demo.packets.retriever, compiler=v)
-                   for v in (1, 2, 3, 4, compiler.COMPILER)}
+                   for v in (1, 2, 3, 4, 5, compiler.COMPILER)}
         assert compiler.compile_packet(snap, request, demo.packets.tokens, demo.packets.retriever).hash == \
             packets[compiler.COMPILER].hash
-    assert {v: p.compiler for v, p in packets.items()} == {1: 1, 2: 2, 3: 3, 4: 4, 5: 5}
+    assert {v: p.compiler for v, p in packets.items()} == {1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 6}
     # all read, nothing hidden as history; the demo's entries carry no recall rule and its goals
     # and summaries mention none that is not tagged
-    assert packets[2].to_json() == packets[3].to_json() == packets[4].to_json() == packets[5].to_json()
+    assert packets[2].to_json() == packets[3].to_json() == packets[4].to_json() == packets[5].to_json() \
+        == packets[6].to_json()
     assert [s.step for s in packets[1].stages] == ["scene-keys", "l0-recall", "l1-retrieval", "wiki", "budget"]

@@ -534,3 +534,30 @@ def test_mcp_publishes_its_protected_resource_metadata_and_its_401_points_at_it(
         assert api.call("GET", "/v1/stories", api.tokens["worker"]).status_code == 503
     finally:
         api.ctx.gate.recovered()
+
+
+def test_words_that_help_answer_over_http_as_on_the_command_line(api: Api) -> None:
+    """Issue 38: the hints of `canon apply` come with POST /v1/commands too (an alias used as
+    a scene-card tag names the entry, curly quotes, a mistyped type), and proposals have one
+    vocabulary of states (`pending`, the older word, is read as `proposed`)."""
+    author = api.tokens["author"]
+    card = {"type": "add_scene_card", "command_id": "h-card-5b", "story_id": STORY, "chapter": 5, "scene_id": "5b",
+            "summary": "Again.", "characters": ["the Marrow girl"], "locations": [], "threads": [], "callbacks": [],
+            "items": []}
+    refused = api.call("POST", "/v1/commands", author, json=card)
+    assert refused.status_code == 409 and refused.json()["code"] == "scene_card_tags_must_be_confirmed_canon"
+    hint = "did you mean key 'ilse' (alias 'the Marrow girl' of character ilse)?"
+    assert hint in refused.json()["results"][0]["error"]["message"] and hint in refused.json()["detail"]
+    curly = api.call("POST", "/v1/commands", author, content="{\u201ctype\u201d: \u201cplan_chapter\u201d}".encode(),
+                     headers={"Content-Type": "application/json"})
+    assert curly.status_code == 422 and "curly quotes" in curly.json()["detail"]
+    typo = api.call("POST", "/v1/commands", author, json={**card, "type": "add_scene_cards"})
+    assert typo.status_code == 422 and "did you mean 'add_scene_card'?" in typo.json()["detail"]
+
+    proposed = api.call("GET", f"/v1/stories/{STORY}/proposals?status=proposed", author)
+    pending = api.call("GET", f"/v1/stories/{STORY}/proposals?status=pending", author)
+    assert proposed.status_code == pending.status_code == 200 and proposed.json() == pending.json()
+    assert {p["status"] for p in proposed.json()["proposals"]} == {"proposed"}
+    assert api.call("GET", f"/v1/stories/{STORY}/proposals?status=waiting", author).status_code == 422
+    [row] = [s for s in api.call("GET", "/v1/stories", author).json()["stories"] if s["story_id"] == STORY]
+    assert row["proposals_proposed"] == len(proposed.json()["proposals"]) == row["pending_proposals"]

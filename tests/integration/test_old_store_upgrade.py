@@ -107,3 +107,53 @@ def test_an_old_release_s_store_is_refused_until_rebuilt_then_serves_and_audits(
         assert audit.returncode == 0, (packet_id, audit.stdout, audit.stderr)
         report = json.loads(audit.stdout)
         assert report["packet_id"] == packet_id and report["verdict"] == "ok", (packet_id, report)
+
+
+def _in_process(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                *argv: str) -> tuple[int, str, str]:
+    """``canon ARGV`` through ``cli.main``: what a verb answers needs no process of its own."""
+    from canon_ledger.infrastructure import cli
+
+    for name in [n for n in os.environ if n.startswith("CANON_")]:
+        monkeypatch.delenv(name)
+    status = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_status_explains_an_outdated_build_and_how_to_rebuild(old_store: Path, capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: `canon status` is the verb that explains an outdated store, so it never refuses
+    with the refusal it is asked about; it changes nothing."""
+    url = f"sqlite:///{old_store}"
+    before = _state(old_store)
+    status, out, err = _in_process(capsys, monkeypatch, "--db", url, "--format", "json", "status")
+    assert status == 0, err
+    body = json.loads(out)
+    canon_model = body["read_models"]["canon"]
+    assert canon_model["outdated"] == {"build": "v5_1", "schema_version": 5, "reads_schema_version": 6,
+                                       "remedy": "canon rebuild"}, canon_model
+    assert "canon" in body["outdated"]  # (and any other model whose schema moved on since that release)
+    assert {n for n, m in body["read_models"].items() if "outdated" in m} == set(body["outdated"])
+    assert "outdated" not in body["read_models"]["vectors"]
+    status, out, err = _in_process(capsys, monkeypatch, "--db", url, "status")
+    assert status == 0, err
+    line = next(line for line in out.splitlines() if line.strip().startswith("canon "))
+    assert "OUTDATED" in line and "build v5_1" in line and "schema version 5" in line and "canon rebuild" in line, out
+    assert "canon rebuild" in out.splitlines()[-1]  # the remedy, once more, where a person reads last
+    assert _state(old_store) == before
+
+
+def test_audit_replays_the_log_on_an_outdated_build(old_store: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: audit replays the log, which an upgrade does not outdate; only its check of the
+    live read model needs a current build, and that check says it was skipped, and why."""
+    url = f"sqlite:///{old_store}"
+    before = _state(old_store)
+    for packet_id in _recorded_packets(old_store):
+        status, out, err = _in_process(capsys, monkeypatch, "--db", url, "--format", "json", "audit", packet_id)
+        assert status == 0, (packet_id, out, err)
+        report = json.loads(out)
+        assert report["verdict"] == "ok" and report["recorded_hash"] == report["replayed_hash"], report
+        assert report["live"].startswith("skipped") and "canon rebuild" in report["live"], report["live"]
+    assert _state(old_store) == before

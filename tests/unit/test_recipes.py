@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from canon_ledger.application.packets import compiler_v1, compiler_v2, compiler_v3, compiler_v4, recipes
+from canon_ledger.application.packets import compiler_v1, compiler_v2, compiler_v3, compiler_v4, compiler_v5, recipes
 from canon_ledger.application.packets.recipes import FETCH, RECIPES, RETRIEVAL, Read, check, first_reads, staged
 from canon_ledger.domain.story import ROLES
 
@@ -33,7 +33,7 @@ RECIPES_V3 = {
     "writer": _SCENE_V3,
     "qa": _SCENE_V3,
     "summarizer": (Read("P0", "chapter_text", "chapter text", "accepted chapter text"),
-                   Read("P1", "role_lists", "role lists", "names the summary must use")),
+                   Read("P1", "role_lists", "role lists", "names the summary must use", hides=False)),
     "chat": (Read("P0", "story", "story", "project"),
              Read("P0", "style_guardrails", "style guardrails", "style guardrails"),
              Read("P1", "volume_summary", "volume summaries", "project overview"),
@@ -43,11 +43,19 @@ RECIPES_V3 = {
 
 
 # Compiler 4's: compiler 3's, an earlier character state hidden until a later chapter dropped
-# without its text.
-RECIPES_V4 = {role: tuple(replace(r, hides=True) for r in recipe) for role, recipe in RECIPES_V3.items()}
+# without its text. Up to compiler 5 the role lists read ignored ``hides`` (it named hidden
+# entries, as compiler 5 pins it below: ``hides=False``), so the tables above say False for it.
+RECIPES_V4 = {role: tuple(replace(r, hides=r.read != "role lists") for r in recipe)
+              for role, recipe in RECIPES_V3.items()}
+# Compiler 5's: the current recipes with the role lists naming hidden entries too (compiler 6
+# leaves them out).
+RECIPES_V5 = {role: tuple(replace(r, hides=False) if r.read == "role lists" else r for r in recipe)
+              for role, recipe in RECIPES.items()}
 
 
 def test_earlier_compilers_recipes_are_pinned() -> None:
+    assert compiler_v5.RECIPES == RECIPES_V5
+    assert [r for recipe in RECIPES.values() for r in recipe if r.read == "role lists"][0].hides
     assert compiler_v4.RECIPES == RECIPES_V4
     assert compiler_v3.RECIPES == RECIPES_V3
     all_at_once = {role: tuple(replace(r, while_room=False) for r in recipe) for role, recipe in RECIPES_V3.items()}

@@ -109,7 +109,7 @@ def test_fields_names_its_control_keys_and_bounds() -> None:
 def test_hidden_until_says_what_it_hides_and_until_when() -> None:
     text = prop("ProposeCanon", "fields")
     for needed in (CHAPTERS, "or null", "K < N", "`dropped`", '"hidden until chapter N"', "no text",
-                   "K >= N", "this version only", "Only packets hide it"):
+                   "K >= N", "this version only", "below author scope", "labelled hidden"):
         assert needed in text, needed
     # The rule the description states is the one the packet recipes apply: hidden while K < N.
     from types import SimpleNamespace

@@ -3,6 +3,7 @@ Wiki pages may enter packets only while this is green."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,10 +36,15 @@ class LintReport:
                 "issues": [i.as_dict() for i in self.issues]}
 
 
-def lint(snap: KnowledgeSnapshot, collection: str | None = None) -> LintReport:
+def lint(snap: KnowledgeSnapshot, collection: str | None = None,
+         sees: Callable[[str], bool] | None = None) -> LintReport:
+    """``sees``: the collections the reader may know of (a key limited to stories: its stories'
+    and the shared ones); the others are left out of the issues and the counts, as if absent.
+    None: every collection."""
     issues: list[LintIssue] = []
-    pages = snap.pages(collection)
+    pages = [p for p in snap.pages(collection) if sees is None or sees(p.collection_id)]
     collections = [collection] if collection else sorted({p.collection_id for p in pages} | set(snap.collections()))
+    collections = [c for c in collections if sees is None or sees(c)]
     topics = {c: {t.topic_id for t in snap.topics(c)} for c in collections}
     for page in pages:
         known = topics.get(page.collection_id, set())

@@ -31,10 +31,12 @@ __all__ = ["COMPILER", "MIN_TRIM_TOKENS", "PacketError", "Packing", "Query", "co
            "l1_query", "refuse_over_budget", "start"]
 
 # Which compiler built a packet (recorded in PacketIssued; an audit replays with the same one).
-# 5: mention-activated recall (entries whose keys the goals or scene summaries mention join
-# P1; always-on entries join every packet; an entry whose rule says never joins none), and L1's
-# query read from the goals and summaries as written. 1-4: compiler_v1 .. compiler_v4.
-COMPILER = 5
+# 6: the summarizer's role lists leave out an entry hidden at the chapter (its name can be the
+# reveal; 5 named it). 5: mention-activated recall (entries whose keys the goals or scene
+# summaries mention join P1; always-on entries join every packet; an entry whose rule says never
+# joins none), and L1's query read from the goals and summaries as written. 1-5: compiler_v1 ..
+# compiler_v5.
+COMPILER = 6
 # L1 searches with the chapter's goals and scene summaries, cut to this many words: search
 # cost grows with query length while the first sentences already say what the chapter is
 # about. Tag lines are left out: L0 has already fetched every tagged entry by key.
@@ -56,7 +58,7 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retr
     ``draft``: the draft ``req.draft`` names, as read (``reviewed`` decides if it may be shown)."""
     if compiler != COMPILER:
         from canon_ledger.application.packets.replay import compile_packet as replayed
-        return replayed(snap, req, tokens, retriever, compiler=compiler)
+        return replayed(snap, req, tokens, retriever, compiler=compiler, draft=draft)
     return compile_with(RECIPES, COMPILER, snap, req, tokens, retriever, draft=draft)
 
 

@@ -7,7 +7,7 @@ texts. tests/unit/test_recipes.py pins these recipes read by read.
 
 from __future__ import annotations
 
-from canon_ledger.application.packets import recipes
+from canon_ledger.application.packets import compiler_v5, recipes
 from canon_ledger.application.packets.compiler import compile_with
 from canon_ledger.application.packets.packet import Packet
 from canon_ledger.application.packets.ports import CanonSnapshot, Retriever
@@ -18,7 +18,7 @@ from canon_ledger.domain.tokens import TokenCounter
 # names no draft reads nothing there, so packets compiler 5 issued before it replay alike.
 NEW_IN_5 = ("mentioned entries", recipes.ALWAYS, recipes.REVIEW)
 RECIPES: dict[str, Recipe] = {role: tuple(read for read in recipe if read.read not in NEW_IN_5)
-                              for role, recipe in recipes.RECIPES.items()}
+                              for role, recipe in compiler_v5.RECIPES.items()}
 QUERY_WORDS = 64
 
 

@@ -42,7 +42,7 @@ class Read:
     candidates' kind ("canon": each entry's own); ``reason`` starts every candidate's reason.
     ``while_room``: read only after every other read, and only while the budget has room.
     ``page``: entries of ``kind`` read this many at a time, in key order. ``hides``: an entry
-    hidden until a later chapter is listed without its text."""
+    hidden until a later chapter is listed without its text (the role lists leave it out)."""
 
     tier: Tier
     kind: str
@@ -308,11 +308,14 @@ def _chapter_text(r: Reading, read: Read) -> list[Candidate]:
 
 
 def _role_lists(r: Reading, read: Read) -> list[Candidate]:
-    """The names the summary must use: the chapter's tagged characters, locations and items."""
+    """The names the summary must use: the chapter's tagged characters, locations and items,
+    but (``read.hides``) none hidden at the chapter: a name can be the reveal (the tagged
+    entries list such an entry dropped, without its text)."""
     scenes = r.get("scenes")
     r.detail = f"{len(scenes)} scene card(s) for role lists"
     keys = tuple(sorted({key for s in scenes for t, key in s.tags if t in TAG_KIND and t != "threads"}))
-    entries = [e for e in r.snap.entries_by_key(r.req.story_id, r.k, keys) if not e.retired] if keys else []
+    entries = [e for e in r.snap.entries_by_key(r.req.story_id, r.k, keys)
+               if not e.retired and not (read.hides and _hidden(e, r.k))] if keys else []
     text = render.role_lists(entries)
     sources = tuple(sorted({s for e in entries for s in e.fact.sources}))
     return _one(read, str(r.k), Fact(text, r.tokens.count(text) if text else 0, sources))

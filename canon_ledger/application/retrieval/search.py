@@ -446,8 +446,11 @@ class SearchService:
     lag: Callable[[Sequence[str]], Mapping[str, str]] | None = None
 
     def search(self, collection_ids: Sequence[str], query: str, top_k: int = DEFAULT_TOP_K,
-               feedback: str | None = None) -> SearchResult:
-        """``feedback``: this search's mode (``feedback.MODES``); None: the pipeline's."""
+               feedback: str | None = None,
+               within: Callable[[RetrievalSnapshot], RetrievalSnapshot] | None = None) -> SearchResult:
+        """``feedback``: this search's mode (``feedback.MODES``); None: the pipeline's.
+        ``within``: the snapshot as this search may see it (e.g. only some chapters of a story:
+        its indexes filter before ranking, so the top is still full when enough is left)."""
         target = self.position()
         self.catch_up(target)
         problem = None
@@ -458,6 +461,6 @@ class SearchService:
                 problem = f"{type(e).__name__}: {str(e)[:160]}"
         lag = self.lag(collection_ids) if self.lag is not None else None
         with self.reader.snapshot() as snap:
-            result = self.pipeline.search(snap, collection_ids, query, top_k, vector_problem=problem, feedback=feedback,
-                                          lag=lag)
+            result = self.pipeline.search(snap if within is None else within(snap), collection_ids, query, top_k,
+                                          vector_problem=problem, feedback=feedback, lag=lag)
         return SearchResult(result.query, result.collections, result.hits, result.stages, target)

@@ -41,7 +41,8 @@ def optional_caller(request: Request) -> Principal | None:
 
 def needs(scope: str, *, every_story: bool = False) -> Callable[..., Principal]:
     """A key of ``scope`` or above; with ``every_story``, one not limited to stories (for what
-    changes the whole store: rebuilds, compiles, keys)."""
+    changes the whole store: rebuilds, compiles, keys; and for its store-wide figures: metrics,
+    the quota, a rebuild's progress)."""
 
     def check(principal: Principal = Depends(caller)) -> Principal:
         return require(principal, scope, every_story=every_story)
@@ -56,7 +57,7 @@ def require(principal: Principal, scope: str, *, every_story: bool = False) -> P
     if not principal.has(scope):
         raise Problem(403, "forbidden", f"this needs a key of scope {scope} or above; this key is {principal.scope}")
     if every_story and not principal.unrestricted:
-        raise Problem(403, "forbidden", "this changes every story: a key limited to stories may not")
+        raise Problem(403, "forbidden", "this concerns every story: a key limited to stories may not use it")
     return principal
 
 

@@ -6,6 +6,7 @@ with their trace and answered as ``internal_error`` with a reference to that log
 
 from __future__ import annotations
 
+import html
 import logging
 import uuid
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import Response
+from starlette.responses import HTMLResponse, Response
 
 from canon_ledger.application.knowledge.ports import ProviderError
 from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound
@@ -66,7 +67,10 @@ PageError = Callable[[Request, int, str, str, "str | None"], Response]
 
 def install(app: FastAPI, pages: tuple[Callable[[str], bool], PageError] | None = None) -> None:
     """``pages``: (is this path a page?, how a page shows an error): the viewer's errors are
-    HTML with the same status and code; the API's stay problem+json."""
+    HTML with the same status and code; the API's stay problem+json. ``unexpected`` reads them
+    from ``app.state.pages`` (an error that escaped a page is answered as a page too)."""
+    app.state.pages = pages
+
     def answer(request: Request, status: int, code: str, detail: str, field: str | None = None,
                headers: dict[str, str] | None = None, **extra: Any) -> Response:
         if pages is not None and pages[0](request.url.path):
@@ -117,8 +121,37 @@ def unexpected(scope: dict[str, Any], e: Exception) -> Response:
             gate.failed()  # the door answers the next requests at once until a probe finds it back
         url = getattr(state, "store_url", None)
         log.warning("store unavailable: %s", scrubbed(e, url))
-        return problem_response(503, "store_unavailable", f"the store is unavailable: {scrubbed(e, url)}",
-                                headers={"Retry-After": "1"})
+        return _for(scope, 503, "store_unavailable", f"the store is unavailable: {scrubbed(e, url)}",
+                    {"Retry-After": "1"})
     ref = uuid.uuid4().hex[:12]
     log.error("internal error %s on %s %s", ref, scope["method"], scope["path"], exc_info=e)
-    return problem_response(500, "internal_error", f"an internal error occurred (reference {ref} in the server log)")
+    return _for(scope, 500, "internal_error", f"an internal error occurred (reference {ref} in the server log)")
+
+
+def _for(scope: dict[str, Any], status: int, code: str, detail: str,
+         headers: dict[str, str] | None = None) -> Response:
+    """The answer to ``unexpected``'s caller: a page of the viewer gets an HTML page (the
+    viewer's own error page; a plain one if that cannot render, for the fault may be in the
+    templates), every other route problem+json."""
+    app = scope.get("app")
+    pages = getattr(getattr(app, "state", None), "pages", None)
+    if pages is None or not pages[0](scope.get("path", "")):
+        return problem_response(status, code, detail, headers=headers)
+    try:
+        response = pages[1](Request(scope), status, code, detail, None)
+    except Exception:  # noqa: BLE001 - the error page itself failed: answer one that cannot
+        log.exception("the viewer's error page could not render; answering a plain one")
+        response = HTMLResponse(PLAIN_PAGE.format(status=status, title=html.escape(_TITLES.get(status, "Error")),
+                                                  code=html.escape(code), detail=html.escape(detail)),
+                                status_code=status, headers={"Cache-Control": "no-store"})
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+PLAIN_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{status} {code}</title></head>
+<body><h1>{status} &middot; {title}</h1>
+<p class="error" role="alert" data-code="{code}"><code>{code}</code>: {detail}</p>
+<p><a href="/">Back to the stories</a></p></body></html>
+"""

@@ -159,8 +159,8 @@ def build_server(tools: Callable[[], AgentTools],
 
     @server.tool(annotations=READ)
     def list_stories(ctx: Context) -> CallToolResult:
-        """The stories this key may see, with their titles and counts (chapters, entries, pending
-        proposals)."""
+        """The stories this key may see, with their titles and counts (chapters, entries, proposals
+        awaiting review: proposals_proposed)."""
         return _answered(lambda: tools().stories(caller(ctx)))
 
     @server.tool(annotations=READ)
@@ -203,10 +203,13 @@ def build_server(tools: Callable[[], AgentTools],
                query: Annotated[str, Field(min_length=1, max_length=10_000, description="What to look for.")],
                ctx: Context,
                top: Annotated[int, Field(ge=1, le=1000, description="How many chunks to return.")] = 8,
+               as_of: Annotated[int | None, Field(ge=1, le=b.MAX_CHAPTER, description=(
+                   'The chapter you are reading or writing: a "story:<story>" collection returns only chunks of '
+                   "chapters up to it (default for a worker key: the story's latest planned chapter)."))] = None,
                ) -> CallToolResult:
         """Hybrid keyword + semantic search of a knowledge collection. Returns ranked chunks, each with
         its document, heading path and source, and the stages the search went through."""
-        return _answered(lambda: tools().search(caller(ctx), collection, query, top))
+        return _answered(lambda: tools().search(caller(ctx), collection, query, top, as_of))
 
     @server.tool(annotations=READ)
     def canon_entry(story: StoryArg, kind: KindArg, key: KeyArg, ctx: Context,
@@ -214,13 +217,17 @@ def build_server(tools: Callable[[], AgentTools],
                         "Only what is known as of this chapter: the version in force then, no later ones."))] = None,
                     ) -> CallToolResult:
         """One confirmed canon entry: its versions (valid_from, text, aliases, state), retirement and
-        the chapters whose scene cards tag it."""
+        the chapters whose scene cards tag it. A version hidden until a later chapter than the one
+        read (as_of, default the story's latest planned chapter) says hidden: true and why; below
+        author scope it is listed without its text, as a packet lists it."""
         return _answered(lambda: tools().canon_entry(caller(ctx), story, kind, key, as_of))
 
     @server.tool(annotations=READ)
     def list_canon(story: StoryArg, as_of: AsOf, ctx: Context,
                    kind: Annotated[Kind | None, Field(description="Only this kind.")] = None) -> CallToolResult:
-        """Every confirmed entry in force as of a chapter (retired ones left out), by kind and key."""
+        """Every confirmed entry in force as of a chapter (retired ones left out), by kind and key. One
+        hidden until a later chapter says hidden: true and why; below author scope it is listed
+        without its text, as a packet for that chapter lists it."""
         return _answered(lambda: tools().list_canon(caller(ctx), story, as_of, kind))
 
     @server.tool(annotations=READ)
@@ -240,7 +247,7 @@ def build_server(tools: Callable[[], AgentTools],
                           'Structured facts, e.g. {"state": "open"} for a thread.'))] = None,
                       ) -> CallToolResult:
         """Suggest a new canon entry, or a revision of one (same kind and key), for a person to review.
-        It stays pending, and out of every packet, until an author confirms it; you cannot confirm it.
+        It stays proposed, and out of every packet, until an author confirms it; you cannot confirm it.
         Asking again with the same content is a duplicate and changes nothing. Returns the
         proposal_id and how a person confirms it."""
         return _answered(lambda: tools().propose_canon(caller(ctx), story, kind, key, name, text, valid_from,

@@ -6,7 +6,7 @@ story that does not exist), or raises the API's own errors (``Problem``, ``Canon
 Every method blocks: the MCP server runs it in a worker thread.
 
 Invariant: no method confirms, rejects or retires canon, or accepts or rejects a draft. An
-agent's ``propose_canon`` leaves a pending proposal that only a person (an author key in the
+agent's ``propose_canon`` leaves a proposal (``proposed``) that only a person (an author key in the
 API, or the review queue) can confirm; until then no packet includes it.
 """
 
@@ -16,12 +16,12 @@ import hashlib
 import json
 from typing import Any
 
+from canon_ledger.application import canon_reads
 from canon_ledger.application.packets.recipes import Request as PacketRequest
 from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.infrastructure.http.auth import require, visible
 from canon_ledger.infrastructure.http.context import ServerContext
-from canon_ledger.infrastructure.http.problems import Problem
 from canon_ledger.infrastructure.http.routes.commands import apply_for
 from canon_ledger.infrastructure.http.routes.knowledge import search_collection
 from canon_ledger.infrastructure.http.routes.packets import issued_record
@@ -60,41 +60,33 @@ class AgentTools:
                                                 after=after, may_record=self.context.records.gate(principal))
         return packet.to_json(), recorded
 
-    def search(self, principal: Principal, collection: str, query: str, top: int = 8) -> dict[str, Any]:
+    def search(self, principal: Principal, collection: str, query: str, top: int = 8,
+               as_of: int | None = None) -> dict[str, Any]:
         require(principal, "worker")
-        return search_collection(self.context, principal, collection, query, top, field="query").as_dict()
+        return search_collection(self.context, principal, collection, query, top, field="query",
+                                 as_of=as_of).as_dict()
 
     def list_canon(self, principal: Principal, story: str, as_of: int, kind: str | None = None) -> dict[str, Any]:
         require(principal, "worker")
         views = story_views(self.context, principal, story, None)
-        return {"story_id": story, "as_of": as_of, "kind": kind, "entries": views.canon_as_of(story, as_of, kind)}
+        return {"story_id": story, "as_of": as_of, "kind": kind,
+                "entries": canon_reads.canon_as_of(principal, views, story, as_of, kind)}
 
     def canon_entry(self, principal: Principal, story: str, kind: str, key: str,
                     as_of: int | None = None) -> dict[str, Any]:
         """Every confirmed version of one entry; with ``as_of``, only what a reader of that
         chapter may know: the version in force then (``in_force``) and the versions valid from
-        that chapter or before (an entry not in force then is unknown, as it is to a packet)."""
+        that chapter or before (an entry not in force then is unknown, as it is to a packet).
+        Hidden versions as ``canon_reads.entry`` shows them to this key."""
         require(principal, "worker")
         views = story_views(self.context, principal, story, None)
-        entry = views.entry(story, kind, key)
-        unknown = Problem(404, "unknown_canon_entry", f"no confirmed {kind} {key!r} in story {story!r}"
-                          + (f" as of chapter {as_of}" if as_of is not None else ""), "key")
-        if entry is None:
-            raise unknown
-        if as_of is None:
-            return entry
-        in_force = next((e for e in views.canon_as_of(story, as_of, kind) if e["key"] == key), None)
-        if in_force is None:
-            raise unknown
-        return {**entry, "as_of": as_of, "in_force": in_force,
-                "versions": [v for v in entry["versions"] if v["valid_from"] <= as_of],
-                "tagged_in_chapters": [c for c in entry["tagged_in_chapters"] if c <= as_of]}
+        return canon_reads.entry(principal, views, story, kind, key, as_of)
 
     def open_threads(self, principal: Principal, story: str, chapter: int) -> dict[str, Any]:
         require(principal, "worker")
         views = story_views(self.context, principal, story, None)
         return {"story_id": story, "chapter": chapter,
-                "threads": views.canon_as_of(story, chapter, "thread", active=True)}
+                "threads": canon_reads.canon_as_of(principal, views, story, chapter, "thread", active=True)}
 
     def propose_canon(self, principal: Principal, story: str, kind: str, key: str, name: str, text: str,
                       valid_from: int, aliases: list[str] | None = None,
@@ -116,9 +108,9 @@ class AgentTools:
             raise result.error
         return {"status": result.status, "proposal_id": proposal_id, "command_id": command.command_id,
                 "position": result.position if result.position is not None else ledger.position(),
-                "pending": True,
+                "proposal_status": "proposed", "pending": True,  # "pending": the same, as older clients read it
                 "how_to_confirm": (
-                    "Only a person confirms canon. It is pending until an author confirms it in the review queue "
+                    "Only a person confirms canon. It stays proposed until an author confirms it in the review queue "
                     f"(/stories/{story}/review in `canon serve`) or sends "
                     f'{{"type": "confirm_canon", "story_id": "{story}", "proposal_id": "{proposal_id}"}} '
                     "to POST /v1/commands with an author key; until then no packet includes it.")}

@@ -24,8 +24,11 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from canon_ledger.application.packet_view import STATUSES, budget_bar, by_tier, diff_packets
+from canon_ledger.application import canon_reads
+from canon_ledger.application.packet_view import STATUSES, budget_bar, by_tier, diff_packets, previous_change
+from canon_ledger.application.review_view import cards
 from canon_ledger.application.packets.recipes import Request as PacketRequest
+from canon_ledger.domain.canon import in_force
 from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_ID, MAX_POSITION, MAX_STORY_ID
@@ -252,10 +255,15 @@ def compare_page(request: Request, story: str, principal: Principal = Depends(vi
     form["to"] = _number(request, "to", 0, MAX_POSITION)
     values: dict[str, Any] = {"principal": principal, "story": story, "page": "compare", "form": form, "end": end,
                               "roles": ROLES, "statuses": STATUSES, "before": None}
-    if form["from_"] is None:
+    if form["from_"] is None:  # no starting position: offer the packet's previous change
+        try:
+            values |= _previous_change(request, form, story, _packet(request, form, story, form["to"])[0])
+        except CanonError as e:  # the form still opens; the packet's own refusal says why there is no default
+            values["no_default"] = e.message
         return render(request, "compare.html", **values)
     before, _ = _packet(request, form, story, form["from_"])
     after, _ = _packet(request, form, story, form["to"])
+    values |= _previous_change(request, form, story, after)
     events: list[dict[str, Any]] = []
     more = False
     if principal.has(EVENTS_SCOPE):  # the events between: what GET /v1/events shows this key, no more
@@ -263,6 +271,21 @@ def compare_page(request: Request, story: str, principal: Principal = Depends(vi
     values |= {"before": before, "after": after, "changes": diff_packets(before, after), "events": events,
                "events_more": more, "shown": EVENTS_SHOWN, "scanned": SCAN_LIMIT}
     return render(request, "compare.html", **values)
+
+
+def _previous_change(request: Request, form: dict[str, Any], story: str, packet: dict[str, Any]) -> dict[str, Any]:
+    """The compare page's default "from" for ``packet`` (``packet_view.previous_change``), the
+    event it stands before and a link comparing from it; or, with no earlier packet, when the
+    chapter was planned."""
+    context = ctx(request)
+    chapter = context.reading(lambda: context.services.views().chapter(story, form["chapter"]))
+    planned = chapter["goals_source"] if chapter else None
+    default = previous_change(packet, planned)
+    query = {"role": form["role"], "chapter": form["chapter"], "scene": form["scene"], "budget": form["budget"],
+             "to": form["to"], "from": default}
+    link = f"/stories/{quote(story, safe='')}/compare?" + urlencode({k: v for k, v in query.items() if v is not None})
+    return {"default_from": default, "default_link": link, "planned_at": planned,
+            "changed_at": None if default is None else default + 1}
 
 
 @router.get("/stories/{story}/canon")
@@ -273,7 +296,7 @@ def canon_page(request: Request, story: str, principal: Principal = Depends(view
     assert as_of is not None  # a default was given
     kind = _text(request, "kind", MAX_KIND)
     context = ctx(request)
-    entries = context.reading(lambda: context.services.views().canon_as_of(story, as_of, kind))
+    entries = context.reading(lambda: canon_reads.canon_as_of(principal, context.services.views(), story, as_of, kind))
     grouped = [(k, list(group)) for k, group in groupby(entries, key=lambda e: e["kind"])]
     return render(request, "canon.html", principal=principal, story=story, page="canon", as_of=as_of, kind=kind,
                   kinds=sorted(found["entries_by_kind"]), grouped=grouped)
@@ -281,14 +304,20 @@ def canon_page(request: Request, story: str, principal: Principal = Depends(view
 
 @router.get("/stories/{story}/canon/{kind}/{key}")
 def entry_page(request: Request, story: str, kind: str, key: str, principal: Principal = Depends(viewer)) -> Response:
-    _story(request, principal, story)
+    head = _story(request, principal, story)
     context = ctx(request)
     entry = None
     if len(kind) <= MAX_KIND and len(key) <= MAX_ID:
-        entry = context.reading(lambda: context.services.views().entry(story, kind, key))
+        as_of = _number(request, "as_of", 1, MAX_CHAPTER)
+        entry = context.reading(lambda: canon_reads.entry(principal, context.services.views(), story, kind, key, as_of))
     if entry is None:
         raise Problem(404, "unknown_canon_entry", f"no confirmed {kind[:MAX_KIND]} {key[:MAX_ID]!r} in story {story!r}", "key")
-    return render(request, "entry.html", principal=principal, story=story, page="canon", entry=entry)
+    spans = in_force([(v["valid_from"], v["retired"]) for v in entry["versions"]])
+    latest = head["last_chapter"]
+    for version, span in zip(entry["versions"], spans, strict=True):  # which chapters each step holds at
+        version["in_force"] = span.label
+        version["now"] = latest is not None and span.holds_at(latest)
+    return render(request, "entry.html", principal=principal, story=story, page="canon", entry=entry, latest=latest)
 
 
 @router.get("/stories/{story}/events/{position}")
@@ -333,13 +362,10 @@ def review_page(request: Request, story: str, principal: Principal = Depends(vie
     _story(request, principal, story)
     context = ctx(request)
 
-    def read() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def read() -> tuple[list[Any], list[dict[str, Any]]]:
         views = context.services.views()
-        proposals = views.proposals(story, "proposed")
-        for proposal in proposals:
-            entry = views.entry(story, proposal["kind"], proposal["key"])
-            proposal["current"] = entry["versions"][-1] if entry else None
-        return proposals, views.drafts(story, status="submitted")
+        # Each pending proposal beside the confirmed version in force at its valid_from (review_view).
+        return cards(*views.review(story)), views.drafts(story, status="submitted")
 
     proposals, drafts = context.reading(read)
     result: dict[str, Any] | None = None

@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from canon_ledger.domain.api_key import MAX_KEY_NAME, SCOPES, Principal
+from canon_ledger.domain.chunking import collection_story
 from canon_ledger.domain.commands import StoryId
 from canon_ledger.infrastructure.http import problems
 from canon_ledger.infrastructure.http.auth import OPEN, needs, optional_caller, require
@@ -37,7 +38,8 @@ def _status(value: str) -> dict[str, Any]:
                         "`{\"status\": \"not ready\"}` (503: the store does not answer), one cheap read of the "
                         "log's end. With a key (worker or above; a bad key is 401): the log's position and each read "
                         "model's lag, the worker, the embedder and the quarantined count (a key limited to stories "
-                        "sees only its stories' shares of a split build).",
+                        "sees only its stories' shares of a split build and quarantined events, and no worker "
+                        "error text).",
             responses={200: {"description": "Ready; with a key, the detail",
                              "content": {"application/json": {"schema": _status("ready")}}},
                        503: {"description": "Not ready: the store does not answer (with a key: the problem "
@@ -61,11 +63,21 @@ def readyz(request: Request, principal: Annotated[Principal | None, Depends(opti
     end = services.ledger.position()
     worker = context.worker
     sees = None if principal.unrestricted else principal.sees  # a scoped key: its stories' shares only
+    quarantined = [q for q in services.quarantined() if sees is None or _of_its_stories(principal, q["scope"])]
     return json_response({"status": "ready", "position": end, "read_models": {
         name: status.as_dict(sees) for name, status in services.status().items()},
+        # the worker's last error may name any story's event: for keys not limited to stories
         "worker": None if worker is None else {"alive": worker.alive, "faults": worker.faults,
-                                               "last_error": worker.last_error},
-        "embedder": services.embedder_name, "quarantined": len(services.quarantined())})
+                                               "last_error": worker.last_error if sees is None else None},
+        "embedder": services.embedder_name, "quarantined": len(quarantined)})
+
+
+def _of_its_stories(principal: Principal, scope: str | None) -> bool:
+    """Is a quarantined event's scope (its story, or its collection) one of this key's stories?"""
+    if scope is None:
+        return False
+    story = collection_story(scope)
+    return principal.sees(scope if story is None else story)
 
 
 def not_ready() -> Response:
@@ -73,8 +85,10 @@ def not_ready() -> Response:
     return json_response({"status": "not ready"}, 503, {"Retry-After": str(RETRY_AFTER)})
 
 
-@router.get("/metrics", summary="Prometheus metrics (text exposition format)")
-def metrics(request: Request, principal: Annotated[Principal, Depends(needs("admin"))]) -> Response:
+@router.get("/metrics", summary="Prometheus metrics (text exposition format)",
+            description="Figures of the whole store and process (requests by route, packets by role, read "
+                        "models' lag, quota left): for an admin key not limited to stories.")
+def metrics(request: Request, principal: Annotated[Principal, Depends(needs("admin", every_story=True))]) -> Response:
     return Response(ctx(request).metrics.text(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
@@ -90,7 +104,8 @@ def post_rebuild(request: Request, principal: Annotated[Principal, Depends(needs
 
 
 @router.get("/v1/rebuild", summary="The last rebuild of this process and how far it got")
-def get_rebuild(request: Request, principal: Annotated[Principal, Depends(needs("admin"))]) -> Response:
+def get_rebuild(request: Request,
+                principal: Annotated[Principal, Depends(needs("admin", every_story=True))]) -> Response:
     job = ctx(request).rebuilds.job
     return json_response(job.as_dict() if job is not None else {"running": False, "projections": [], "reports": []})
 

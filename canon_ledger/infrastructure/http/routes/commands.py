@@ -13,6 +13,7 @@ from canon_ledger.application.results import CommandResult
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.bounds import MAX_POSITION
 from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound
+from canon_ledger.infrastructure.hints import TagHints
 from canon_ledger.infrastructure.http.auth import needs, visible
 from canon_ledger.infrastructure.http.routes.common import bounded_body, ctx, json_response
 from canon_ledger.infrastructure.http.problems import problem_response
@@ -52,7 +53,8 @@ def refusal(command: Any, principal: Principal) -> CanonError | None:
     collection = getattr(command, "collection_id", None)
     if story is None and not principal.unrestricted and not (
             collection and collection.startswith("story:") and principal.sees(collection[len("story:"):])):
-        return CanonError("forbidden", "a key limited to stories may not change shared collections", "collection_id")
+        return CanonError("forbidden", "a key limited to stories changes only its stories' collections (story:<id>), "
+                                       "never a shared collection or another story's", "collection_id")
     return None
 
 
@@ -96,10 +98,13 @@ def answer(results: list[CommandResult], position: int, extra: list[dict[str, An
 async def post_commands(request: Request, principal: Annotated[Principal, Depends(needs("author"))],
                         atomic: bool = False) -> Response:
     items = _items(await bounded_body(request))  # the door's limit for this route
-    ledger = ctx(request).services.ledger
+    services = ctx(request).services
+    ledger = services.ledger
 
     def apply() -> tuple[list[CommandResult], int]:  # one thread hop for both
-        return apply_for(ledger, items, principal, atomic=atomic), ledger.position()
+        hints = TagHints(lambda: services)  # a tag that is an entry's name or alias is told its key
+        results = [hints(r, items[r.index - 1]) for r in apply_for(ledger, items, principal, atomic=atomic)]
+        return results, ledger.position()
 
     return answer(*await run_in_threadpool(apply))
 

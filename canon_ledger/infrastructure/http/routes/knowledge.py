@@ -10,9 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from canon_ledger.application import canon_reads
 from canon_ledger.application.retrieval.feedback import MODES as FEEDBACK_MODES
 from canon_ledger.domain.api_key import Principal
-from canon_ledger.domain.bounds import MAX_COLLECTION_ID, MAX_DOCUMENT_ID, MAX_DOCUMENT_TEXT, MAX_NAME
+from canon_ledger.domain.chunking import collection_story
+from canon_ledger.domain.bounds import MAX_CHAPTER, MAX_COLLECTION_ID, MAX_DOCUMENT_ID, MAX_DOCUMENT_TEXT, MAX_NAME
 from canon_ledger.domain.commands import Command, parse_command
 from canon_ledger.domain.document import title_of
 from canon_ledger.domain.errors import CanonError
@@ -21,6 +23,7 @@ from canon_ledger.infrastructure.http.context import ServerContext
 from canon_ledger.infrastructure.http.problems import Problem
 from canon_ledger.infrastructure.http.routes.commands import answer, apply_for
 from canon_ledger.infrastructure.http.routes.common import ctx, json_body, json_response
+from canon_ledger.infrastructure.packet_retrieval import ChaptersThrough
 
 router = APIRouter(tags=["knowledge"])
 Collection = Annotated[str, Path(min_length=1, max_length=MAX_COLLECTION_ID)]
@@ -38,9 +41,14 @@ class DocumentIn(BaseModel):
 
 
 def _may_read(principal: Principal, collection: str) -> None:
-    story = collection[len("story:"):] if collection.startswith("story:") else None
-    if story is not None and not principal.sees(story):
-        raise Problem(404, "unknown_collection", f"no documents in collection {collection!r}", "collection")
+    """404 for another story's collection, exactly as for one that holds nothing (a shared
+    collection, any name but ``story:<id>``, every key may read)."""
+    if not principal.sees_collection(collection):
+        raise _no_documents(collection)
+
+
+def _no_documents(collection: str) -> Problem:
+    return Problem(404, "unknown_collection", f"no documents in collection {collection!r}", "collection")
 
 
 DOCUMENTS_IN: TypeAdapter[DocumentIn | list[DocumentIn]] = TypeAdapter(DocumentIn | list[DocumentIn])
@@ -81,17 +89,22 @@ def _ingest(context: ServerContext, collection: str, principal: Principal,
 async def search(request: Request, collection: Collection, principal: Annotated[Principal, Depends(needs("worker"))],
                  q: Annotated[str, Query(min_length=1, max_length=10_000)],
                  top: Annotated[int, Query(ge=1, le=1000)] = 8,
-                 feedback: Literal[FEEDBACK_MODES] | None = None) -> Response:  # type: ignore[valid-type]
+                 feedback: Literal[FEEDBACK_MODES] | None = None,  # type: ignore[valid-type]
+                 as_of: Annotated[int | None, Query(ge=1, le=MAX_CHAPTER, description=(
+                     "A story's collection (story:<id>): only chunks of chapters up to this one (default, "
+                     "below author scope: the story's latest planned chapter)"))] = None) -> Response:
     context = ctx(request)
-    result = await run_in_threadpool(search_collection, context, principal, collection, q, top, feedback)
+    result = await run_in_threadpool(search_collection, context, principal, collection, q, top, feedback,
+                                     as_of=as_of)
     return json_response(result.as_dict())
 
 
 def search_collection(context: ServerContext, principal: Principal, collection: str, query: str, top: int,
-                      feedback: str | None = None, field: str = "q") -> Any:
+                      feedback: str | None = None, field: str = "q", as_of: int | None = None) -> Any:
     """The search's result (``SearchResult``), once the collection is known to hold documents
-    and be visible to this key (else 404) and the query is not blank (else 422). Blocks:
-    call it in a worker thread."""
+    and be visible to this key (else 404) and the query is not blank (else 422). A story's
+    collection is searched only up to the chapter ``canon_reads.search_through`` allows this key
+    (filtered in the indexes, before ranking). Blocks: call it in a worker thread."""
     _may_read(principal, collection)
     if not query.strip():
         raise Problem(422, "invalid_field", "the query is empty", field)
@@ -99,7 +112,11 @@ def search_collection(context: ServerContext, principal: Principal, collection: 
     def run() -> Any:
         if collection not in context.services.collections():
             raise Problem(404, "unknown_collection", f"no documents in collection {collection!r}", "collection")
-        return context.search.search([collection], query, top, feedback=feedback)
+        last = None  # a story's collection only: no other reads the story views
+        if collection_story(collection) is not None:
+            last = canon_reads.search_through(principal, context.services.views(), collection, as_of)
+        within = None if last is None else (lambda snap: ChaptersThrough(snap, last))
+        return context.search.search([collection], query, top, feedback=feedback, within=within)
 
     return context.reading(run)
 
@@ -113,14 +130,27 @@ def compile_wiki(request: Request, principal: Annotated[Principal, Depends(needs
     return json_response(compiler.nightly(budget, collection).as_dict())
 
 
-@router.get("/v1/lint", summary="Check the wiki (no LLM calls)")
+@router.get("/v1/lint", summary="Check the wiki (no LLM calls)",
+            description="Every collection this key may read (a key limited to stories: its stories' "
+                        "`story:<id>` collections and the shared ones), or the one named: 404 for a collection "
+                        "that holds nothing or is another story's, alike.")
 def lint_wiki(request: Request, principal: Annotated[Principal, Depends(needs("author"))],
               collection: Annotated[str | None, Query(min_length=1, max_length=MAX_COLLECTION_ID)] = None) -> Response:
     context = ctx(request)
-    return json_response(context.reading(context.services.lint, collection).as_dict())
+    if collection is not None:
+        _may_read(principal, collection)
+    sees = None if principal.unrestricted else principal.sees_collection
+
+    def run() -> Any:
+        report = context.services.lint(collection, sees)
+        if collection is not None and not report.pages and collection not in context.services.collections():
+            raise _no_documents(collection)
+        return report
+
+    return json_response(context.reading(run).as_dict())
 
 
 @router.get("/v1/quota", summary="LLM calls spent and left today")
-def quota(request: Request, principal: Annotated[Principal, Depends(needs("admin"))],
+def quota(request: Request, principal: Annotated[Principal, Depends(needs("admin", every_story=True))],
           provider: Annotated[str, Query(min_length=1, max_length=40)] = "gemini") -> Response:
     return json_response(ctx(request).services.quota.status(provider))

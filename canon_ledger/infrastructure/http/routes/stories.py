@@ -7,7 +7,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
 
+from canon_ledger.application import canon_reads
 from canon_ledger.domain.api_key import Principal
+from canon_ledger.domain.canon import PROPOSAL_STATE_ALIASES
 from canon_ledger.domain.bounds import MAX_CHAPTER, MAX_ID, MAX_POSITION, MAX_STORY_ID
 from canon_ledger.domain.bounds import MAX_NODE_KIND as MAX_KIND
 from canon_ledger.infrastructure.http.auth import needs, unknown_story, visible
@@ -18,6 +20,9 @@ from canon_ledger.infrastructure.http.routes.common import ctx, json_response
 router = APIRouter(tags=["stories"])
 Story = Annotated[str, Path(min_length=1, max_length=MAX_STORY_ID)]
 After = Annotated[int | None, Query(ge=0, le=MAX_POSITION, description="read your writes: reflect this position")]
+AsOf = Annotated[int | None, Query(ge=1, le=MAX_CHAPTER, description=(
+    "the chapter read: below author scope nothing hidden at it, nor of a later chapter, is shown "
+    "(default: the story's latest planned chapter)"))]
 
 
 
@@ -57,25 +62,25 @@ def list_canon(request: Request, story: Story, principal: Annotated[Principal, D
                kind: Annotated[str | None, Query(min_length=1, max_length=MAX_KIND)] = None,
                after: After = None) -> Response:
     views = story_views(ctx(request), principal, story, after)
-    return json_response({"story_id": story, "as_of": as_of, "kind": kind, "entries": views.canon_as_of(story, as_of, kind)})
+    return json_response({"story_id": story, "as_of": as_of, "kind": kind,
+                          "entries": canon_reads.canon_as_of(principal, views, story, as_of, kind)})
 
 
 @router.get("/v1/stories/{story}/canon/{kind}/{key}", summary="One entry with every version")
 def get_entry(request: Request, story: Story, kind: Annotated[str, Path(min_length=1, max_length=MAX_KIND)],
               key: Annotated[str, Path(min_length=1, max_length=MAX_ID)],
-              principal: Annotated[Principal, Depends(needs("worker"))], after: After = None) -> Response:
+              principal: Annotated[Principal, Depends(needs("worker"))], after: After = None,
+              as_of: AsOf = None) -> Response:
     visible(principal, story)
-    entry = _views(request, after).entry(story, kind, key)
-    if entry is None:
-        raise Problem(404, "unknown_canon_entry", f"no confirmed {kind} {key!r} in story {story!r}", "key")
-    return json_response(entry)
+    return json_response(canon_reads.entry(principal, _views(request, after), story, kind, key, as_of))
 
 
 @router.get("/v1/stories/{story}/chapters/{number}", summary="A chapter: goals, scene cards, summary, text status")
 def get_chapter(request: Request, story: Story, number: Annotated[int, Path(ge=1, le=MAX_CHAPTER)],
-                principal: Annotated[Principal, Depends(needs("worker"))], after: After = None) -> Response:
+                principal: Annotated[Principal, Depends(needs("worker"))], after: After = None,
+                as_of: AsOf = None) -> Response:
     visible(principal, story)
-    chapter = _views(request, after).chapter(story, number)
+    chapter = canon_reads.chapter(principal, _views(request, after), story, number, as_of)
     if chapter is None:
         raise Problem(404, "unknown_chapter", f"chapter {number} of story {story!r} is not planned", "chapter")
     return json_response(chapter)
@@ -83,10 +88,13 @@ def get_chapter(request: Request, story: Story, number: Annotated[int, Path(ge=1
 
 @router.get("/v1/stories/{story}/proposals", summary="Canon proposals (authoring view; never on the packet path)")
 def list_proposals(request: Request, story: Story, principal: Annotated[Principal, Depends(needs("author"))],
-                   status: Literal["proposed", "confirmed", "rejected"] | None = None,
+                   status: Annotated[Literal["proposed", "confirmed", "rejected", "pending"] | None, Query(
+                       description="only proposals in this state: proposed (awaiting an author's decision), "
+                                   "confirmed or rejected; `pending` is read as `proposed`")] = None,
                    after: After = None) -> Response:
     views = story_views(ctx(request), principal, story, after)
-    return json_response({"story_id": story, "proposals": views.proposals(story, status)})
+    state = PROPOSAL_STATE_ALIASES.get(status, status) if status else None
+    return json_response({"story_id": story, "proposals": views.proposals(story, state)})
 
 
 @router.get("/v1/stories/{story}/drafts", summary="Chapter drafts (authoring view; never on the packet path)")
