@@ -43,18 +43,13 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, add_pg_option, free_port, scratch  # noqa: E402 - also puts the checkout on sys.path
+
 from tests.store_proxy import StoreProxy  # noqa: E402
 
 SAMPLE = ROOT / "canon_ledger" / "infrastructure" / "demo" / "sample_story.jsonl"
 STORY = "lamplight"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cli(src: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -63,18 +58,13 @@ def cli(src: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 class Run:
-    def __init__(self, src: Path, store: str, tmp: Path) -> None:
-        self.src, self.store, self.proxy, self.dropped = src, store, None, None
+    def __init__(self, src: Path, store: str, tmp: Path, pg_url: str) -> None:
+        self.src, self.store, self.proxy, self.drop = src, store, None, None
         if store == "sqlite":
             self.url = f"sqlite:///{tmp / f'abuse-{uuid.uuid4().hex[:8]}.db'}"
         else:
-            import psycopg
-
-            name = f"canon_bench_{uuid.uuid4().hex[:10]}"
-            with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres", autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{name}"')
-            self.dropped = name
-            self.proxy, self.url = StoreProxy.in_front_of(f"postgresql://postgres@127.0.0.1:5432/{name}")
+            url, self.drop = scratch("postgres", pg_url)
+            self.proxy, self.url = StoreProxy.in_front_of(url)
         assert cli(src, "--db", self.url, "init").returncode == 0
         self.tokens = {s: json.loads(cli(src, "--db", self.url, "key", "create", "--scope", s, "--format", "json")
                                      .stdout)["token"] for s in ("admin", "worker")}
@@ -111,11 +101,8 @@ class Run:
             self.proc.kill()
         if self.proxy is not None:
             self.proxy.close()
-        if self.dropped is not None:
-            import psycopg
-
-            with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres", autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{self.dropped}" WITH (FORCE)')
+        if self.drop is not None:
+            self.drop()  # the scratch database
 
 
 def health(run: Run, seconds: float, trigger: Any) -> dict[str, Any]:
@@ -266,6 +253,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--triggers", default=",".join(TRIGGERS))
     parser.add_argument("--save-json")
+    add_pg_option(parser)
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-abuse-"))
     sources = [("new", ROOT)]
@@ -281,7 +269,7 @@ def main() -> None:
             order = sources if repeat % 2 == 0 else sources[::-1]
             for store in args.stores.split(","):
                 for code, src in order:
-                    run = Run(src, store, tmp)
+                    run = Run(src, store, tmp, args.pg_url)
                     try:
                         for name in args.triggers.split(","):
                             if name == "store-down" and store != "postgres":

@@ -25,8 +25,6 @@ size's time over the previous size's (linear: the size ratio).
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
 import random
 import re
@@ -37,15 +35,14 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench_apply import _loadavg, log, machine_info  # noqa: E402
+# common puts the checkout on sys.path, for ``tests.unit`` below.
+from common import add_output_options, emit, header, loadavg, log, machine_info  # noqa: E402
+from gen_story import NOVEL  # noqa: E402
 
 from canon_ledger.domain.chunking import chunk_document  # noqa: E402
 from canon_ledger.infrastructure.tokenizer import token_counter  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NOVEL = os.path.join(ROOT, "..", "shared", "data", "novels", "war_and_peace.txt")
 MB = 1_000_000
 
 # The chunker before issue 16: one frozen copy, kept beside the test that pins the new one to it.
@@ -147,17 +144,16 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
             report["results"].append(row)
             if timed_out or old_gave_up:
                 old_gave_up = True
-    report["machine"]["loadavg_end"] = _loadavg()
+    report["machine"]["loadavg_end"] = loadavg()
     return report
 
 
 def markdown(report: dict[str, Any], argv: list[str]) -> str:
     m = report["machine"]
     lines = [
-        f"- Command: `{' '.join(['python benchmarks/bench_chunking.py', *argv])}`",
-        f"- Date: {m['date']}; git {m['git_commit']}; {m['nproc']} CPUs ({m['cpu']}); Python {m['python']}; "
-        f"tokenizer {report['tokenizer']}; {report['repeats']} repeats, old stopped after {report['old_timeout_s']:g} s; "
-        f"load at start {m['loadavg_start']}, at end {m['loadavg_end']}.",
+        *header("bench_chunking.py", argv, m),
+        f"- Tokenizer {report['tokenizer']}; {report['repeats']} repeats, old stopped after "
+        f"{report['old_timeout_s']:g} s.",
         "",
         "| Text | Size | Chunks | Old median | New median | New MB/s | Old/new | New growth | Same chunks |",
         "|---|--:|--:|--:|--:|--:|--:|--:|---|",
@@ -190,18 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default="unpunctuated,prose,no-cut")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--old-timeout", type=float, default=60.0, help="seconds before an old run is stopped")
-    parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
-    parser.add_argument("--save-json", metavar="PATH", help="also write the JSON report to PATH")
+    add_output_options(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.repeats, args.old_timeout = "0.1,0.2", 1, 20.0
     started = time.perf_counter()
     report = benchmark(args)
     report["machine"]["wall_seconds"] = round(time.perf_counter() - started, 1)
-    if args.save_json:
-        with open(args.save_json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2, default=str)
-    print(json.dumps(report, indent=2) if args.format == "json" else markdown(report, sys.argv[1:] if argv is None else argv))
+    emit(report, args, markdown(report, sys.argv[1:] if argv is None else argv))
     return 0
 
 

@@ -77,15 +77,16 @@ import random
 import re
 import statistics
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from common import add_pg_option, git_commit, percentiles, scratch  # noqa: E402
+from gen_story import NOVEL, novel_commands, read_novel  # noqa: E402
 
 from canon_ledger.domain.commands import parse_command  # noqa: E402
 from canon_ledger.application.retrieval.feedback import ALONE, ALWAYS, HYBRID, OFF, expand  # noqa: E402
@@ -97,7 +98,6 @@ from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 CRANFIELD = DATA / "cranfield"
-NOVEL = DATA / "novels" / "war_and_peace.txt"
 COLLECTION = "cranfield"
 DEEP = 100
 SINGLES = ("keyword", "keyword+prf", "dense", "dense+prf")  # single retrievers: the "best single" bar
@@ -180,30 +180,6 @@ def paired_p(a: list[float], b: list[float], rounds: int = 10_000, seed: int = 6
     return (hits + 1) / (rounds + 1)
 
 
-def p(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
-
-
-def scratch(kind: str) -> tuple[str, Any]:
-    """(url, cleanup) of a fresh store."""
-    if kind == "sqlite":
-        folder = tempfile.mkdtemp(prefix="canon_bench_")
-        return f"sqlite:///{folder}/bench.db", lambda: None
-    import psycopg
-
-    admin = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    name = f"canon_bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-    def drop() -> None:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    return admin.rsplit("/", 1)[0] + f"/{name}", drop
-
-
 def ingest_commands(docs: list[dict[str, str]]) -> list[dict[str, Any]]:
     """One ``ingest_document`` per abstract (collection ``cranfield``, document id ``.I``)."""
     return [{"type": "ingest_document", "command_id": f"cran-{d['I']}", "collection_id": COLLECTION,
@@ -260,16 +236,17 @@ def latency(services: Any, collections: list[str], queries: list[str], top_k: in
             t = time.perf_counter()
             snap.vector(v, collections, 30)
             vec.append(time.perf_counter() - t)
-    ms = 1000.0
-    return {"queries": len(queries), "search_p50_ms": p(full, 0.5) * ms, "search_p90_ms": p(full, 0.9) * ms,
-            "search_prf_p50_ms": p(forced, 0.5) * ms, "search_prf_p90_ms": p(forced, 0.9) * ms,
-            "search_hybrid_prf_p50_ms": p(hybrid, 0.5) * ms, "search_hybrid_prf_p90_ms": p(hybrid, 0.9) * ms,
-            "keyword_p50_ms": p(kw, 0.5) * ms, "prf_p50_ms": p(prf, 0.5) * ms, "embed_p50_ms": p(emb, 0.5) * ms, "vector_p50_ms": p(vec, 0.5) * ms}
+    search, with_prf, with_hybrid = percentiles(full), percentiles(forced), percentiles(hybrid)
+    return {"queries": len(queries), "search_p50_ms": search["p50"], "search_p90_ms": search["p90"],
+            "search_prf_p50_ms": with_prf["p50"], "search_prf_p90_ms": with_prf["p90"],
+            "search_hybrid_prf_p50_ms": with_hybrid["p50"], "search_hybrid_prf_p90_ms": with_hybrid["p90"],
+            "keyword_p50_ms": percentiles(kw)["p50"], "prf_p50_ms": percentiles(prf)["p50"],
+            "embed_p50_ms": percentiles(emb)["p50"], "vector_p50_ms": percentiles(vec)["p50"]}
 
 
-def run_cranfield(kind: str, embedder: str) -> dict[str, Any]:
+def run_cranfield(kind: str, embedder: str, pg_url: str | None = None) -> dict[str, Any]:
     docs, queries, qrels = load_cranfield()
-    url, cleanup = scratch(kind)
+    url, cleanup = scratch(kind, pg_url)
     services = bootstrap(url, embedder=embedder)
     try:
         apply_s = apply_all(services, ingest_commands(docs))
@@ -361,16 +338,14 @@ SCALE_QUERIES = [
 ]
 
 
-def run_scale(kind: str, target_chunks: int) -> dict[str, Any]:
-    from bench_import import commands_for, read_novel
-
+def run_scale(kind: str, target_chunks: int, pg_url: str | None = None) -> dict[str, Any]:
     from canon_ledger.infrastructure.providers.offline import HashingEmbedder
 
-    url, cleanup = scratch(kind)
+    url, cleanup = scratch(kind, pg_url)
     services = bootstrap(url, embedder=HashingEmbedder(384))
     try:
-        books = read_novel(str(NOVEL))
-        apply_s = apply_all(services, commands_for(books, None))
+        books = read_novel(NOVEL)
+        apply_s = apply_all(services, novel_commands(books, None))
         story = "story:war-and-peace"
         services.knowledge.catch_up()
         with services.knowledge_reader.snapshot() as snap:
@@ -443,21 +418,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-scale", action="store_true")
     ap.add_argument("--format", choices=("markdown", "json"), default="markdown")
     ap.add_argument("--save-json")
+    add_pg_option(ap)
     args = ap.parse_args(argv)
-    import subprocess
-
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     report: dict[str, Any] = {
         "command": "python benchmarks/bench_cranfield.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git": git,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git": git_commit(),
         "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}",
         "cranfield": [], "scale": []}
     for kind in filter(None, args.stores.split(",")):
-        report["cranfield"].append(run_cranfield(kind, args.embedder))
+        report["cranfield"].append(run_cranfield(kind, args.embedder, args.pg_url))
         print(json.dumps(report["cranfield"][-1]), file=sys.stderr)
     if not args.skip_scale:
         for kind in filter(None, args.scale_stores.split(",")):
-            report["scale"].append(run_scale(kind, args.scale))
+            report["scale"].append(run_scale(kind, args.scale, args.pg_url))
             print(json.dumps(report["scale"][-1]), file=sys.stderr)
     if args.save_json:
         Path(args.save_json).write_text(json.dumps(report, indent=2))

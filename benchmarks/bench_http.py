@@ -4,7 +4,7 @@
     python benchmarks/bench_http.py [--store sqlite|postgres|both] [--quick] [--samples N]
                                     [--mixed-seconds S] [--format markdown|json] [--save-json PATH]
 
-Not part of the pytest run. The story and its loading are ``bench_packets``'s (``gen_story``,
+Not part of the pytest run. The story and its loading are as in ``bench_packets`` (``gen_story``,
 seed 3: 1,000 chapters, 10,000 confirmed canon entries, ~41,000 commands, ~100,000 events),
 loaded through ``ledger.apply(batch, atomic=True)`` per 100 commands into a temp SQLite file
 and a scratch PostgreSQL database ``canon_bench_<hex>`` (created and dropped here). Per store:
@@ -62,8 +62,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -75,11 +73,10 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gen_story  # noqa: E402
-from bench_apply import PostgresStores, SQLiteStores, _conninfo, _loadavg, emit, log, machine_info  # noqa: E402
-from bench_packets import DEFAULT_SERVER, _rss_mb, load_story, run_worker  # noqa: E402
+from common import (CANON, add_output_options, conninfo, emit, free_port, header, load_story, loadavg,  # noqa: E402
+                    log, machine_info, percentiles, proc_status, rss_mb, run_worker, story_commands, story_options,
+                    story_sized, stores_for)
 
-BIN = os.path.dirname(os.path.abspath(sys.executable))
-CANON = os.path.join(BIN, "canon")
 PACKET_ROUTE = "/v1/stories/{story}/packet"
 TARGETS = {
     "http_minus_inproc_ms": 2.0,  # HTTP p50 <= in-process p50 + 2 ms (one client, each chapter)
@@ -89,34 +86,6 @@ TARGETS = {
     "mixed_errors": 0,
     "server_rss_mb": 500.0,
 }
-
-
-def _pcts(values: list[float]) -> dict[str, float]:
-    """Seconds in, ms out: p50, p95, p99, mean, min, max, n."""
-    if not values:
-        return {"p50": float("nan"), "p95": float("nan"), "p99": float("nan"), "mean": float("nan"),
-                "min": float("nan"), "max": float("nan"), "n": 0}
-    ms = sorted(v * 1e3 for v in values)
-    q = statistics.quantiles(ms, n=100, method="inclusive") if len(ms) > 1 else [ms[0]] * 99
-    return {"p50": statistics.median(ms), "p95": q[94], "p99": q[98], "mean": statistics.fmean(ms),
-            "min": ms[0], "max": ms[-1], "n": len(ms)}
-
-
-def _proc_status(pid: int) -> dict[str, float]:
-    """VmRSS and VmHWM (MB) of a process, from /proc/<pid>/status."""
-    out: dict[str, float] = {}
-    with contextlib.suppress(OSError):
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith(("VmRSS:", "VmHWM:")):
-                    out[line.split(":")[0]] = int(line.split()[1]) / 1024
-    return out
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _metrics(client: Any) -> dict[str, float]:
@@ -145,7 +114,7 @@ class Server:
 
     def __init__(self, url: str, log_path: str) -> None:
         self.url, self.log_path = url, log_path
-        self.port = _free_port()
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -176,7 +145,7 @@ class Server:
         if self.proc is None:
             return out
         if self.proc.poll() is None:
-            out["before_stop"] = _proc_status(self.proc.pid)
+            out["before_stop"] = proc_status(self.proc.pid)
             t0 = time.perf_counter()
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -225,7 +194,7 @@ def catch_up(cfg: dict[str, Any]) -> dict[str, Any]:
     if kind == "postgres":
         import psycopg
 
-        with psycopg.connect(_conninfo(url), autocommit=True) as conn:
+        with psycopg.connect(conninfo(url), autocommit=True) as conn:
             out["autovacuum"] = conn.execute("SELECT setting FROM pg_settings WHERE name = 'autovacuum'").fetchone()[0]
             t0 = clock()
             conn.execute("VACUUM ANALYZE")
@@ -299,7 +268,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
     kind, url, story, chapters, token = cfg["kind"], cfg["url"], cfg["story_id"], cfg["chapters"], cfg["token"]
     samples, rounds = cfg["samples"], cfg["rounds"]
     counts_of_clients = [1, *dict.fromkeys(n for n in (cfg["clients"], cfg["also_clients"]) if n > 1)]
-    out: dict[str, Any] = {"store": kind, "loadavg": {"start": _loadavg()}}
+    out: dict[str, Any] = {"store": kind, "loadavg": {"start": loadavg()}}
     clock = time.perf_counter
     last_ch = chapters[-1]
     outcomes = Outcomes()
@@ -324,12 +293,12 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
                                                      for i in p.items),
                                       "stages": {st.step: f"{st.status}: {st.detail}"[:120] for st in p.stages},
                                       "json_bytes": len(p.to_json().encode())} for ch, p in reference.items()}
-        rss_inproc_start = _rss_mb()
+        rss_inproc_start = rss_mb()
 
         # -- the server -------------------------------------------------------------------------------
         server = Server(url, cfg["server_log"])
         out["server_start_seconds"] = server.start()
-        out["server_rss_after_start"] = _proc_status(server.pid)
+        out["server_rss_after_start"] = proc_status(server.pid)
         admin = CanonClient(server.base, token, timeout=60.0)
         clients = [CanonClient(server.base, token, timeout=60.0) for _ in range(max(*counts_of_clients,
                                                                                     cfg["mixed_clients"]))]
@@ -351,14 +320,14 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
             for ch in chapters:
                 for _ in range(max(1, cfg["warmup"] // 4)):
                     c.packet_bytes(story, "writer", ch, record="false")
-        out["server_rss_after_warmup"] = _proc_status(server.pid)
+        out["server_rss_after_warmup"] = proc_status(server.pid)
         hz = []  # the floor: one round trip to a route that does nothing (no key, no store)
         for i in range(cfg["warmup"] + 200):
             t = clock()
             r = clients[0].http.get("/healthz")
             if i >= cfg["warmup"]:
                 hz.append(clock() - t)
-        out["healthz"] = _pcts(hz)
+        out["healthz"] = percentiles(hz)
 
         # -- 1. packets: in process, then HTTP with 1 and N clients, alternated -----------------------
         per_round = max(1, samples // rounds)  # requests per chapter per block (in process, one client)
@@ -433,30 +402,30 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
             counts[mode] += total
 
         blocks = [inproc_block, *(lambda n=n: http_block(n) for n in counts_of_clients)]
-        loads = [_loadavg()]
+        loads = [loadavg()]
         for r in range(rounds):
             shift = r % len(blocks)
             for fn in blocks[shift:] + blocks[:shift]:
                 fn()
             if (r + 1) % max(1, rounds // 5) == 0 or r + 1 == rounds:
                 log(f"{kind}: packets round {r + 1}/{rounds}: " + ", ".join(
-                    f"{m} p50 {_pcts([x for v in lat[m].values() for x in v])['p50']:.2f} ms" for m in modes))
-        loads.append(_loadavg())
+                    f"{m} p50 {percentiles([x for v in lat[m].values() for x in v])['p50']:.2f} ms" for m in modes))
+        loads.append(loadavg())
         results = {}
         for m in modes:
             wall = sum(walls[m])
-            results[m] = {"all": _pcts([x for v in lat[m].values() for x in v]),
-                          "by_chapter": {str(ch): _pcts(v) for ch, v in lat[m].items()},
+            results[m] = {"all": percentiles([x for v in lat[m].values() for x in v]),
+                          "by_chapter": {str(ch): percentiles(v) for ch, v in lat[m].items()},
                           "requests": counts[m], "wall_seconds": wall, "per_s": counts[m] / wall,
                           "blocks": len(walls[m]), "outcomes": dict(outcomes.by_mode.get(m, {}))}
         for m, sv in server_side.items():
             results[m]["server"] = {"compile_mean_ms": sv["compile_sum"] / (sv["compile_count"] or 1) * 1e3,
                                     "asgi_mean_ms": sv["request_sum"] / (sv["request_count"] or 1) * 1e3,
                                     "compile_count": sv["compile_count"], "request_count": sv["request_count"]}
-        results["inproc"]["to_json"] = _pcts(to_json)
+        results["inproc"]["to_json"] = percentiles(to_json)
         ip, n = results["inproc"], cfg["clients"]
         out["packets"] = {"modes": results, "per_round": per_round, "rounds": rounds, "clients": counts_of_clients,
-                          "loadavg": loads, "rss_inproc_mb": {"before": rss_inproc_start, "after": _rss_mb()}}
+                          "loadavg": loads, "rss_inproc_mb": {"before": rss_inproc_start, "after": rss_mb()}}
         out["packets"]["goals"] = {
             "p50_diff_ms": {str(ch): results["http1"]["by_chapter"][str(ch)]["p50"] - ip["by_chapter"][str(ch)]["p50"]
                             for ch in chapters},
@@ -465,7 +434,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
         }
         log(f"{kind}: packets/s " + ", ".join(f"{m} {results[m]['per_s']:.1f}" for m in modes)
             + f"; outcomes {outcomes.as_dict()}")
-        out["server_rss_after_packets"] = _proc_status(server.pid)
+        out["server_rss_after_packets"] = proc_status(server.pid)
 
         # -- 2. the CLI ---------------------------------------------------------------------------------
         cli = []
@@ -476,12 +445,12 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
             cli.append(clock() - t)
             if proc.returncode != 0 or json.loads(proc.stdout)["hash"] != reference[last_ch].hash:
                 raise RuntimeError(f"CLI packet failed or differs: {proc.returncode} {proc.stderr[-500:]}")
-        out["cli"] = _pcts(cli)
+        out["cli"] = percentiles(cli)
         out["cli"]["ratio_vs_http1"] = out["cli"]["p50"] / results["http1"]["by_chapter"][str(last_ch)]["p50"]
         log(f"{kind}: CLI packet p50 {out['cli']['p50']:.0f} ms ({out['cli']['ratio_vs_http1']:.0f}x HTTP's p50)")
 
         # -- 3. command -> packet ---------------------------------------------------------------------
-        body_text = gen_story._Story(7, 1, 8).prose(60, 60)
+        body_text = gen_story.prose(60)
         run = uuid.uuid4().hex[:8]
         c2p: dict[str, Any] = {}
         client = clients[0]
@@ -532,25 +501,25 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
                         i_apply.append(t1 - t)
             finally:
                 packets.retriever = l1
-            c2p[variant] = {"inproc": {**_pcts(i_tot), "apply": _pcts(i_apply)}, "failures": dict(fails)}
+            c2p[variant] = {"inproc": {**percentiles(i_tot), "apply": percentiles(i_apply)}, "failures": dict(fails)}
             if h_tot:
-                c2p[variant]["http"] = {**_pcts(h_tot), "post": _pcts(h_post), "get": _pcts(h_get)}
+                c2p[variant]["http"] = {**percentiles(h_tot), "post": percentiles(h_post), "get": percentiles(h_get)}
             log(f"{kind}: command-to-packet {variant}: " + (
-                f"HTTP p50 {_pcts(h_tot)['p50']:.2f} ms (POST {_pcts(h_post)['p50']:.2f}, GET {_pcts(h_get)['p50']:.2f}); "
+                f"HTTP p50 {percentiles(h_tot)['p50']:.2f} ms (POST {percentiles(h_post)['p50']:.2f}, GET {percentiles(h_get)['p50']:.2f}); "
                 if h_tot else "") + f"in process {c2p[variant]['inproc']['p50']:.2f} ms; failures {dict(fails)}")
         out["command_to_packet"] = c2p
 
         # -- 4. sustained mixed load ------------------------------------------------------------------
         out["mixed"] = mixed_load(cfg, server, clients, admin, token, story, chapters, body_text, run,
                                   cfg["mixed_clients"])
-        out["server_rss_after_mixed"] = _proc_status(server.pid)
+        out["server_rss_after_mixed"] = proc_status(server.pid)
         also = cfg["mixed_also_clients"]
         if also and also != cfg["mixed_clients"]:  # a diagnostic: the same load with fewer packet clients
             out["mixed_also"] = mixed_load(cfg, server, clients, admin, token, story, chapters, body_text, run, also)
-            out["server_rss_end"] = _proc_status(server.pid)
+            out["server_rss_end"] = proc_status(server.pid)
         with contextlib.suppress(Exception):
             out["readyz_after"] = admin.get("/readyz")
-        out["loadavg"]["end"] = _loadavg()
+        out["loadavg"]["end"] = loadavg()
         admin.close()
     finally:
         for c in clients:
@@ -561,7 +530,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
             out["server_log"] = server_log_summary(server.log_path)
         services.close()
     out["outcomes"] = outcomes.as_dict()
-    out["worker_peak_rss_mb"] = _rss_mb()
+    out["worker_peak_rss_mb"] = rss_mb()
     return out
 
 
@@ -652,7 +621,7 @@ def mixed_load(cfg: dict[str, Any], server: Server, clients: list[Any], admin: A
 
     def rss_loop() -> None:
         while not stop.is_set():
-            rss.append(_proc_status(server.pid).get("VmRSS", 0.0))
+            rss.append(proc_status(server.pid).get("VmRSS", 0.0))
             stop.wait(0.5)
 
     before = _metrics(admin)
@@ -660,7 +629,7 @@ def mixed_load(cfg: dict[str, Any], server: Server, clients: list[Any], admin: A
     threads = [threading.Thread(target=packets_loop, args=(k,)) for k in range(n)]
     threads += [threading.Thread(target=commands_loop) for _ in range(cfg["mixed_senders"])]
     threads.append(threading.Thread(target=rss_loop))
-    load0 = _loadavg()
+    load0 = loadavg()
     t_start = start[0] = clock()
     for t in threads:
         t.start()
@@ -677,20 +646,20 @@ def mixed_load(cfg: dict[str, Any], server: Server, clients: list[Any], admin: A
     out = {
         "clients": n, "window_seconds": window, "drain_seconds": wall - window, "rate_offered": rate,
         "senders": cfg["mixed_senders"],
-        "commands": {**_pcts([x[1] for x in cmd]), "applied_in_window": sum(1 for e, _, ok in cmd if ok and e <= window_end),
-                     "failed": sum(1 for _, _, ok in cmd if not ok), "late_p99_ms": _pcts(late)["p99"],
-                     "late_max_ms": _pcts(late)["max"]},
-        "packets": {**_pcts([x[1] for x in pk]), "ok_in_window": sum(1 for e, _, ok in pk if ok and e <= window_end),
+        "commands": {**percentiles([x[1] for x in cmd]), "applied_in_window": sum(1 for e, _, ok in cmd if ok and e <= window_end),
+                     "failed": sum(1 for _, _, ok in cmd if not ok), "late_p99_ms": percentiles(late)["p99"],
+                     "late_max_ms": percentiles(late)["max"]},
+        "packets": {**percentiles([x[1] for x in pk]), "ok_in_window": sum(1 for e, _, ok in pk if ok and e <= window_end),
                     "failed": sum(1 for _, _, ok in pk if not ok)},
         "errors": dict(errors), "error_count": sum(errors.values()), "error_examples": examples,
         "packets_with_failed_stage": degraded[0],
         "server": {"compile_mean_ms": d["compile_sum"] / (d["compile_count"] or 1) * 1e3,
                    "asgi_mean_ms": d["request_sum"] / (d["request_count"] or 1) * 1e3},
         "rss_sampled_max_mb": max(rss) if rss else 0.0,
-        "server_vmhwm_mb": _proc_status(server.pid).get("VmHWM", 0.0),
+        "server_vmhwm_mb": proc_status(server.pid).get("VmHWM", 0.0),
         "log_growth_events": ready["position"] - position_before,
         "lag_after": {name: m["behind"] for name, m in ready["read_models"].items()},
-        "loadavg": [load0, _loadavg()],
+        "loadavg": [load0, loadavg()],
     }
     out["commands"]["per_s"] = out["commands"]["applied_in_window"] / window
     out["packets"]["per_s"] = out["packets"]["ok_in_window"] / window
@@ -705,28 +674,10 @@ def mixed_load(cfg: dict[str, Any], server: Server, clients: list[Any], admin: A
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     import tempfile
 
-    from canon_ledger.domain.commands import parse_command
-
     started = time.perf_counter()
-    t0 = time.perf_counter()
-    dicts = gen_story.generate(seed=args.seed, chapters=args.chapters, entries=args.entries)
-    gen_seconds = time.perf_counter() - t0
-    story = gen_story.totals(dicts)
-    commands = [parse_command(d) for d in dicts]
-    del dicts
-    story.update(seed=args.seed, generate_seconds=round(gen_seconds, 2))
-    log(f"story: {story['commands']:,} commands, {story['events']:,} events expected, {story['chapters']:,} chapters")
+    story, commands = story_commands(args)
     chapters = sorted({c for c in (10, 100, 1000) if c < args.chapters} | {args.chapters})
-    stores: list[Any] = []
-    skipped: dict[str, str] = {}
-    if args.store in ("sqlite", "both"):
-        stores.append(SQLiteStores())
-    if args.store in ("postgres", "both"):
-        try:
-            stores.append(PostgresStores(args.pg_url))
-        except Exception as e:  # noqa: BLE001 - reported, not fatal
-            skipped["postgres"] = f"no server: {e}"
-            log(f"skipping PostgreSQL: {e}")
+    stores, skipped = stores_for(["sqlite", "postgres"] if args.store == "both" else [args.store], args.pg_url)
     info = machine_info(args.pg_url if any(s.kind == "postgres" for s in stores) else None)
     logdir = tempfile.mkdtemp(prefix="bench_http_")
     results = []
@@ -749,7 +700,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         for store in stores:
             store.close()
-    info["loadavg_end"] = _loadavg()
+    info["loadavg_end"] = loadavg()
     info["wall_seconds"] = round(time.perf_counter() - started, 1)
     info["server_logs"] = logdir
     return {"machine": info, "story": story, "chapters": chapters, "args": vars(args), "targets": TARGETS,
@@ -797,11 +748,7 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
     a = report["args"]
     first = report["results"][0] if report["results"] else None
     out = [
-        f"- Command: `python benchmarks/bench_http.py{' ' + ' '.join(argv) if argv else ''}`",
-        f"- Date: {m['date']} (git {m['git_commit']}); wall time {m['wall_seconds']} s; load average "
-        f"{m['loadavg_start']} at start, {m['loadavg_end']} at end",
-        f"- Machine: {m['nproc']} CPUs ({m['cpu']}), {m['platform']}, Python {m['python']}, psycopg {m['psycopg']}, "
-        f"SQLite {m['sqlite']}",
+        *header("bench_http.py", argv, m),
         f"- Story (seed {s['seed']}): {s['commands']:,} commands, {s['events']:,} events, {s['chapters']:,} chapters, "
         f"{s['canon_entries']:,} canon entries.",
     ]
@@ -900,24 +847,6 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
     return "\n".join(out)
 
 
-def story_options(parser: argparse.ArgumentParser) -> None:
-    """The benchmark story's options, shared by the HTTP-side benchmarks (``story_sized`` fills
-    their defaults): chapters, entries, seed, load batch size, PostgreSQL admin URL."""
-    parser.add_argument("--chapters", type=int, help="chapters in the story (default 1000; 200 with --quick); "
-                                                     "the packet is the last chapter's")
-    parser.add_argument("--entries", type=int, help="canon entries (default 10 per chapter)")
-    parser.add_argument("--seed", type=int, default=gen_story.DEFAULT_SEED)
-    parser.add_argument("--batch-size", type=int, default=100, help="commands per atomic batch when loading")
-    parser.add_argument("--pg-url", default=os.environ.get("TEST_DATABASE_URL") or DEFAULT_SERVER,
-                        help="admin URL of a server whose user may create databases (default TEST_DATABASE_URL or local)")
-
-
-def story_sized(args: argparse.Namespace) -> None:
-    """``--chapters`` and ``--entries`` defaults: 1,000 chapters (200 with ``--quick``), 10 entries each."""
-    args.chapters = args.chapters or (200 if args.quick else gen_story.CHAPTERS)
-    args.entries = args.entries or args.chapters * gen_story.ENTRIES // gen_story.CHAPTERS
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["--worker"], ["--catchup"]):
@@ -943,8 +872,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mixed-senders", type=int, default=8,
                         help="threads sending the paced commands in the mixed load (at most that many in flight)")
     story_options(parser)
-    parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
-    parser.add_argument("--save-json", metavar="PATH", help="also write the JSON report to PATH")
+    add_output_options(parser)
     args = parser.parse_args(argv)
     q = args.quick
     args.samples = args.samples or (30 if q else 200)

@@ -33,103 +33,37 @@ PostgreSQL: >= 0.3x raw COPY).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-from psycopg import sql as pg_sql
 from sqlalchemy import false, func, select
-from sqlalchemy.engine import make_url
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_apply import (  # noqa: E402
-    DEFAULT_SERVER,
-    PostgresStores,
-    Row,
-    SQLiteStores,
-    _conninfo,
-    _loadavg,
-    _prepare_table,
-    _read_back,
+from common import (  # noqa: E402
+    ROOT,
+    add_common_options,
+    emit,
+    header,
+    loadavg,
     log,
     machine_info,
+    read_back,
+    run_copy_postgres,
     run_raw_postgres,
     run_raw_sqlite,
     run_recorder,
+    stores_for,
 )
+from gen_story import NOVEL_RELATIVE, NOVEL_STORY, novel_commands, read_novel  # noqa: E402
 
 from canon_ledger.domain.commands import parse_command  # noqa: E402
-from canon_ledger.domain.manuscript import split  # noqa: E402
 from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PROJECT = os.path.dirname(HERE)
-NOVEL = os.path.join("..", "shared", "data", "novels", "war_and_peace.txt")  # relative to the project root
-STORY = "war-and-peace"
-SENTENCE = re.compile(r"(?<=[.!?])\s+")
-PG_COPY = "COPY {} (originator_id, originator_version, topic, state) FROM STDIN (FORMAT BINARY)"
-
-
-# -- the novel -------------------------------------------------------------------------------------
-@dataclass
-class Chapter:
-    number: int  # 1..365 over the whole novel
-    volume: int  # book index 1..17
-    heading: str  # "CHAPTER IV" (numbered per book)
-    text: str
-
-
-@dataclass
-class Book:
-    number: int
-    title: str
-    chapters: list[Chapter]
-
-
-def read_novel(path: str) -> list[Book]:
-    """The novel's books and chapters, as ``canon import manuscript`` splits it."""
-    with open(path, encoding="utf-8") as f:
-        novel = split(f.read())
-    return [Book(v.number, v.heading, [Chapter(c.number, c.volume, c.heading, c.text)
-                                       for c in novel.chapters if c.volume == v.number]) for v in novel.volumes]
-
-
-def first_sentence(text: str, limit: int = 600) -> str:
-    flat = " ".join(text.split())
-    sentence = SENTENCE.split(flat, maxsplit=1)[0]
-    return sentence if len(sentence) <= limit else sentence[:limit].rsplit(" ", 1)[0] + " …"
-
-
-def commands_for(books: list[Book], chapters: int | None) -> list[dict[str, Any]]:
-    cmds: list[dict[str, Any]] = []
-
-    def add(command_type: str, /, **fields: Any) -> None:
-        cmds.append({"type": command_type, "command_id": f"wp-{len(cmds) + 1:05d}", "story_id": STORY, **fields})
-
-    add("start_story", title="War and Peace", style_guardrails=["Leo Tolstoy, Maude translation."],
-        output_contract="Prose chapters.", budgets={})
-    done = 0
-    for book in books:
-        for ch in book.chapters:
-            if chapters is not None and done >= chapters:
-                return cmds
-            add("plan_chapter", chapter=ch.number, volume=ch.volume, goals=[f"{book.title}, {ch.heading}"])
-            add("submit_draft", chapter=ch.number, draft_id=f"ch{ch.number:03d}", text=ch.text)
-            add("accept_draft", draft_id=f"ch{ch.number:03d}")
-            add("record_chapter_summary", chapter=ch.number, text=first_sentence(ch.text))
-            done += 1
-            if ch is book.chapters[-1]:
-                add("record_volume_summary", volume=book.number,
-                    text=f"{book.title} (chapters {book.chapters[0].number}-{ch.number}). "
-                         f"{first_sentence(book.chapters[0].text)}")
-    return cmds
+STORY = NOVEL_STORY
 
 
 # -- one repeat in one store ---------------------------------------------------------------------
@@ -148,7 +82,7 @@ def run_import(url: str, kind: str, commands: list[Any], batch: int) -> dict[str
             positions.append(max(r.position for r in results))  # type: ignore[type-var]
         apply_s = time.perf_counter() - t0
         events = ledger.position()
-        transactions = _read_back(ledger, positions)  # untimed: the rows the raw baselines insert
+        transactions = read_back(ledger, positions)  # untimed: the rows the raw baselines insert
         assert sum(map(len, transactions)) == events
 
         t0 = time.perf_counter()
@@ -181,29 +115,13 @@ def run_import(url: str, kind: str, commands: list[Any], batch: int) -> dict[str
         services.close()
 
 
-def run_copy_postgres(url: str, transactions: list[list[Row]]) -> float:
-    table = pg_sql.Identifier(_prepare_table(url))
-    copy_sql = pg_sql.SQL(PG_COPY).format(table)
-    with psycopg.connect(_conninfo(url), autocommit=True) as conn, conn.cursor() as cur:
-        t0 = time.perf_counter()
-        for rows in transactions:
-            with conn.transaction(), cur.copy(copy_sql) as copy:
-                copy.set_types(["uuid", "int8", "text", "bytea"])
-                for row in rows:
-                    copy.write_row(row)
-        seconds = time.perf_counter() - t0
-        cur.execute(pg_sql.SQL("SELECT count(*) FROM {}").format(table))
-        assert cur.fetchone()[0] == sum(map(len, transactions))  # type: ignore[index]
-        return seconds
-
-
 # -- the benchmark -------------------------------------------------------------------------------
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
-    path = os.path.normpath(os.path.join(PROJECT, args.novel))
+    path = os.path.normpath(os.path.join(ROOT, args.novel))
     books = read_novel(path)
     all_chapters = [ch for b in books for ch in b.chapters]
-    dicts = commands_for(books, args.chapters)
+    dicts = novel_commands(books, args.chapters)
     t0 = time.perf_counter()
     commands = [parse_command(d) for d in dicts]
     parse_s = time.perf_counter() - t0
@@ -220,17 +138,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     log(f"novel: {len(books)} books, {len(all_chapters)} chapters; importing {len(used)} chapters, "
         f"{text_bytes / 1e6:.2f} MB of chapter text, {len(commands):,} commands (parsed in {parse_s:.2f} s)")
 
-    stores: list[Any] = []
-    skipped: dict[str, str] = {}
-    for kind in args.stores:
-        if kind == "sqlite":
-            stores.append(SQLiteStores())
-        else:
-            try:
-                stores.append(PostgresStores(args.pg_url))
-            except psycopg.Error as e:
-                skipped["postgres"] = f"no server at {make_url(args.pg_url).render_as_string()}: {e}"
-                log(f"skipping PostgreSQL: {skipped['postgres']}")
+    stores, skipped = stores_for(args.stores, args.pg_url)
     info = machine_info(args.pg_url if any(s.kind == "postgres" for s in stores) else None)
 
     samples: dict[tuple[str, str], list[float]] = {}
@@ -284,7 +192,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                              "ratio": med[name] / med["apply_s"],
                              "ratio_per_repeat": [b / a for a, b in zip(apply_runs, base_runs)]}
         results.append(row)
-    info["loadavg_end"] = _loadavg()
+    info["loadavg_end"] = loadavg()
     info["wall_seconds"] = round(time.perf_counter() - started, 1)
     return {"machine": info, "workload": workload, "repeats": args.repeats, "results": results, "skipped": skipped,
             "goal_pg_vs_copy": 0.3}
@@ -301,19 +209,7 @@ def _ratio(row: dict[str, Any], name: str) -> str:
 
 def markdown(report: dict[str, Any], argv: list[str]) -> str:
     m, w = report["machine"], report["workload"]
-    out = [
-        f"- Command: `python benchmarks/bench_import.py{' ' + ' '.join(argv) if argv else ''}`",
-        f"- Date: {m['date']} (git {m['git_commit']}); wall time {m['wall_seconds']} s; "
-        f"load average {m['loadavg_start']} at start, {m['loadavg_end']} at end",
-        f"- Machine: {m['nproc']} CPUs ({m['cpu']}), {m['platform']}, Python {m['python']}, "
-        f"eventsourcing {m['eventsourcing']}, psycopg {m['psycopg']}, SQLite {m['sqlite']} "
-        f"(WAL, synchronous={m.get('sqlite_synchronous', '?')})",
-    ]
-    if "postgres" in m:
-        p = m["postgres"]
-        out.append(f"- PostgreSQL {p['server_version'].split()[0]} on 127.0.0.1 over TCP (fsync={p['fsync']}, "
-                   f"synchronous_commit={p['synchronous_commit']}, wal_sync_method={p['wal_sync_method']}, "
-                   f"shared_buffers={p['shared_buffers']})")
+    out = header("bench_import.py", argv, m)
     types = ", ".join(f"{t} {n}" for t, n in w["by_type"].items())
     out += [
         f"- Workload: `{w['novel']}`, {w['chapters']} chapters in {w['volumes']} volumes, {w['text_mb']:.2f} MB of "
@@ -357,11 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=100, help="commands per atomic batch")
     parser.add_argument("--chapters", type=int, help="import only the first N chapters (default: all 365)")
     parser.add_argument("--quick", action="store_true", help="40 chapters, 1 repeat (smoke run)")
-    parser.add_argument("--novel", default=NOVEL, help="path relative to the project root")
-    parser.add_argument("--pg-url", default=os.environ.get("TEST_DATABASE_URL") or DEFAULT_SERVER,
-                        help="admin URL of a server whose user may create databases (default TEST_DATABASE_URL or local)")
-    parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
-    parser.add_argument("--save-json", metavar="PATH", help="also write the JSON report to PATH")
+    parser.add_argument("--novel", default=NOVEL_RELATIVE, help="path relative to the project root")
+    add_common_options(parser)
     args = parser.parse_args(argv)
     args.repeats = args.repeats or (1 if args.quick else 3)
     if args.quick and args.chapters is None:
@@ -371,10 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or args.repeats < 1 or args.batch_size < 1 or (args.chapters is not None and args.chapters < 1):
         parser.error(f"bad arguments (unknown stores: {sorted(unknown)})" if unknown else "counts must be >= 1")
     report = benchmark(args)
-    if args.save_json:
-        with open(args.save_json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2, default=str)
-    print(json.dumps(report, indent=2, default=str) if args.format == "json" else markdown(report, argv))
+    emit(report, args, markdown(report, argv))
     return 0
 
 

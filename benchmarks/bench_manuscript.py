@@ -20,7 +20,6 @@ The two workloads differ (the reference also records summaries), so events/s is 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -29,15 +28,13 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_apply import DEFAULT_SERVER, PostgresStores, SQLiteStores, log, machine_info  # noqa: E402
-from bench_import import NOVEL, commands_for, read_novel  # noqa: E402
+from common import add_common_options, emit, log, machine_info, stores_for  # noqa: E402
+from gen_story import NOVEL, novel_commands, read_novel  # noqa: E402
 
 from canon_ledger.application.manuscript_import import import_manuscript  # noqa: E402
 from canon_ledger.domain.commands import parse_command  # noqa: E402
 from canon_ledger.domain.manuscript import split  # noqa: E402
 from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def reference(url: str, commands: list[Any]) -> dict[str, float]:
@@ -75,25 +72,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stores", default="sqlite,postgres")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--pg-url", default=os.environ.get("TEST_DATABASE_URL") or DEFAULT_SERVER)
-    parser.add_argument("--save-json", metavar="PATH")
+    add_common_options(parser, formats=False)
     args = parser.parse_args(argv)
-    path = os.path.join(ROOT, NOVEL)
-    with open(path, encoding="utf-8") as f:
+    with open(NOVEL, encoding="utf-8") as f:
         text = f.read()
-    commands = [parse_command(d) for d in commands_for(read_novel(path), None)]
-    kinds = args.stores.split(",")
-    stores = {k: SQLiteStores() if k == "sqlite" else PostgresStores(args.pg_url) for k in kinds}
+    commands = [parse_command(d) for d in novel_commands(read_novel(NOVEL), None)]
+    made, skipped = stores_for(args.stores.split(","), args.pg_url)
+    stores = {store.kind: store for store in made}
+    kinds = list(stores)
     runs: dict[tuple[str, str], list[dict[str, float]]] = {}
-    for repeat in range(args.repeats):
-        for kind, store in stores.items():
-            for name in (("reference", "import") if repeat % 2 == 0 else ("import", "reference")):
-                with store.fresh() as url:
-                    run = reference(url, commands) if name == "reference" else imported(url, text)
-                runs.setdefault((kind, name), []).append(run)
-                log(f"{kind} repeat {repeat} {name}: {run['events']:,} events in {run['seconds']:.2f} s = "
-                    f"{run['events'] / run['seconds']:,.0f} events/s"
-                    + (f"; re-import {run['reimport_seconds']:.2f} s" if "reimport_seconds" in run else ""))
+    try:
+        for repeat in range(args.repeats):
+            for kind, store in stores.items():
+                for name in (("reference", "import") if repeat % 2 == 0 else ("import", "reference")):
+                    with store.fresh() as url:
+                        run = reference(url, commands) if name == "reference" else imported(url, text)
+                    runs.setdefault((kind, name), []).append(run)
+                    log(f"{kind} repeat {repeat} {name}: {run['events']:,} events in {run['seconds']:.2f} s = "
+                        f"{run['events'] / run['seconds']:,.0f} events/s"
+                        + (f"; re-import {run['reimport_seconds']:.2f} s" if "reimport_seconds" in run else ""))
+    finally:
+        for store in made:
+            store.close()
     summary: dict[str, Any] = {}
     for kind in kinds:
         ref = runs[(kind, "reference")]
@@ -111,11 +111,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{s['reference_seconds']:.2f} s ({ref_eps:,.0f} events/s): {s['ratio']:.2f}x; re-import "
             f"{s['reimport_seconds']:.2f} s")
     report = {"machine": machine_info(args.pg_url if "postgres" in kinds else None), "summary": summary,
-              "runs": {f"{k}/{n}": v for (k, n), v in runs.items()}}
-    print(json.dumps(report, indent=2, default=str))
-    if args.save_json:
-        with open(args.save_json, "w") as f:
-            json.dump(report, f, indent=2, default=str)
+              "skipped": skipped, "runs": {f"{k}/{n}": v for (k, n), v in runs.items()}}
+    args.format = "json"
+    emit(report, args, "")
     return 0
 
 

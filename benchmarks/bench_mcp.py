@@ -10,8 +10,8 @@ most 1.5x the API's ``GET /v1/stories/{story}/packet?role=writer&chapter=N`` (p5
 1,000. All three ask for the same packet with the service default record=true, so they do the
 same work: the first request records it, every later identical one finds it recorded.
 
-The story, its loading and the server are ``bench_viewer``'s (``gen_story`` seed 3 loaded by
-``bench_packets.load_story``; ``bench_http.catch_up`` for an admin key and caught-up models;
+The story, its loading and the server are as in ``bench_viewer`` (``gen_story`` seed 3 loaded by
+``common.load_story``; ``bench_http.catch_up`` for an admin key and caught-up models;
 ``bench_http.Server``: a real ``canon serve`` subprocess). The stdio server is a second real
 process, ``canon --db URL mcp --no-worker`` (the serve process's worker keeps the models
 current), launched by the SDK's own ``Client``. The three clients live in this process's one
@@ -31,7 +31,6 @@ import asyncio
 import gc
 import os
 import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -41,19 +40,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_http  # noqa: E402
 import gen_story  # noqa: E402
-from bench_apply import PostgresStores, SQLiteStores, _loadavg, emit, log, machine_info  # noqa: E402
-from bench_http import CANON, Server, story_options, story_sized  # noqa: E402
-from bench_packets import load_story, run_worker  # noqa: E402
-from bench_viewer import story_commands  # noqa: E402
+from bench_http import Server  # noqa: E402
+from common import (CANON, PostgresStores, SQLiteStores, emit, header, load_story, loadavg, log,  # noqa: E402
+                    machine_info, percentiles, run_worker, story_commands, story_options, story_sized)
 
 GOAL = 1.5  # MCP / API, p50, per transport
 SIDES = ("api", "mcp_http", "mcp_stdio")
-
-
-def stats(seconds: list[float]) -> dict[str, float]:
-    ms = sorted(s * 1000 for s in seconds)
-    return {"n": len(ms), "p50": statistics.median(ms), "p90": ms[int(0.9 * (len(ms) - 1))],
-            "mean": statistics.fmean(ms), "min": ms[0], "max": ms[-1]}
 
 
 async def rounds(server: Server, url: str, token: str, story: str, chapter: int, samples: int,
@@ -100,7 +92,7 @@ async def rounds(server: Server, url: str, token: str, story: str, chapter: int,
                 bodies.setdefault(side, body)
                 if body != bodies["api"]:
                     raise AssertionError(f"{side}: the packet differs from the API's")
-    out = {side: stats(times[side]) for side in SIDES}
+    out = {side: percentiles(times[side]) for side in SIDES}
     return {"sides": out, "bytes": len(bodies["api"].encode()),
             "ratio_p50": {side: out[side]["p50"] / out["api"]["p50"] for side in SIDES[1:]},
             "ratio_mean": {side: out[side]["mean"] / out["api"]["mean"] for side in SIDES[1:]}}
@@ -123,7 +115,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
             server = Server(url, os.path.join(logdir, f"server_{store.kind}.log"))
             try:
                 result["server_start_seconds"] = server.start()
-                result["loadavg_before"] = _loadavg()
+                result["loadavg_before"] = loadavg()
                 result["round_trip"] = asyncio.run(rounds(server, url, token, gen_story.STORY, args.chapters,
                                                           args.samples, args.warmup))
                 r = result["round_trip"]
@@ -131,11 +123,12 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                     f"{r['sides']['mcp_http']['p50']:.2f} ms ({r['ratio_p50']['mcp_http']:.2f}x), MCP stdio "
                     f"{r['sides']['mcp_stdio']['p50']:.2f} ms ({r['ratio_p50']['mcp_stdio']:.2f}x); "
                     f"{r['bytes']:,} bytes")
-                result["loadavg_after"] = _loadavg()
+                result["loadavg_after"] = loadavg()
             finally:
                 server.stop()
     finally:
         store.close()
+    info["loadavg_end"] = loadavg()
     info["wall_seconds"] = round(time.perf_counter() - started, 1)
     r = result["round_trip"]
     verdicts = [{"goal": f"get_packet p50, MCP {side[4:]} / API", "value": r["ratio_p50"][side], "limit": GOAL,
@@ -145,9 +138,9 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
 
 def markdown(report: dict[str, Any], argv: list[str]) -> str:
     r = report["result"]["round_trip"]
-    lines = [f"`python benchmarks/bench_mcp.py {' '.join(argv)}` ({report['result']['store']}, chapter "
-             f"{report['result']['chapter']:,}, {r['bytes']:,}-byte packet, {r['sides']['api']['n']} samples per side)",
-             "", "| side | p50 ms | p90 ms | mean ms | p50 / API |", "|---|---|---|---|---|"]
+    lines = [*header("bench_mcp.py", argv, report["machine"]),
+             f"- {report['result']['store']}, chapter {report['result']['chapter']:,}, {r['bytes']:,}-byte packet, "
+             f"{r['sides']['api']['n']} samples per side", "", "| side | p50 ms | p90 ms | mean ms | p50 / API |", "|---|---|---|---|---|"]
     for side in SIDES:
         s = r["sides"][side]
         ratio = "1" if side == "api" else f"{r['ratio_p50'][side]:.2f}x"

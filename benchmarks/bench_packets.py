@@ -51,15 +51,11 @@ created and dropped here) the script:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import cProfile
 import json
 import os
 import pstats
-import resource
 import sqlite3
-import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -70,9 +66,10 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gen_story  # noqa: E402
-from bench_apply import PostgresStores, SQLiteStores, _conninfo, _loadavg, emit, log, machine_info  # noqa: E402
+from common import (add_output_options, conninfo, emit, header, load_story, loadavg, log, machine_info,  # noqa: E402
+                    percentiles, rss_mb, ru_maxrss_mb, run_worker, story_commands, story_options, story_sized,
+                    stores_for)
 
-DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 TARGETS = {
     "p50_ms_last": 10.0,  # p50 at chapter 1,000
     "packet_vs_limit": 2.0,  # p50 packet / p50 limit at chapter 1,000
@@ -80,58 +77,6 @@ TARGETS = {
     "c2p_p50_ms": 15.0,
     "rss_mb": 400.0,
 }
-
-
-def _rss_mb() -> float:
-    """Peak RSS of this process image: VmHWM. (``ru_maxrss`` is not used for the worker: on Linux it
-    keeps the parent's high-water mark across fork + exec, i.e. the loader's generated story.)"""
-    with contextlib.suppress(OSError):
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    return _ru_maxrss_mb()
-
-
-def _ru_maxrss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kB
-
-
-def _pcts(values: list[float]) -> dict[str, float]:
-    ms = sorted(v * 1e3 for v in values)
-    p95 = statistics.quantiles(ms, n=100, method="inclusive")[94] if len(ms) > 1 else ms[0]
-    return {"p50": statistics.median(ms), "p95": p95, "min": ms[0], "max": ms[-1], "n": len(ms)}
-
-
-# -- loading (main process) ----------------------------------------------------------------------
-def load_story(url: str, kind: str, commands: list[Any], batch: int) -> dict[str, Any]:
-    from canon_ledger.infrastructure.stores import open_ledger
-
-    ledger = open_ledger(url)
-    try:
-        t0 = last = time.perf_counter()
-        applied = 0
-        for i in range(0, len(commands), batch):
-            results = ledger.apply(commands[i : i + batch], atomic=True)
-            bad = [r for r in results if r.status != "applied"]
-            if bad:
-                first = next((r for r in bad if r.status != "not_applied"), bad[0])
-                raise RuntimeError(f"{kind}: batch at command {i + 1} not applied: {first.as_dict()}")
-            applied += len(results)
-            now = time.perf_counter()
-            if now - last >= 10 or applied == len(commands):
-                last = now
-                rate = applied / (now - t0)
-                log(f"{kind}: loaded {applied:,}/{len(commands):,} commands ({100 * applied / len(commands):.0f}%), "
-                    f"log position {results[-1].position:,}, {rate:,.0f} cmd/s, {now - t0:.0f} s elapsed, "
-                    f"~{(len(commands) - applied) / rate:.0f} s to go")
-        seconds = time.perf_counter() - t0
-        events = ledger.position()
-    finally:
-        ledger.close()
-    return {"seconds": seconds, "commands": len(commands), "events": events, "transactions": -(-len(commands) // batch),
-            "commands_per_s": len(commands) / seconds, "events_per_s": events / seconds,
-            "loader_peak_rss_mb": _rss_mb()}
 
 
 # -- the limit -----------------------------------------------------------------------------------
@@ -160,7 +105,7 @@ class RawReader:
         else:
             import psycopg
 
-            self.conn = psycopg.connect(_conninfo(url))
+            self.conn = psycopg.connect(conninfo(url))
             self.conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
 
     def sql(self, text: str) -> str:
@@ -516,9 +461,9 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
     kind, story, chapters = cfg["kind"], cfg["story_id"], cfg["chapters"]
     samples, warmup, secondary = cfg["samples"], cfg["warmup"], cfg["secondary_samples"]
     out: dict[str, Any] = {"store": kind}
-    rss = {"after_imports_mb": _rss_mb(), "ru_maxrss_at_start_mb": _ru_maxrss_mb()}
+    rss = {"after_imports_mb": rss_mb(), "ru_maxrss_at_start_mb": ru_maxrss_mb()}
     services = bootstrap(cfg["url"])
-    rss["after_bootstrap_mb"] = _rss_mb()
+    rss["after_bootstrap_mb"] = rss_mb()
     try:
         # -- catch-up over the whole log ------------------------------------------------------
         runner, tables = serving_build(services)
@@ -545,7 +490,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
         del projection.ops
         out["catch_up"] = {"log_events": goal, "projected_events": projected[0], "seconds": seconds,
                            "log_events_per_s": goal / seconds, "projected_events_per_s": projected[0] / seconds}
-        rss["after_catch_up_mb"] = _rss_mb()
+        rss["after_catch_up_mb"] = rss_mb()
 
         tokens = token_counter()
         raw = RawReader(kind, cfg["url"])
@@ -572,7 +517,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
             raw.conn.execute("VACUUM ANALYZE")
             raw.conn.autocommit = False
             out["analyze"] = {"autovacuum": autovacuum, "seconds": time.perf_counter() - t,
-                              "packet_before_analyze": {"chapter": chapters[-1], **_pcts(before)}}
+                              "packet_before_analyze": {"chapter": chapters[-1], **percentiles(before)}}
             log(f"{kind}: autovacuum={autovacuum}; chapter {chapters[-1]} packet p50 before VACUUM ANALYZE "
                 f"{out['analyze']['packet_before_analyze']['p50']:.2f} ms; VACUUM ANALYZE took {out['analyze']['seconds']:.1f} s")
         # -- latency: packet (record=False) interleaved with the limit ------------------------------
@@ -611,11 +556,11 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
             statuses = Counter(i.status for i in packet.items)
             row = {
                 "chapter": ch,
-                "packet": _pcts(pk),
-                "limit": _pcts(lim),
-                "limit_fetch": _pcts(fetch),
-                "limit_encode": _pcts(enc),
-                "replay": _pcts(rep),
+                "packet": percentiles(pk),
+                "limit": percentiles(lim),
+                "limit_fetch": percentiles(fetch),
+                "limit_encode": percentiles(enc),
+                "replay": percentiles(rep),
                 "replay_rows": replay_rows,
                 "items": {"candidates": len(packet.items), **{s: statuses[s] for s in ("included", "trimmed", "dropped")}},
                 "items_by_tier": {t: dict(Counter(i.status for i in packet.items if i.tier == t))
@@ -648,7 +593,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
                 if i >= warmup:
                     mixed[req.chapter].append(time.perf_counter() - t)
         for row in rows_out:
-            row["packet_round_robin"] = _pcts(mixed[row["chapter"]])
+            row["packet_round_robin"] = percentiles(mixed[row["chapter"]])
         log(f"{kind}: round-robin over chapters " + ", ".join(
             f"{row['chapter']}: p50 {row['packet_round_robin']['p50']:.2f} ms" for row in rows_out))
         # -- record=True ------------------------------------------------------------------------
@@ -667,15 +612,15 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
                 packets.packet(Request(story, "writer", ch, budget=base - 1 - i), record=True)
                 if i >= warmup:
                     new.append(time.perf_counter() - t)
-            row["record_reissue"] = _pcts(again)
-            row["record_new"] = _pcts(new)
+            row["record_reissue"] = percentiles(again)
+            row["record_new"] = percentiles(new)
             log(f"{kind}: chapter {ch:>5}: record=True new packet p50 {row['record_new']['p50']:.2f} ms, "
                 f"re-issue p50 {row['record_reissue']['p50']:.2f} ms")
         out["chapters"] = rows_out
         # -- command-to-packet --------------------------------------------------------------------
         last_ch = chapters[-1]
         c2p = {}
-        body = gen_story._Story(7, 1, 8).prose(60, 60)
+        body = gen_story.prose(60)
         run = uuid.uuid4().hex[:8]
         for record in (True, False):
             times, applies, failures = [], [], 0
@@ -698,8 +643,8 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
             # The apply alone (one command, one commit) and what follows it: read-your-writes
             # catch-up plus the packet (plus recording it when record=True).
             c2p["record_true" if record else "record_false"] = {
-                **_pcts(times), "failures": failures, "apply": _pcts(applies),
-                "after_apply": _pcts([a - b for a, b in zip(times, applies)])}
+                **percentiles(times), "failures": failures, "apply": percentiles(applies),
+                "after_apply": percentiles([a - b for a, b in zip(times, applies)])}
             log(f"{kind}: command-to-packet (record={record}) p50 {c2p['record_true' if record else 'record_false']['p50']:.2f} ms, "
                 f"{failures} failures")
         # The same, step by step: what each part of command-to-packet costs (for the next round).
@@ -721,11 +666,11 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
             if i >= warmup:
                 for name, dt in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
                     parts[name].append(dt)
-        c2p["split"] = {name: _pcts(v) for name, v in parts.items()}
+        c2p["split"] = {name: percentiles(v) for name, v in parts.items()}
         log(f"{kind}: command-to-packet step by step, p50: " + ", ".join(
             f"{name} {c2p['split'][name]['p50']:.2f} ms" for name in parts))
         out["command_to_packet"] = c2p
-        rss["peak_after_latency_loops_mb"] = _rss_mb()
+        rss["peak_after_latency_loops_mb"] = rss_mb()
         # -- with L1 retrieval (the product default) ------------------------------------------------
         packets.retriever = l1
         t0 = time.perf_counter()
@@ -746,13 +691,13 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
                 t = time.perf_counter()
                 packets.packet(req, record=False)
                 cold.append(time.perf_counter() - t)
-            row["with_l1"] = {**_pcts(with_l1), "cold": _pcts(cold),
+            row["with_l1"] = {**percentiles(with_l1), "cold": percentiles(cold),
                               "l1_items": sum(i.kind in ("chunk", "wiki_page") for i in p.items),
                               "stages": {st.step: st.detail for st in p.stages}}
             log(f"{kind}: chapter {row['chapter']:>5}: with L1 p50 {row['with_l1']['p50']:.2f} ms "
                 f"(first request, embedding the query: {row['with_l1']['cold']['p50']:.2f} ms)")
         packets.retriever = None
-        rss["peak_with_l1_mb"] = _rss_mb()  # the embedding model and the vector index loaded
+        rss["peak_with_l1_mb"] = rss_mb()  # the embedding model and the vector index loaded
         # -- where the time goes ------------------------------------------------------------------
         breakdown = {}
         for ch in (chapters[0], last_ch):
@@ -775,8 +720,8 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
                                   "other_ms": total - sum(p["ms"] for p in parts.values())}
         out["breakdown"] = breakdown
         out["profile"] = profile_packets(services, Request(story, "writer", last_ch), max(30, samples // 2))
-        rss["peak_end_mb"] = _rss_mb()
-        rss["ru_maxrss_end_mb"] = _ru_maxrss_mb()
+        rss["peak_end_mb"] = rss_mb()
+        rss["ru_maxrss_end_mb"] = ru_maxrss_mb()
         out["rss"] = rss
         raw.close()
     finally:
@@ -784,43 +729,13 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_worker(cfg: dict[str, Any], mode: str = "--worker", script: str = __file__) -> dict[str, Any]:
-    """Run ``script`` (default: this one) as ``script MODE CFG`` in a fresh interpreter; its
-    last stdout line is the JSON result."""
-    proc = subprocess.run([sys.executable, os.path.abspath(script), mode, json.dumps(cfg)],
-                          stdout=subprocess.PIPE, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{cfg['kind']} {mode} failed with exit status {proc.returncode}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 # -- the benchmark ---------------------------------------------------------------------------------
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
-    from canon_ledger.domain.commands import parse_command
-
     started = time.perf_counter()
-    t0 = time.perf_counter()
-    dicts = gen_story.generate(seed=args.seed, chapters=args.chapters, entries=args.entries)
-    gen_seconds = time.perf_counter() - t0
-    story = gen_story.totals(dicts)
-    t0 = time.perf_counter()
-    commands = [parse_command(d) for d in dicts]
-    parse_seconds = time.perf_counter() - t0
-    story.update(seed=args.seed, generate_seconds=round(gen_seconds, 2), parse_seconds=round(parse_seconds, 2))
-    log(f"story: {story['commands']:,} commands, {story['events']:,} events expected, {story['chapters']:,} chapters, "
-        f"{story['canon_entries']:,} canon entries (generated in {gen_seconds:.1f} s, parsed in {parse_seconds:.1f} s)")
+    story, commands = story_commands(args)
     chapters = sorted({c for c in (10, 100, 1000) if c < args.chapters} | {args.chapters})
 
-    stores: list[Any] = []
-    skipped: dict[str, str] = {}
-    if args.store in ("sqlite", "both"):
-        stores.append(SQLiteStores())
-    if args.store in ("postgres", "both"):
-        try:
-            stores.append(PostgresStores(args.pg_url))
-        except Exception as e:  # noqa: BLE001 - reported, not fatal, like bench_apply
-            skipped["postgres"] = f"no server: {e}"
-            log(f"skipping PostgreSQL: {e}")
+    stores, skipped = stores_for(["sqlite", "postgres"] if args.store == "both" else [args.store], args.pg_url)
     info = machine_info(args.pg_url if any(s.kind == "postgres" for s in stores) else None)
     results = []
     try:
@@ -832,13 +747,13 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                     log(f"{store.kind}: WARNING log holds {loaded['events']:,} events, expected {story['events']:,}")
                 cfg = {"kind": store.kind, "url": url, "story_id": gen_story.STORY, "chapters": chapters,
                        "samples": args.samples, "warmup": args.warmup, "secondary_samples": args.secondary_samples}
-                measured = run_worker(cfg)
+                measured = run_worker(cfg, "--worker", __file__)
                 results.append({"store": store.kind, "load": loaded, **measured,
                                 "store_seconds": time.perf_counter() - t0})
     finally:
         for store in stores:
             store.close()
-    info["loadavg_end"] = _loadavg()
+    info["loadavg_end"] = loadavg()
     info["wall_seconds"] = round(time.perf_counter() - started, 1)
     return {"machine": info, "story": story, "chapters": chapters, "samples": args.samples, "warmup": args.warmup,
             "secondary_samples": args.secondary_samples,
@@ -873,17 +788,7 @@ def _ms(p: dict[str, float]) -> str:
 
 def markdown(report: dict[str, Any], argv: list[str]) -> str:
     m, s = report["machine"], report["story"]
-    out = [
-        f"- Command: `python benchmarks/bench_packets.py{' ' + ' '.join(argv) if argv else ''}`",
-        f"- Date: {m['date']} (git {m['git_commit']}); wall time {m['wall_seconds']} s; "
-        f"load average {m['loadavg_start']} at start, {m['loadavg_end']} at end",
-        f"- Machine: {m['nproc']} CPUs ({m['cpu']}), {m['platform']}, Python {m['python']}, "
-        f"eventsourcing {m['eventsourcing']}, psycopg {m['psycopg']}, SQLite {m['sqlite']}",
-    ]
-    if "postgres" in m:
-        p = m["postgres"]
-        out.append(f"- PostgreSQL {p['server_version'].split()[0]} on 127.0.0.1 over TCP (fsync={p['fsync']}, "
-                   f"synchronous_commit={p['synchronous_commit']}, shared_buffers={p['shared_buffers']})")
+    out = header("bench_packets.py", argv, m)
     kinds = ", ".join(f"{k} {n:,}" for k, n in s["canon_entries_by_kind"].items())
     out += [
         f"- Story (seed {s['seed']}): {s['commands']:,} commands, {s['events']:,} events, {s['chapters']:,} chapters in "
@@ -997,20 +902,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--secondary-samples", type=int,
                         help="samples for the record=True and command-to-packet loops (default: half of --samples)")
     parser.add_argument("--warmup", type=int, help="warmup calls before each measurement (default 20; 5 with --quick)")
-    parser.add_argument("--chapters", type=int, help="chapters in the story (default 1000; 200 with --quick)")
-    parser.add_argument("--entries", type=int, help="canon entries (default 10 per chapter)")
-    parser.add_argument("--seed", type=int, default=gen_story.DEFAULT_SEED)
-    parser.add_argument("--batch-size", type=int, default=100, help="commands per atomic batch when loading")
-    parser.add_argument("--pg-url", default=os.environ.get("TEST_DATABASE_URL") or DEFAULT_SERVER,
-                        help="admin URL of a server whose user may create databases (default TEST_DATABASE_URL or local)")
-    parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
-    parser.add_argument("--save-json", metavar="PATH", help="also write the JSON report to PATH")
+    story_options(parser)
+    add_output_options(parser)
     args = parser.parse_args(argv)
     args.samples = args.samples or (30 if args.quick else 200)
     args.warmup = args.warmup if args.warmup is not None else (5 if args.quick else 20)
     args.secondary_samples = args.secondary_samples or max(10, args.samples // 2)
-    args.chapters = args.chapters or (200 if args.quick else gen_story.CHAPTERS)
-    args.entries = args.entries or args.chapters * gen_story.ENTRIES // gen_story.CHAPTERS
+    story_sized(args)
     if args.samples < 2 or args.chapters < 1 or args.batch_size < 1 or args.warmup < 0:
         parser.error("samples must be >= 2; chapters and batch size >= 1")
     report = benchmark(args)

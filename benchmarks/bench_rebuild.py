@@ -40,7 +40,6 @@ import argparse
 import contextlib
 import gc
 import inspect
-import json
 import os
 import statistics
 import sys
@@ -51,8 +50,8 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gen_story  # noqa: E402
-from bench_apply import PostgresStores, SQLiteStores, _loadavg, log, machine_info  # noqa: E402
-from bench_packets import DEFAULT_SERVER, load_story  # noqa: E402
+from common import (PostgresStores, SQLiteStores, add_common_options, emit, header, load_story, loadavg,  # noqa: E402
+                    log, machine_info)
 
 from canon_ledger.application.packets.recipes import Request  # noqa: E402
 from canon_ledger.domain.commands import parse_command  # noqa: E402
@@ -249,10 +248,7 @@ def _memo_entries(services: Any) -> int | None:
 def markdown(report: dict[str, Any], argv: list[str]) -> str:
     m = report["machine"]
     lines = [
-        f"- Command: `python benchmarks/bench_rebuild.py {' '.join(argv)}`".rstrip(),
-        f"- Date: {m['date']}; git {m['git_commit']}; {m['nproc']} CPUs ({m['cpu']}); Python {m['python']}; "
-        f"eventsourcing {m['eventsourcing']}; SQLite {m['sqlite']}; load at start {m['loadavg_start']}, "
-        f"at end {m.get('loadavg_end', '-')}; wall time {m.get('wall_seconds', '-')} s",
+        *header("bench_rebuild.py", argv, m),
         f"- Story: {report['chapters']} chapters, {report['commands']:,} commands; repeats {report['repeats']} (medians)",
         "",
         "| store | memo | canon events read | raw decoded read ev/s (s) | rebuild ev/s (s) | rebuild/raw | goal | "
@@ -285,30 +281,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="100 chapters, 1 repeat")
     parser.add_argument("--store", choices=("sqlite", "postgres", "both"), default="both")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--pg", default=os.environ.get("BENCH_PG", DEFAULT_SERVER), help="admin URL of the server")
-    parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
-    parser.add_argument("--save-json", metavar="PATH", help="also write the JSON report to PATH")
+    add_common_options(parser)
     args = parser.parse_args(argv)
     started = time.perf_counter()
     chapters = 100 if args.quick else gen_story.CHAPTERS
     entries = 1000 if args.quick else gen_story.ENTRIES
     repeats = 1 if args.quick else args.repeats
     commands = [parse_command(c) for c in gen_story.generate(chapters=chapters, entries=entries)]
-    report: dict[str, Any] = {"machine": machine_info(args.pg if args.store != "sqlite" else None),
+    report: dict[str, Any] = {"machine": machine_info(args.pg_url if args.store != "sqlite" else None),
                               "chapters": chapters, "commands": len(commands), "repeats": repeats, "results": []}
     kinds = ["sqlite", "postgres"] if args.store == "both" else [args.store]
     for kind in kinds:
-        stores = SQLiteStores() if kind == "sqlite" else PostgresStores(args.pg)
+        stores = SQLiteStores() if kind == "sqlite" else PostgresStores(args.pg_url)
         try:
             report["results"].append(run_store(stores, commands, chapters, repeats))
         finally:
             stores.close()
-    report["machine"]["loadavg_end"] = _loadavg()
+    report["machine"]["loadavg_end"] = loadavg()
     report["machine"]["wall_seconds"] = round(time.perf_counter() - started, 1)
-    if args.save_json:
-        with open(args.save_json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2, default=str)
-    print(json.dumps(report, indent=2) if args.format == "json" else markdown(report, sys.argv[1:] if argv is None else argv))
+    emit(report, args, markdown(report, sys.argv[1:] if argv is None else argv))
     return 0
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import statistics
 import sys
 import time
 import uuid
@@ -44,8 +43,8 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gen_story  # noqa: E402
-from bench_apply import DEFAULT_SERVER, PostgresStores, SQLiteStores, emit, log, machine_info  # noqa: E402
-from bench_packets import _pcts, load_story  # noqa: E402
+from common import (add_common_options, emit, header, load_story, loadavg, log, machine_info,  # noqa: E402
+                    percentiles, stores_for)
 
 from canon_ledger.application.packets.compiler import compile_packet  # noqa: E402
 from canon_ledger.application.packets.recipes import Request  # noqa: E402
@@ -118,7 +117,7 @@ def measure(url: str, kind: str, story: str, chapters: list[int], samples: int, 
                         t = time.perf_counter()
                         _compile(services, request, version, retriever)
                         times[version].append(time.perf_counter() - t)
-                p4, p5 = _pcts(times[4]), _pcts(times[5])
+                p4, p5 = percentiles(times[4]), percentiles(times[5])
                 row[mode] = {"v4": p4, "v5": p5, "ratio_p50": p5["p50"] / p4["p50"],
                              "items_v4": _reasons(_compile(services, request, 4, retriever)),
                              "items_v5": _reasons(_compile(services, request, 5, retriever))}
@@ -139,8 +138,8 @@ def measure(url: str, kind: str, story: str, chapters: list[int], samples: int, 
                 t = time.perf_counter()
                 LoreIndex(rows)
                 build.append(time.perf_counter() - t)
-        out["cold_matcher_packet"] = _pcts(cold)
-        out["matcher_build_alone"] = _pcts(build)
+        out["cold_matcher_packet"] = percentiles(cold)
+        out["matcher_build_alone"] = percentiles(build)
         out["lore_rows"] = len(rows)
         log(f"{kind}: packet with a fresh matcher p50 {out['cold_matcher_packet']['p50']:.1f} ms "
             f"(build alone {out['matcher_build_alone']['p50']:.1f} ms over {len(rows):,} steps)")
@@ -164,7 +163,7 @@ def measure(url: str, kind: str, story: str, chapters: list[int], samples: int, 
                 assert all(r.status == "applied" for r in results), results[0].as_dict()
                 services.packets.packet(last, after=results[-1].position, record=False)
                 c2p[what].append(time.perf_counter() - t)
-        out["command_to_packet"] = {k: _pcts(v) for k, v in c2p.items()}
+        out["command_to_packet"] = {k: percentiles(v) for k, v in c2p.items()}
         out["command_to_packet_ratio_p50"] = (out["command_to_packet"]["canon change"]["p50"]
                                               / out["command_to_packet"]["summary"]["p50"])
         log(f"{kind}: command-to-packet p50 after a canon change "
@@ -184,11 +183,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     log(f"story: {story['commands']:,} commands, {story['chapters']:,} chapters, "
         f"{story['canon_entries']:,} canon entries, every one with aliases")
     chapters = sorted({c for c in (10, 100, 1000) if c < args.chapters} | {args.chapters})
-    stores: list[Any] = []
-    if args.store in ("sqlite", "both"):
-        stores.append(SQLiteStores())
-    if args.store in ("postgres", "both"):
-        stores.append(PostgresStores(args.pg_url))
+    stores, skipped = stores_for(["sqlite", "postgres"] if args.store == "both" else [args.store], args.pg_url)
     info = machine_info(args.pg_url if any(s.kind == "postgres" for s in stores) else None)
     results = []
     try:
@@ -200,15 +195,15 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         for store in stores:
             store.close()
+    info["loadavg_end"] = loadavg()
     info["wall_seconds"] = round(time.perf_counter() - started, 1)
     return {"machine": info, "story": story, "chapters": chapters, "samples": args.samples, "goal": GOAL,
-            "results": results}
+            "results": results, "skipped": skipped}
 
 
 def markdown(report: dict[str, Any], argv: list[str]) -> str:
-    out = [f"`python benchmarks/bench_recall.py {' '.join(argv)}`", "",
-           f"git {report['machine'].get('git_commit', '?')}, {report['machine'].get('date', '')}, "
-           f"wall {report['machine']['wall_seconds']} s; {report['samples']} samples per compiler, alternated", "",
+    out = [*header("bench_recall.py", argv, report["machine"]),
+           f"- {report['samples']} samples per compiler, alternated", "",
            "| store | chapter | packet | p50 v4 (ms) | p50 v5 (ms) | v5 / v4 | p95 v4 | p95 v5 |",
            "|---|---:|---|---:|---:|---:|---:|---:|"]
     for r in report["results"]:
@@ -238,9 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--seed", type=int, default=gen_story.DEFAULT_SEED)
-    parser.add_argument("--pg-url", default=os.environ.get("TEST_DATABASE_URL") or DEFAULT_SERVER)
-    parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
-    parser.add_argument("--save-json", metavar="PATH")
+    add_common_options(parser)
     args = parser.parse_args(argv)
     args.chapters = 200 if args.quick else gen_story.CHAPTERS
     args.entries = 2_000 if args.quick else gen_story.ENTRIES

@@ -12,7 +12,7 @@ they do the same work: the first request records the packet, every later identic
 recorded.
 
 Reused from ``bench_http`` (issue 17), not copied: the story and its loading (``gen_story``,
-seed 3: 1,000 chapters, 10,000 canon entries; ``bench_packets.load_story``: ``ledger.apply``
+seed 3: 1,000 chapters, 10,000 canon entries; ``common.load_story``: ``ledger.apply``
 in atomic batches of 100 into a temp SQLite file or a scratch PostgreSQL database
 ``canon_bench_<hex>``, created and dropped), the set-up subprocess (``bench_http.catch_up``:
 an admin key through the CLI, canon and the retrieval models caught up over the log (not
@@ -73,9 +73,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_http  # noqa: E402
 import gen_story  # noqa: E402
-from bench_apply import PostgresStores, SQLiteStores, _loadavg, emit, log, machine_info  # noqa: E402
-from bench_http import Server, _proc_status, server_log_summary, story_options, story_sized  # noqa: E402
-from bench_packets import load_story, run_worker  # noqa: E402
+from bench_http import Server, server_log_summary  # noqa: E402
+from common import (PostgresStores, SQLiteStores, emit, header, load_story, loadavg, log, machine_info,  # noqa: E402
+                    percentiles, proc_status, run_worker, story_commands, story_options, story_sized)
 
 PAGE_ROUTE = "/stories/{story}/packet"
 JSON_ROUTE = "/v1/stories/{story}/packet"
@@ -90,15 +90,6 @@ NAV_JS = """() => {
   return {nav: n ? n.toJSON() : null, css: css ? css.toJSON() : null,
           elements: document.getElementsByTagName('*').length};
 }"""
-
-
-def stats(seconds: list[float]) -> dict[str, float]:
-    """Seconds in, ms out: ``bench_http._pcts`` (p50, p95, p99, mean, min, max, n) and p90."""
-    out = bench_http._pcts(seconds)
-    ms = sorted(v * 1e3 for v in seconds)
-    out["p90"] = statistics.quantiles(ms, n=10, method="inclusive")[8] if len(ms) > 1 else (ms[0] if ms else
-                                                                                             float("nan"))
-    return out
 
 
 def route_metrics(text: str) -> dict[str, dict[str, float]]:
@@ -188,7 +179,7 @@ def ttfb(server: Server, token: str, story: str, chapter: int, samples: int, war
                     got[side][k].append(r[k])
         after = route_metrics(jc.get("/metrics").text)
     out["samples"] = samples
-    out["sides"] = {side: {k: stats(v) for k, v in d.items()} for side, d in got.items()}
+    out["sides"] = {side: {k: percentiles(v) for k, v in d.items()} for side, d in got.items()}
     out["server"] = server_means(before, after)
     out["ratio_p50"] = {k: ratio(out["sides"]["page"][k]["p50"], out["sides"]["json"][k]["p50"])
                         for k in ("headers", "first", "full")}
@@ -300,14 +291,15 @@ def browser(server: Server, token: str, story: str, chapter: int, samples: int, 
         n = nav[side]
         sizes = Counter_of([c["transferSize"] for c in css[side]])
         out["sides"][side] = {
-            "goto_load": stats(wall[side]),
-            "response_start": stats(n["responseStart"]), "response_end": stats(n["responseEnd"]),
-            "dom_content_loaded": stats(n["domContentLoadedEventEnd"]), "load_event_end": stats(n["loadEventEnd"]),
-            "request_start": stats(n["requestStart"]),
+            "goto_load": percentiles(wall[side]),
+            "response_start": percentiles(n["responseStart"]), "response_end": percentiles(n["responseEnd"]),
+            "dom_content_loaded": percentiles(n["domContentLoadedEventEnd"]),
+            "load_event_end": percentiles(n["loadEventEnd"]),
+            "request_start": percentiles(n["requestStart"]),
             "transfer_bytes": statistics.median(n["transferSize"]) if n["transferSize"] else 0,
             "css_transfer_sizes": sizes,
             "css_duration_ms_p50": statistics.median([c["duration"] for c in css[side]]) if css[side] else None,
-            "renderer": {k: stats(v) for k, v in perf[side].items() if k != "elements"},
+            "renderer": {k: percentiles(v) for k, v in perf[side].items() if k != "elements"},
             "elements": statistics.median(perf[side]["elements"]) if perf[side]["elements"] else 0,
         }
     s = out["sides"]
@@ -413,7 +405,7 @@ def profile(url: str, token: str, story: str, chapter: int, samples: int, warmup
                 free = alternate(tc, "story_free", samples, warmup)
             finally:
                 pages._story = real_story
-            out["story_free"] = {side: stats(v) for side, v in free.items()}
+            out["story_free"] = {side: percentiles(v) for side, v in free.items()}
             r = tc.get(f"/v1/stories/{story}/packet", params=params, headers=json_h)
             packet = r.json()
             out["items"] = len(packet["items"])
@@ -424,8 +416,8 @@ def profile(url: str, token: str, story: str, chapter: int, samples: int, warmup
         for owner, name, original in reversed(restore):
             setattr(owner, name, original)
     out["samples"] = samples
-    out["total"] = {side: stats(v) for side, v in total.items()}
-    out["steps"] = {side: {label: stats(v) for (m, label), v in timings.items() if m == side}
+    out["total"] = {side: percentiles(v) for side, v in total.items()}
+    out["steps"] = {side: {label: percentiles(v) for (m, label), v in timings.items() if m == side}
                     for side in ("page", "json")}
     return out
 
@@ -470,23 +462,10 @@ def story_statements(tc: Any, services: Any, pages: Any, story: str, params: dic
     finally:
         pages._story = real_story
         event.remove(engine, "before_cursor_execute", before)
-    return {k: stats(v) for k, v in sorted(per.items(), key=lambda kv: -sum(kv[1]))}
+    return {k: percentiles(v) for k, v in sorted(per.items(), key=lambda kv: -sum(kv[1]))}
 
 
 # -- the benchmark --------------------------------------------------------------------------------
-def story_commands(args: argparse.Namespace) -> tuple[dict[str, Any], list[Any]]:
-    """The benchmark story's totals and its parsed commands (``--seed``, ``--chapters``, ``--entries``)."""
-    from canon_ledger.domain.commands import parse_command
-
-    dicts = gen_story.generate(seed=args.seed, chapters=args.chapters, entries=args.entries)
-    story = gen_story.totals(dicts)
-    commands = [parse_command(d) for d in dicts]
-    del dicts
-    story["seed"] = args.seed
-    log(f"story: {story['commands']:,} commands, {story['events']:,} events expected, {story['chapters']:,} chapters")
-    return story, commands
-
-
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     story, commands = story_commands(args)
@@ -511,22 +490,22 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 result["readyz"] = httpx.get(server.base + "/readyz", headers={"Authorization": f"Bearer {token}"},
                                              timeout=60).json()
                 log(f"{store.kind}: server pid {server.pid} on port {server.port}; embedder "
-                    f"{result['readyz'].get('embedder')}; RSS {_proc_status(server.pid).get('VmRSS', 0):.0f} MB")
-                result["loadavg_before_ttfb"] = _loadavg()
+                    f"{result['readyz'].get('embedder')}; RSS {proc_status(server.pid).get('VmRSS', 0):.0f} MB")
+                result["loadavg_before_ttfb"] = loadavg()
                 result["ttfb"] = ttfb(server, token, gen_story.STORY, chapter, args.samples, args.warmup)
                 t = result["ttfb"]
                 log(f"{store.kind}: TTFB p50 page {t['sides']['page']['headers']['p50']:.2f} ms, JSON "
                     f"{t['sides']['json']['headers']['p50']:.2f} ms ({t['ratio_p50']['headers']:.2f}x); full "
                     f"{t['ratio_p50']['full']:.2f}x; bytes {t['bytes']}")
-                result["loadavg_before_browser"] = _loadavg()
+                result["loadavg_before_browser"] = loadavg()
                 result["browser"] = browser(server, token, gen_story.STORY, chapter, args.browser_samples,
                                             args.warmup, t["packet_hash"])
                 br = result["browser"]
                 log(f"{store.kind}: browser goto(load) p50 page {br['sides']['page']['goto_load']['p50']:.1f} ms, "
                     f"JSON {br['sides']['json']['goto_load']['p50']:.1f} ms ({br['ratio_p50']['goto_load']:.2f}x); "
                     f"page, cache off {br['sides']['page_nocache']['goto_load']['p50']:.1f} ms")
-                result["loadavg_after_browser"] = _loadavg()
-                result["server_rss"] = _proc_status(server.pid)
+                result["loadavg_after_browser"] = loadavg()
+                result["server_rss"] = proc_status(server.pid)
             finally:
                 result["server_stop"] = server.stop()
                 result["server_log"] = server_log_summary(server.log_path)
@@ -538,7 +517,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                     f"{pr['story_free']['page']['p50']:.2f} ms")
     finally:
         store.close()
-    info["loadavg_end"] = _loadavg()
+    info["loadavg_end"] = loadavg()
     info["wall_seconds"] = round(time.perf_counter() - started, 1)
     info["server_logs"] = logdir
     t, br = result["ttfb"], result["browser"]
@@ -566,12 +545,9 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
     t, br = r["ttfb"], r["browser"]
     kind = r["store"]
     out = [
-        f"- Command: `.venv/bin/python benchmarks/bench_viewer.py{' ' + ' '.join(argv) if argv else ''}`",
-        f"- Date: {m['date']} (git {m['git_commit']}); wall time {m['wall_seconds']} s; load average {m['loadavg_start']} "
-        f"at start, {r['loadavg_before_ttfb']} before the TTFB part, {r['loadavg_before_browser']} before the browser "
-        f"part, {r['loadavg_after_browser']} after it, {m['loadavg_end']} at end",
-        f"- Machine: {m['nproc']} CPUs ({m['cpu']}), {m['platform']}, Python {m['python']}, SQLite {m['sqlite']}, "
-        f"chromium {br['chromium']}",
+        *header("bench_viewer.py", argv, m),
+        f"- Load average {r['loadavg_before_ttfb']} before the TTFB part, {r['loadavg_before_browser']} before the "
+        f"browser part, {r['loadavg_after_browser']} after it; chromium {br['chromium']}",
         f"- Story (seed {s['seed']}): {s['commands']:,} commands, {s['events']:,} events, {s['chapters']:,} chapters; "
         f"load {r['load']['seconds']:.0f} s, catch-up canon {r['catch_up']['canon_seconds']:.0f} s + retrieval "
         f"{r['catch_up']['retrieval_seconds']:.0f} s; server embedder {r['readyz'].get('embedder')}",

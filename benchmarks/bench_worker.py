@@ -8,7 +8,7 @@ Not part of the pytest run. Every worker is a real ``canon --db URL --format jso
 subprocess with ``CANON_EMBEDDER=hashing`` (never an in-process ``ProjectionWorker``), so the
 worker has its own interpreter, connections and GIL, as it has in production. Three parts:
 
-1. **Steady state** (PostgreSQL and SQLite, a fresh store each): ``bench_apply.generate_story``
+1. **Steady state** (PostgreSQL and SQLite, a fresh store each): ``gen_story.flat``
    (seed 2, drafts of ``--draft-words`` 300): per chapter ``plan_chapter``, 1-3 ``propose_canon`` +
    ``confirm_canon`` pairs, three scene cards, ``submit_draft`` + ``accept_draft`` (the chapter
    text the knowledge, keyword and vector models index) and ``record_chapter_summary``. The first
@@ -76,18 +76,14 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gen_story  # noqa: E402
-from bench_apply import _conninfo, _loadavg, generate_story, log, machine_info  # noqa: E402
-from bench_http import _pcts  # noqa: E402
+from common import (CANON, PostgresStores, SQLiteStores, add_pg_option, conninfo, header, load_story,  # noqa: E402
+                    loadavg, log, machine_info, median, percentiles)
 
-BIN = os.path.dirname(os.path.abspath(sys.executable))
-CANON = os.path.join(BIN, "canon")
-DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 MODELS = ("canon", "authoring", "knowledge", "retrieval", "vectors")
 TARGETS = {"canon_lag_p99_ms": 250.0, "scale_out_ratio": 1.6}
 SCRIPT = os.path.abspath(__file__)
@@ -116,10 +112,6 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
-
 def _cpu_stat() -> tuple[int, int]:
     """(busy, total) jiffies of the whole machine, from /proc/stat."""
     with open("/proc/stat", encoding="ascii") as f:
@@ -132,81 +124,6 @@ def _busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
     """Share of the machine's CPU time (all cores) that was busy between two /proc/stat reads."""
     total = after[1] - before[1]
     return (after[0] - before[0]) / total if total else float("nan")
-
-
-# -- stores ---------------------------------------------------------------------------------------
-class PgDatabases:
-    """Scratch databases ``canon_bench_<hex>...`` on the admin URL's server: created, copied from a
-    template, dropped."""
-
-    def __init__(self, admin: str) -> None:
-        import psycopg
-
-        self.admin = admin
-        self.made: list[str] = []
-        with psycopg.connect(_conninfo(admin), connect_timeout=3):
-            pass
-
-    def _exec(self, statement: str) -> None:
-        import psycopg
-
-        with psycopg.connect(_conninfo(self.admin), autocommit=True) as conn:
-            conn.execute(statement)
-
-    def url(self, name: str) -> str:
-        from sqlalchemy.engine import make_url
-
-        return make_url(self.admin).set(database=name).render_as_string(hide_password=False)
-
-    def create(self, template: str | None = None, suffix: str = "") -> str:
-        name = f"canon_bench_{uuid.uuid4().hex[:12]}{suffix}"
-        self._exec(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
-        self.made.append(name)
-        return name
-
-    def drop(self, name: str) -> None:
-        assert name.startswith("canon_bench_")
-        self._exec(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if name in self.made:
-            self.made.remove(name)
-
-    def close(self) -> None:
-        for name in list(self.made):
-            with contextlib.suppress(Exception):
-                self.drop(name)
-
-
-@contextlib.contextmanager
-def sqlite_store() -> Iterator[str]:
-    root = tempfile.mkdtemp(prefix="canon_bench_worker_")
-    try:
-        yield f"sqlite:///{os.path.join(root, 'steady.db')}"
-    finally:
-        import shutil
-
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def load_commands(url: str, commands: list[Any], batch: int = 100, label: str = "") -> dict[str, Any]:
-    """``ledger.apply(batch, atomic=True)``; every command must be applied."""
-    from canon_ledger.infrastructure.stores import open_ledger
-
-    ledger = open_ledger(url)
-    try:
-        t0 = last = time.perf_counter()
-        for i in range(0, len(commands), batch):
-            results = ledger.apply(commands[i:i + batch], atomic=True)
-            bad = [r for r in results if r.status != "applied"]
-            if bad:
-                raise RuntimeError(f"{label}: batch at command {i + 1} not applied: {bad[0].as_dict()}")
-            if time.perf_counter() - last >= 15:
-                last = time.perf_counter()
-                log(f"{label}: loaded {i + len(results):,}/{len(commands):,} commands, log at {results[-1].position:,}")
-        seconds = time.perf_counter() - t0
-        return {"commands": len(commands), "events": ledger.position(), "seconds": round(seconds, 2),
-                "commands_per_s": round(len(commands) / seconds, 1)}
-    finally:
-        ledger.close()
 
 
 # -- processes ------------------------------------------------------------------------------------
@@ -315,7 +232,7 @@ def poll_main(cfg: dict[str, Any]) -> None:
     if cfg["kind"] == "postgres":
         import psycopg
 
-        conn: Any = psycopg.connect(_conninfo(cfg["url"]), autocommit=True)
+        conn: Any = psycopg.connect(conninfo(cfg["url"]), autocommit=True)
         statement = sql.format(", ".join(["%s"] * len(names)))
 
         def read() -> dict[str, int]:
@@ -346,7 +263,7 @@ def poll_main(cfg: dict[str, Any]) -> None:
         previous = now
         time.sleep(interval)
     conn.close()
-    gap = _pcts(gaps[1:]) if len(gaps) > 1 else {}
+    gap = percentiles(gaps[1:]) if len(gaps) > 1 else {}
     with open(cfg["out"], "w", encoding="utf-8") as f:
         json.dump({"names": names, "series": series, "polls": polls, "poll_gap_ms": gap}, f)
 
@@ -441,7 +358,7 @@ def lags(applied: list[dict[str, Any]], first: int, relevant: list[int], series:
         lag = times[j] - a["returned"]
         values.append(lag)
         by_type.setdefault(a["type"], []).append(lag)
-    out = _pcts(values)
+    out = percentiles(values)
     out["unseen"] = unseen
     out["negative"] = sum(1 for v in values if v < 0)
     out["over_250ms"] = sum(1 for v in values if v > 0.25)
@@ -456,10 +373,10 @@ def steady(kind: str, url: str, args: argparse.Namespace, workdir: str) -> dict[
     from canon_ledger.infrastructure.stores import open_ledger
 
     live_n = int(args.rate * args.seconds)
-    dicts = generate_story(args.preload + live_n, seed=2, draft_words=args.draft_words)
+    dicts = gen_story.flat(args.preload + live_n, seed=2, draft_words=args.draft_words)
     commands = [parse_command(d) for d in dicts]
     pre, live = commands[:args.preload], commands[args.preload:]
-    out: dict[str, Any] = {"store": kind, "preload": load_commands(url, pre, label=f"{kind} preload")}
+    out: dict[str, Any] = {"store": kind, "preload": load_story(url, f"{kind} preload", pre, 100)}
     log(f"{kind} steady: preloaded {len(pre):,} commands ({out['preload']['events']:,} events) in "
         f"{out['preload']['seconds']:.1f} s; catching up with canon worker --once")
     setup = Worker(url, os.path.join(workdir, f"steady_{kind}_setup.log"), "--once")
@@ -487,7 +404,7 @@ def steady(kind: str, url: str, args: argparse.Namespace, workdir: str) -> dict[
     log(f"{kind} steady: worker up in {out['worker_ready_seconds']:.1f} s; writing {len(live):,} commands at "
         f"{args.rate:g}/s for {args.seconds:g} s")
     clock = time.monotonic
-    load_before, cpu_before = _loadavg(), _cpu_stat()
+    load_before, cpu_before = loadavg(), _cpu_stat()
     t0 = clock() + 0.1
     try:
         for i, command in enumerate(live):
@@ -524,13 +441,13 @@ def steady(kind: str, url: str, args: argparse.Namespace, workdir: str) -> dict[
     behind = [a["start"] - a["due"] for a in applied]
     out.update(
         commands=len(applied), window_seconds=round(window, 2), applied_per_s=round(len(applied) / window, 2),
-        events=last - first, apply_ms=_pcts([a["returned"] - a["start"] for a in applied]),
-        writer_behind_schedule_ms=_pcts([max(0.0, b) for b in behind]),
+        events=last - first, apply_ms=percentiles([a["returned"] - a["start"] for a in applied]),
+        writer_behind_schedule_ms=percentiles([max(0.0, b) for b in behind]),
         by_type={t: sum(1 for a in applied if a["type"] == t) for t in dict.fromkeys(a["type"] for a in applied)},
         canon=lags(applied, first, canon_at, polled["series"], 1),
         vectors=lags(applied, first, vector_at, polled["series"], 2),
         poll={"polls": polled["polls"], "changes": len(polled["series"]), "gap_ms": polled["poll_gap_ms"]},
-        worker=worker.summary(), loadavg_before=load_before, loadavg_after=_loadavg(),
+        worker=worker.summary(), loadavg_before=load_before, loadavg_after=loadavg(),
         cpu_busy_share=round(_busy_share(cpu_before, cpu_after), 3),
     )
     samples = [s for s in sampled["samples"] if t0 <= s["t"] <= t0 + window + out["drain_seconds"] and "error" not in s]
@@ -539,7 +456,7 @@ def steady(kind: str, url: str, args: argparse.Namespace, workdir: str) -> dict[
         "vector_texts": [s["texts"].get("vectors") for s in samples],
         "vector_pending": [s["pending"]["vectors"] for s in samples],
         "canon_pending": [s["pending"]["canon"] for s in samples],
-        "status_call_ms": _pcts([s["call_ms"] / 1e3 for s in samples]) if samples else {},
+        "status_call_ms": percentiles([s["call_ms"] / 1e3 for s in samples]) if samples else {},
         "errors": [s["error"] for s in sampled["samples"] if "error" in s],
     }
     c, v = out["canon"], out["vectors"]
@@ -615,7 +532,7 @@ def pending(services: Any, names: Any) -> int:
     return sum(model_status(n, services.read_models[n], services.ledger, end).pending for n in names)
 
 
-def catch_up_run(dbs: PgDatabases, template: str, mode: str, index: int, args: argparse.Namespace,
+def catch_up_run(dbs: PostgresStores, template: str, mode: str, index: int, args: argparse.Namespace,
                  workdir: str, *, packets: bool = False, backlog: bool = False,
                  projection: str | None = None) -> dict[str, Any]:
     """One catch-up from empty read models, on a fresh copy of ``template``. ``packets``: with the
@@ -638,7 +555,7 @@ def catch_up_run(dbs: PgDatabases, template: str, mode: str, index: int, args: a
         status = Observer("--status", {"url": url, "interval": args.status_every}, workdir) if backlog else None
         if packets:
             timer = PacketTimer(services, Request("story-1", "writer", args.packet_chapter), args.packet_ms / 1e3)
-        cpu_before, load_before = _cpu_stat(), _loadavg()
+        cpu_before, load_before = _cpu_stat(), loadavg()
         t0 = time.monotonic()
         extra = ("--projection", projection) if projection else ()
         names = [projection] if projection else list(MODELS)
@@ -685,7 +602,7 @@ def catch_up_run(dbs: PgDatabases, template: str, mode: str, index: int, args: a
         "seconds": round(seconds, 3), "events_per_s": round(end / seconds, 1),
         "exit_to_done_seconds": round(done - exited, 3), "status_polls_after_exit": extra_polls,
         "cpu_busy_share": round(_busy_share(cpu_before, cpu_after), 3),
-        "loadavg_before": load_before, "loadavg_after": _loadavg(), "worker": [w.summary() for w in workers],
+        "loadavg_before": load_before, "loadavg_after": loadavg(), "worker": [w.summary() for w in workers],
     }
     if timer is not None:
         during = [s for s in timer.samples if s["t"] < done]
@@ -716,9 +633,9 @@ def catch_up_run(dbs: PgDatabases, template: str, mode: str, index: int, args: a
 
 
 def _packet_summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"all": _pcts([s["seconds"] for s in samples]),
-            "with_lag_note": _pcts([s["seconds"] for s in samples if s["lagging"]]),
-            "without_lag_note": _pcts([s["seconds"] for s in samples if not s["lagging"]]),
+    return {"all": percentiles([s["seconds"] for s in samples]),
+            "with_lag_note": percentiles([s["seconds"] for s in samples if s["lagging"]]),
+            "without_lag_note": percentiles([s["seconds"] for s in samples if not s["lagging"]]),
             "canon_behind": sum(1 for s in samples if not s["canon_current"]),
             "first_ms": round(samples[0]["seconds"] * 1e3, 1) if samples else None}
 
@@ -727,7 +644,7 @@ def scale_out(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
     from canon_ledger.domain.commands import parse_command
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    dbs = PgDatabases(args.pg_url)
+    dbs = PostgresStores(args.pg_url)
     try:
         template = dbs.create(suffix="_tpl")
         url = dbs.url(template)
@@ -738,13 +655,13 @@ def scale_out(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
             story = f"story-{k}"
             dicts = gen_story.for_story(story, chapters=args.chapters, seed=args.seed + k,
                                         entries=args.chapters * gen_story.ENTRIES // gen_story.CHAPTERS)
-            stats = load_commands(url, [parse_command(d) for d in dicts], batch=100, label=f"load {story}")
+            stats = load_story(url, f"load {story}", [parse_command(d) for d in dicts], 100)
             loaded.append({"story": story, **stats})
             log(f"scale-out: {story} loaded ({stats['commands']:,} commands) in {stats['seconds']:.1f} s; "
                 f"log at {stats['events']:,}")
         import psycopg
 
-        with psycopg.connect(_conninfo(url), autocommit=True) as conn:
+        with psycopg.connect(conninfo(url), autocommit=True) as conn:
             autovacuum = conn.execute("SELECT setting FROM pg_settings WHERE name = 'autovacuum'").fetchone()[0]
             t0 = time.perf_counter()
             conn.execute("VACUUM ANALYZE")
@@ -773,21 +690,21 @@ def scale_out(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
     split_idle = [r["packets_idle"]["all"]["p50"] for r in packet_runs if r["mode"] == "two-split"]
     startup = next((r["startup_seconds"] for r in runs if "startup_seconds" in r), [])
     summary = {
-        "one_events_per_s": _median(one), "two_events_per_s": _median(two),
-        "ratio_two_vs_one": _median(two) / _median(one),
-        "two_split_events_per_s": _median(split), "ratio_two_split_vs_one": _median(split) / _median(one),
-        "two_split_seconds": _median([r["seconds"] for r in runs if r["mode"] == "two-split"] or [float("nan")]),
-        "packet_p50_during_split_ms": _median(split_during) if split_during else None,
-        "packet_p50_idle_split_ms": _median(split_idle) if split_idle else None,
-        "packet_ratio_during_split_vs_idle": _median(split_during) / _median(split_idle) if split_during else None,
-        "one_seconds": _median([r["seconds"] for r in runs if r["mode"] == "one"]),
-        "two_seconds": _median([r["seconds"] for r in runs if r["mode"] == "two"]),
+        "one_events_per_s": median(one), "two_events_per_s": median(two),
+        "ratio_two_vs_one": median(two) / median(one),
+        "two_split_events_per_s": median(split), "ratio_two_split_vs_one": median(split) / median(one),
+        "two_split_seconds": median([r["seconds"] for r in runs if r["mode"] == "two-split"] or [float("nan")]),
+        "packet_p50_during_split_ms": median(split_during) if split_during else None,
+        "packet_p50_idle_split_ms": median(split_idle) if split_idle else None,
+        "packet_ratio_during_split_vs_idle": median(split_during) / median(split_idle) if split_during else None,
+        "one_seconds": median([r["seconds"] for r in runs if r["mode"] == "one"]),
+        "two_seconds": median([r["seconds"] for r in runs if r["mode"] == "two"]),
         "startup_seconds": min(startup) if startup else None,
-        "packet_p50_during_ms": _median(during), "packet_p50_idle_ms": _median(idle),
-        "packet_ratio_during_vs_idle": _median(during) / _median(idle) if packet_runs else float("nan"),
-        "packet_p95_during_ms": _median([r["packets_during"]["all"]["p95"] for r in packet_runs]),
-        "packet_p95_idle_ms": _median([r["packets_idle"]["all"]["p95"] for r in packet_runs]),
-        "packet_run_events_per_s": _median([r["events_per_s"] for r in packet_runs]),
+        "packet_p50_during_ms": median(during), "packet_p50_idle_ms": median(idle),
+        "packet_ratio_during_vs_idle": median(during) / median(idle) if packet_runs else float("nan"),
+        "packet_p95_during_ms": median([r["packets_during"]["all"]["p95"] for r in packet_runs]),
+        "packet_p95_idle_ms": median([r["packets_idle"]["all"]["p95"] for r in packet_runs]),
+        "packet_run_events_per_s": median([r["events_per_s"] for r in packet_runs]),
     }
     log(f"scale-out: one worker {summary['one_events_per_s']:,.0f} events/s, two {summary['two_events_per_s']:,.0f} "
         f"events/s: {summary['ratio_two_vs_one']:.2f}x; two --split {summary['two_split_events_per_s']:,.0f} events/s: "
@@ -812,7 +729,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     workdir = tempfile.mkdtemp(prefix="bench_worker_logs_")
     report: dict[str, Any] = {"machine": info, "args": vars(args), "targets": TARGETS, "steady": [], "logs": workdir}
     if args.store in ("postgres", "both") and not args.no_steady:
-        dbs = PgDatabases(args.pg_url)
+        dbs = PostgresStores(args.pg_url)
         try:
             name = dbs.create(suffix="_steady")
             report["steady"].append(steady("postgres", dbs.url(name), args, workdir))
@@ -820,12 +737,12 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
             dbs.close()
         _save(report, args)
     if args.store in ("sqlite", "both") and not args.no_steady:
-        with sqlite_store() as url:
+        with contextlib.closing(SQLiteStores()) as stores, stores.fresh() as url:
             report["steady"].append(steady("sqlite", url, args, workdir))
         _save(report, args)
     if args.store in ("postgres", "both") and not args.no_scale_out:
         report["scale_out"] = scale_out(args, workdir)
-    info["loadavg_end"] = _loadavg()
+    info["loadavg_end"] = loadavg()
     info["wall_seconds"] = round(time.perf_counter() - started, 1)
     report["verdicts"] = verdicts(report)
     return report
@@ -865,12 +782,9 @@ def _series(values: list[Any]) -> str:
 def markdown(report: dict[str, Any], argv: list[str]) -> str:
     m = report["machine"]
     dirty = [x.strip() for x in m.get("git_dirty") or [] if x.strip()]
-    out = [f"- Command: `python benchmarks/bench_worker.py{' ' + ' '.join(argv) if argv else ''}`",
-           f"- Date: {m['date']} (git {m['git_commit']}"
-           f"{', working tree modified: ' + ', '.join(dirty) if dirty else ''}); "
-           f"wall time {m['wall_seconds']} s; load average {m['loadavg_start']} at start, {m['loadavg_end']} at end",
-           f"- Machine: {m['nproc']} CPUs ({m['cpu']}), {m['platform']}, Python {m['python']}, psycopg {m['psycopg']}, "
-           f"SQLite {m['sqlite']}" + (f", PostgreSQL {m['postgres']['server_version']}" if m.get("postgres") else "")]
+    out = header("bench_worker.py", argv, m)
+    if dirty:
+        out.append(f"- Working tree modified at git {m['git_commit']}: {', '.join(dirty)}")
     if report["steady"]:
         out += ["", "Steady state: one command per transaction, paced; one `canon worker` subprocess following; lag "
                 "= first 2 ms poll of the tracking row at or past the command's position - the apply's return "
@@ -1003,9 +917,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-steady", action="store_true", help="scale-out and packets only")
     parser.add_argument("--per-model", action="store_true",
                         help="diagnostic: each read model alone (--projection), one worker and two, one run each")
-    parser.add_argument("--pg-url", default=os.environ.get("TEST_DATABASE_URL") or DEFAULT_SERVER,
-                        help="admin URL of a server whose user may create databases "
-                             "(default TEST_DATABASE_URL or local)")
+    add_pg_option(parser)
     parser.add_argument("--markdown", action="store_true", help="also print the markdown table rows (before the JSON)")
     parser.add_argument("--save-json", metavar="PATH", help="also write the JSON report to PATH")
     args = parser.parse_args(argv)

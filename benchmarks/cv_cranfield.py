@@ -66,13 +66,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import os
 import platform
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -87,6 +85,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_cranfield import (COLLECTION, apply_all, build, documents, ingest_commands,  # noqa: E402
                              load_cranfield, mrr10, ndcg10, paired_p, recall100)
+from common import add_output_options, emit, git_commit  # noqa: E402
 
 from canon_ledger.application.retrieval.feedback import ALONE, ALWAYS, HYBRID, OFF  # noqa: E402
 from canon_ledger.application.retrieval.fusion import RRF, RRF_ZSCORE, ZSCORE, rrf  # noqa: E402
@@ -621,8 +620,7 @@ def _evaluate(args: argparse.Namespace, services: Mapping[int, Any], stores: Map
         return {
             "command": "python benchmarks/cv_cranfield.py " + " ".join(sys.argv[1:]),
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                  cwd=ROOT).stdout.strip(),
+            "git": git_commit(),
             "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}",
             "embedder": services[base].embedder.name, "stores": {str(t): stores[t] for t in tokens},
             "queries": len(numbers), "folds": split, "seed": SEED,
@@ -735,13 +733,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--db-128", help="SQLite file of the 128-token store (default: --db's name + '-128')")
     ap.add_argument("--tokens", default=",".join(str(t) for t in TOKENS), help="MiniLM truncations to evaluate")
     ap.add_argument("--quick", action="store_true", help="a tiny grid: a smoke test of the script")
-    ap.add_argument("--format", choices=("markdown", "json"), default="markdown")
-    ap.add_argument("--save-json")
+    add_output_options(ap)
     args = ap.parse_args(argv)
     report = run(args)
-    if args.save_json:
-        Path(args.save_json).write_text(json.dumps(report, indent=2))
-    print(json.dumps(report, indent=2) if args.format == "json" else markdown(report))
+    emit(report, args, markdown(report))
     return 0
 
 

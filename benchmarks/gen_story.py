@@ -29,6 +29,17 @@ At the default size (1,000 chapters in 10 volumes of 100, 10,000 canon entries):
   volume's end. ~0.4 **rejected proposals** per chapter.
 
 Each applied command also writes a receipt event: ``totals`` counts them.
+
+The benchmarks' other stories live here too, so that there is one story generator:
+
+* ``flat(n)``: the command-throughput workload of ``bench_apply.py`` (issue 2; also
+  ``bench_worker.py``'s steady state): ``n`` commands of one story, per chapter a plan, 1-3
+  canon proposals each confirmed (~30% revising an existing entry), three scene cards, a
+  draft of ``draft_words`` words, its acceptance and a summary (``--flat N`` writes it);
+* ``read_novel()`` and ``novel_commands()``: War and Peace (``../shared/data/novels``) as
+  ``canon import manuscript`` splits it, one story of 365 chapters in 17 volumes, each chapter
+  planned, submitted, accepted and summarised by its first sentence, each book summarised
+  (``bench_import.py``, ``bench_manuscript.py``, ``bench_cranfield.py``'s scale run).
 """
 
 from __future__ import annotations
@@ -37,9 +48,11 @@ import argparse
 import bisect
 import json
 import random
+import re
 import sys
 from collections import Counter
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 STORY = "synthetic-serial"
 DEFAULT_SEED = 3
@@ -441,14 +454,180 @@ def totals(commands: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def prose(words: int, seed: int = 7) -> str:
+    """``words`` words of the serial's prose (a fixed seed: the same text every call)."""
+    return _Story(seed, 1, 8).prose(words, words)
+
+
+# -- the command-throughput workload (issue 2) -----------------------------------------------------
+FLAT_STORY = "bench-story"
+FLAT_KINDS = ("character", "location", "thread", "item", "world_rule", "faction")
+FLAT_WORDS = (
+    "lamp quay river salt night bell ledger wick guild flood shadow lantern ward ink brass "
+    "harbour fog silver memory cost debt rope tide window stair coin letter candle ash smoke "
+    "glass rain bridge market clock whisper oath stone iron thread map key door"
+).split()
+
+
+def _flat_prose(rng: random.Random, words: int) -> str:
+    out: list[str] = []
+    while len(out) < words:
+        sentence = [rng.choice(FLAT_WORDS) for _ in range(rng.randint(6, 18))]
+        sentence[0] = sentence[0].capitalize()
+        out.extend(sentence)
+        out[-1] += "."
+    return " ".join(out[:words])
+
+
+def flat(n: int, *, seed: int = 2, draft_words: int = 2000) -> list[dict[str, Any]]:
+    """``n`` valid commands for one story, in an authoring app's order: per chapter a plan, a
+    few canon proposals each confirmed (some revising existing entries), three scene cards
+    tagging confirmed keys (callbacks may name any kind), a draft, its acceptance, a summary."""
+    rng = random.Random(seed)
+    cmds: list[dict[str, Any]] = []
+
+    def add(command_type: str, /, **fields: Any) -> None:
+        cmds.append({"type": command_type, "command_id": f"bench-{len(cmds) + 1:06d}", "story_id": FLAT_STORY,
+                     **fields})
+
+    add(
+        "start_story",
+        title="The Benchmark Ledger",
+        style_guardrails=["Close third person; past tense.", "No modern slang."],
+        output_contract="Markdown prose, 1,800-2,400 words.",
+        budgets={"writer": 12000},
+    )
+    confirmed: dict[str, list[str]] = {k: [] for k in FLAT_KINDS}
+    chapter = 0
+    while len(cmds) < n:
+        chapter += 1
+        add("plan_chapter", chapter=chapter, volume=(chapter - 1) // 10 + 1,
+            goals=[_flat_prose(rng, 12), _flat_prose(rng, 10)])
+        kinds = ["character", "location"] if chapter == 1 else [rng.choice(FLAT_KINDS)
+                                                                for _ in range(rng.randint(1, 3))]
+        for i, kind in enumerate(kinds, start=1):
+            revise = bool(confirmed[kind]) and rng.random() < 0.3
+            key = rng.choice(confirmed[kind]) if revise else f"{kind}-{len(confirmed[kind]) + 1}"
+            proposal = f"p-{chapter}-{i}"
+            add(
+                "propose_canon",
+                proposal_id=proposal,
+                kind=kind,
+                key=key,
+                name=key.replace("-", " ").title(),
+                aliases=[],
+                text=_flat_prose(rng, 40),
+                fields={"status": rng.choice(["open", "active", "hidden"])},
+                valid_from=chapter,
+                tags=[rng.choice(FLAT_WORDS)],
+            )
+            add("confirm_canon", proposal_id=proposal)
+            if not revise:
+                confirmed[kind].append(key)
+        everything = [key for keys in confirmed.values() for key in keys]
+        for s in range(1, 4):
+
+            def pick(kind: str, most: int) -> list[str]:
+                keys = confirmed[kind]
+                return rng.sample(keys, min(len(keys), rng.randint(0, most)))
+
+            add(
+                "add_scene_card",
+                chapter=chapter,
+                scene_id=f"s{s}",
+                summary=_flat_prose(rng, 30),
+                characters=pick("character", 3) or confirmed["character"][:1],
+                locations=pick("location", 1),
+                threads=pick("thread", 1),
+                items=pick("item", 1),
+                callbacks=rng.sample(everything, min(len(everything), rng.randint(0, 1))),
+            )
+        add("submit_draft", chapter=chapter, draft_id=f"d{chapter}", text=_flat_prose(rng, draft_words))
+        add("accept_draft", draft_id=f"d{chapter}")
+        add("record_chapter_summary", chapter=chapter, text=_flat_prose(rng, 120))
+    return cmds[:n]
+
+
+# -- War and Peace (issue 5) -----------------------------------------------------------------------
+NOVEL_RELATIVE = "../shared/data/novels/war_and_peace.txt"  # relative to the project root
+NOVEL = (Path(__file__).resolve().parents[1] / NOVEL_RELATIVE).resolve()
+NOVEL_STORY = "war-and-peace"
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+class Chapter(NamedTuple):  # (not a dataclass: tests load this file without registering it as a module)
+    number: int  # 1..365 over the whole novel
+    volume: int  # book index 1..17
+    heading: str  # "CHAPTER IV" (numbered per book)
+    text: str
+
+
+class Book(NamedTuple):
+    number: int
+    title: str
+    chapters: list[Chapter]
+
+
+def read_novel(path: str | Path = NOVEL) -> list[Book]:
+    """The novel's books and chapters, as ``canon import manuscript`` splits it."""
+    from canon_ledger.domain.manuscript import split
+
+    with open(path, encoding="utf-8") as f:
+        novel = split(f.read())
+    return [Book(v.number, v.heading, [Chapter(c.number, c.volume, c.heading, c.text)
+                                       for c in novel.chapters if c.volume == v.number]) for v in novel.volumes]
+
+
+def first_sentence(text: str, limit: int = 600) -> str:
+    flat_text = " ".join(text.split())
+    sentence = _SENTENCE.split(flat_text, maxsplit=1)[0]
+    return sentence if len(sentence) <= limit else sentence[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def novel_commands(books: list[Book], chapters: int | None = None) -> list[dict[str, Any]]:
+    """The novel as one story: ``start_story``; per chapter ``plan_chapter`` (volume = book),
+    ``submit_draft`` (the chapter text), ``accept_draft``, ``record_chapter_summary`` (its first
+    sentence); after each book's last chapter ``record_volume_summary``. ``chapters``: the
+    first N only."""
+    cmds: list[dict[str, Any]] = []
+
+    def add(command_type: str, /, **fields: Any) -> None:
+        cmds.append({"type": command_type, "command_id": f"wp-{len(cmds) + 1:05d}", "story_id": NOVEL_STORY,
+                     **fields})
+
+    add("start_story", title="War and Peace", style_guardrails=["Leo Tolstoy, Maude translation."],
+        output_contract="Prose chapters.", budgets={})
+    done = 0
+    for book in books:
+        for ch in book.chapters:
+            if chapters is not None and done >= chapters:
+                return cmds
+            add("plan_chapter", chapter=ch.number, volume=ch.volume, goals=[f"{book.title}, {ch.heading}"])
+            add("submit_draft", chapter=ch.number, draft_id=f"ch{ch.number:03d}", text=ch.text)
+            add("accept_draft", draft_id=f"ch{ch.number:03d}")
+            add("record_chapter_summary", chapter=ch.number, text=first_sentence(ch.text))
+            done += 1
+            if ch is book.chapters[-1]:
+                add("record_volume_summary", volume=book.number,
+                    text=f"{book.title} (chapters {book.chapters[0].number}-{ch.number}). "
+                         f"{first_sentence(book.chapters[0].text)}")
+    return cmds
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="JSONL file to write ('-' for stdout)")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--seed", type=int, help=f"default {DEFAULT_SEED} (2 with --flat)")
     parser.add_argument("--chapters", type=int, default=CHAPTERS)
     parser.add_argument("--entries", type=int, default=ENTRIES, help="confirmed canon entries (scales every kind)")
+    parser.add_argument("--flat", type=int, metavar="N",
+                        help="write bench_apply's workload of N commands instead (seed default 2)")
     args = parser.parse_args(argv)
-    commands = generate(seed=args.seed, chapters=args.chapters, entries=args.entries)
+    if args.flat:
+        commands = flat(args.flat, seed=2 if args.seed is None else args.seed)
+    else:
+        commands = generate(seed=DEFAULT_SEED if args.seed is None else args.seed, chapters=args.chapters,
+                            entries=args.entries)
     out = sys.stdout if args.out == "-" else open(args.out, "w", encoding="utf-8")
     try:
         for c in commands:
@@ -456,6 +635,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if out is not sys.stdout:
             out.close()
+    if args.flat:
+        print(f"{len(commands):,} commands of story {FLAT_STORY}", file=sys.stderr)
+        return 0
     t = totals(commands)
     print(f"{t['commands']:,} commands, {t['events']:,} events (receipts included), {t['chapters']:,} chapters, "
           f"{t['volumes']} volumes, {t['canon_entries']:,} canon entries, {t['revisions']:,} revisions, "
