@@ -20,27 +20,28 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from eventsourcing.persistence import IntegrityError
 
 from canon_ledger.application.event_log import EventLogReader, Listener, LoggedEvent
-from canon_ledger.application.handlers import handle
 from canon_ledger.application.packet_records import PacketRecords
 from canon_ledger.application.repository import SNAPSHOT_EVERY, LedgerApplication
 from canon_ledger.application.results import CommandResult
 from canon_ledger.application.unit_of_work import UnitOfWork
 from canon_ledger.domain import ids
-from canon_ledger.domain.commands import Command
 from canon_ledger.domain.errors import CanonError, RuleViolated
 from canon_ledger.domain.packet_log import PacketRecord
 from canon_ledger.domain.receipt import CommandReceipt, event_ref, scope_of
 from canon_ledger.domain.story import Story
 from canon_ledger.domain.tokens import TokenCounter
 
+if TYPE_CHECKING:  # the command models (pydantic) load with the first command applied, not with a read
+    from canon_ledger.domain.commands import Command
+
 __all__ = ["SNAPSHOT_EVERY", "CanonLedger", "CommandOrError", "LoggedEvent"]
 
-CommandOrError = Command | CanonError
+CommandOrError: TypeAlias = "Command | CanonError"
 Batch = Sequence[tuple[int, CommandOrError]]  # (1-based index in the caller's input, command or parse error)
 
 
@@ -202,6 +203,8 @@ class CanonLedger(LedgerApplication):
 
     def _decide(self, command: Command, uow: UnitOfWork) -> bool:
         """Decide ``command`` into ``uow`` with its receipt; False when it changes nothing."""
+        from canon_ledger.application.handlers import handle
+
         uow.begin()
         handle(command, uow, self.tokens)
         produced = [event_ref(e.originator_id, e.originator_version) for e in uow.produced()]

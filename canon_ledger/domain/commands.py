@@ -12,6 +12,7 @@ the bounds of ``domain.bounds``: line size, depth, integer digits, no NaN or Inf
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import math
@@ -153,7 +154,9 @@ def _tags(tag: str, kind: str) -> str:
 
 
 class _Command(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Each model's validator is built on its first use, not at import: a process that reads no
+    # command (a packet, a search) does not pay for fourteen schemas (issue 39: cold start).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     command_id: Id = Field(description=(
         f"Client-chosen id of this command, 1..{b.MAX_ID} {_ID_CHARS}, unique in the whole store (every story and "
@@ -424,11 +427,21 @@ Command = Annotated[
     Field(discriminator="type"),
 ]
 
-COMMAND_ADAPTER: TypeAdapter[Command] = TypeAdapter(Command)
+
+@functools.cache
+def command_adapter() -> TypeAdapter[Command]:
+    """The union's validator and schema, built on first use (``COMMAND_ADAPTER`` names it too)."""
+    return TypeAdapter(Command)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "COMMAND_ADAPTER":
+        return command_adapter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def json_schema() -> dict[str, Any]:
-    schema = COMMAND_ADAPTER.json_schema()
+    schema = command_adapter().json_schema()
     schema["title"] = "CanonLedgerCommand"
     schema["description"] = (
         "One Canon Ledger command, chosen by `type`: one JSON object per line of `canon apply`, or the body of "
@@ -480,7 +493,7 @@ def from_validation_error(error: ValidationError) -> InvalidCommand:
 
 def parse_command(data: Any) -> Command:
     try:
-        return COMMAND_ADAPTER.validate_python(data)
+        return command_adapter().validate_python(data)
     except ValidationError as e:
         raise from_validation_error(e) from None
 

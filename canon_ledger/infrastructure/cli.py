@@ -8,6 +8,7 @@ one-line reason on stderr; with ``--format json`` stdout carries only JSON.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import re
@@ -21,7 +22,6 @@ from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.application.results import CommandResult
 from canon_ledger.application.retrieval.feedback import MODES as FEEDBACK_MODES
 from canon_ledger.domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_ID, MAX_LINE_BYTES, MAX_POSITION
-from canon_ledger.domain.commands import decode_line, json_schema, parse_command, parse_line
 from canon_ledger.domain.story import DEFAULT_BUDGETS, ROLES
 from canon_ledger.domain.document import title_of
 from canon_ledger.domain.errors import CanonError, InvalidCommand
@@ -58,6 +58,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    from canon_ledger.domain.commands import json_schema
+
     print(json.dumps(json_schema(), indent=2))
     return OK
 
@@ -163,6 +165,10 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 def _parse(text: bytes | LineTooLong | str | dict[str, Any]) -> Any:
     """A command, or the structured error that reading it gave (reported, never raised)."""
+    # The command models load here, with the first command read: a verb that reads none never
+    # imports pydantic (issue 39: cold start).
+    from canon_ledger.domain.commands import decode_line, parse_command, parse_line
+
     try:
         if isinstance(text, LineTooLong):
             raise InvalidCommand("line_too_long", f"a line of {text.size:,} bytes; a command line is at most "
@@ -685,6 +691,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet("stdout")
         _say(f"canon: could not write the output: {e.strerror or e}")
         return status or REJECTED
+    if argv is None:  # this process's own entry (``canon``, ``python -m``): it ends next
+        # Its objects need no last garbage collection: the interpreter's pass over every object
+        # the verb loaded (a writer packet's ~0.1 s of exit, issue 39) is skipped; resources were
+        # closed by the verb, and the memory goes back with the process.
+        gc.freeze()
     return status
 
 

@@ -10,8 +10,6 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from canon_ledger.domain.commands import did_you_mean
-
 
 class UsageError(Exception):
     """The command line could not be read: exit 2, with argparse's usage line on stderr."""
@@ -49,6 +47,8 @@ def with_guess(message: str) -> str:
         return message
     word = found["word"].strip("'")
     choices = re.findall(r"'([^']*)'", found["choices"]) or [c.strip() for c in found["choices"].split(",")]
+    from canon_ledger.domain.commands import did_you_mean  # the command models load only for a mistyped word
+
     hint = did_you_mean(word, choices)
     return message[:found.end("word")] + hint + message[found.end("word"):] if hint else message
 

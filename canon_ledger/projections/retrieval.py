@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import singledispatch
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import text
 
 from canon_ledger.application.knowledge.ports import ProviderError
@@ -34,6 +33,9 @@ from canon_ledger.projections.partitioning import BY_COLLECTION
 from canon_ledger.projections.retrieval_tables import RetrievalTables, VectorTables
 from canon_ledger.projections.retrieval_text import key64, term_counts
 from canon_ledger.projections.sql_ops import Delete, Op, Run, Upsert
+
+if TYPE_CHECKING:  # numpy loads with the first vector: a verb that stores or reads none never imports it
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -195,10 +197,14 @@ class KeywordProjection(_IndexProjection):
 
 
 def to_blob(vector: Sequence[float]) -> bytes:
+    import numpy as np
+
     return np.asarray(vector, dtype="<f4").tobytes()
 
 
 def from_blob(blob: bytes) -> np.ndarray:
+    import numpy as np
+
     return np.frombuffer(blob, dtype="<f4")
 
 

@@ -27,9 +27,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import bindparam, false, select, text
 from sqlalchemy.engine import Connection, Engine
 
@@ -40,6 +39,9 @@ from canon_ledger.projections.knowledge_tables import KnowledgeTables
 from canon_ledger.projections.retrieval import from_blob
 from canon_ledger.projections.retrieval_tables import RetrievalTables, VectorTables, collection_token
 from canon_ledger.projections.retrieval_text import key64, query_terms
+
+if TYPE_CHECKING:  # numpy loads with the first vector read: a verb that reads none never imports it
+    import numpy as np
 
 K1, B = 1.2, 0.75
 # ``below``: a document id bound, a page compared without its ``page:`` prefix (a page's id is
@@ -66,6 +68,8 @@ class _Matrix:
     @property
     def plain_ids(self) -> np.ndarray:
         """The ids as an array, a page's without its prefix: what ``below`` compares."""
+        import numpy as np
+
         if self._plain is None:
             self._plain = np.array([i.removeprefix(PAGE_PREFIX) for i in self.ids] or [""], dtype=str)[:len(self.ids)]
         return self._plain
@@ -92,6 +96,8 @@ class SqlRetrievalReader:
             yield SqlRetrievalSnapshot(conn, self._builds(conn), self)
 
     def matrix(self, conn: Connection, tables: VectorTables, collection_id: str) -> _Matrix | None:
+        import numpy as np
+
         vs, vecs = tables.vecsets, tables.vectors
         changed = conn.execute(select(vs.c.changed).where(vs.c.collection_id == collection_id)).scalar()
         if changed is None:
@@ -249,6 +255,8 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
     # -- vectors --------------------------------------------------------------------------------------
     def vector(self, query_vector: Sequence[float], collection_ids: Sequence[str], limit: int,
                below: str | None = None) -> list[Hit]:
+        import numpy as np
+
         if self.b.vectors is None or limit <= 0:
             return []
         q = np.asarray(query_vector, dtype=np.float32)
