@@ -150,6 +150,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
                 record(ledger.apply([item])[0], line, item)
     finally:
         hints.close()
+        ledger.close()
         if stream is not sys.stdin.buffer:
             stream.close()
     total = sum(counts.values())
@@ -202,6 +203,13 @@ def _services(db: str | None) -> Any:
 
 def cmd_events(args: argparse.Namespace) -> int:
     ledger = _ledger(args)
+    try:
+        return _print_events(ledger, args)
+    finally:
+        ledger.close()
+
+
+def _print_events(ledger: Any, args: argparse.Namespace) -> int:
     shown = 0
     for logged in ledger.history(story_id=args.story, start=args.start):
         if args.limit is not None and shown >= args.limit:
@@ -714,7 +722,12 @@ def _quiet(name: str) -> None:
     flush cannot fail again (a stream with no file descriptor is replaced by a sink)."""
     stream = getattr(sys, name)
     try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        descriptor = stream.fileno()  # first: a stream with none opens nothing
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, descriptor)
+        finally:
+            os.close(devnull)
     except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation: no descriptor to point elsewhere
         setattr(sys, name, _Sink())
 

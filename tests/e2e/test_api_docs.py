@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.e2e.test_cli import canon
+from tests.cli_runner import canon
 from tests.e2e.test_http_server import Server, admin_key
 from tests.e2e.test_viewer import ARTIFACTS, VIEWPORT, browser  # noqa: F401 - browser is a fixture
 

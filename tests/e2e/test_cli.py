@@ -1,25 +1,18 @@
-"""The `canon` command line as a user runs it: real processes, real stores."""
+"""The `canon` command line as a user runs it, real stores: in-process through ``cli.main``
+(``tests.cli_runner``), stdin, stdout, stderr, environment and working directory its own."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from canon_ledger.infrastructure.demo import SAMPLE
+from tests.cli_runner import canon
 from tests.conftest import initialised
 
-CANON = [sys.executable, "-m", "canon_ledger.infrastructure.cli"]
-
-
-def canon(*args: str, stdin: str | None = None, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, **(env or {})}
-    full_env.pop("CANON_DATABASE_URL", None) if env is None or "CANON_DATABASE_URL" not in env else None
-    return subprocess.run([*CANON, *args], input=stdin, capture_output=True, text=True, cwd=cwd, env=full_env, timeout=300)
+__all__ = ["canon"]  # older imports of ``tests.e2e.test_cli.canon`` get the one runner
 
 
 def test_apply_twice_reports_all_duplicates_the_second_time(store_url: str) -> None:

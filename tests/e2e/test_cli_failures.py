@@ -12,8 +12,8 @@ import pytest
 
 from canon_ledger.domain.story import DEFAULT_BUDGETS
 from canon_ledger.infrastructure.cli import build_parser
+from tests.cli_runner import canon
 from tests.conftest import initialised
-from tests.e2e.test_cli import canon
 
 VERBS_WITH_A_STORE = {
     "apply": ["apply", "-"],

@@ -1,5 +1,7 @@
 """The CLI against hostile input and broken stores: structured errors, never a traceback
-(issue 16). Real processes."""
+(issue 16). In-process through ``cli.main`` (``tests.cli_runner``); real processes where only a
+process shows it: a reader that leaves (the pipe closing, the interpreter's last flush) and a
+lock held by another process."""
 
 from __future__ import annotations
 
@@ -8,22 +10,20 @@ import os
 import sqlite3
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from canon_ledger.infrastructure.demo import SAMPLE
+from tests.cli_runner import CANON, canon, child_env
 from tests.conftest import initialised
 
-CANON = [sys.executable, "-m", "canon_ledger.infrastructure.cli"]
 
-
-def run(*args: str, stdin: bytes | None = None, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if k != "CANON_DATABASE_URL"}
-    full.update(env or {})
-    return subprocess.run([*CANON, *args], input=stdin, capture_output=True, env=full, timeout=timeout)
+def run(*args: str, stdin: bytes | None = None, env: dict | None = None, timeout: int = 120,
+        process: bool = False) -> subprocess.CompletedProcess:
+    """``canon ARGS`` with bytes in and out (in-process unless ``process``)."""
+    return canon(*args, stdin=stdin, env=env, timeout=timeout, process=process, text=False)
 
 
 def _no_traceback(result: subprocess.CompletedProcess) -> None:
@@ -115,9 +115,8 @@ def test_a_reader_that_leaves_early_ends_the_output_quietly(tmp_path: Path) -> N
     once the reader has gone)."""
     url = f"sqlite:///{tmp_path / 'p.db'}"
     assert run("--db", url, "demo").returncode == 0
-    env = {k: v for k, v in os.environ.items() if k != "CANON_DATABASE_URL"}
     proc = subprocess.Popen([*CANON, "--db", url, "events", "--format", "json"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
+                            stderr=subprocess.PIPE, env=child_env())
     assert proc.stdout is not None and proc.stderr is not None
     assert proc.stdout.read(100)
     proc.stdout.close()  # the reader leaves
@@ -131,7 +130,7 @@ def test_an_error_meets_a_reader_that_has_left_with_its_own_status(tmp_path: Pat
     url = f"sqlite:///{tmp_path / 'p.db'}"
     assert run("--db", url, "init").returncode == 0
     for unbuffered in ("", "1"):  # the line kept in a buffer until exit, or written at once
-        env = {k: v for k, v in os.environ.items() if k not in ("CANON_DATABASE_URL", "PYTHONUNBUFFERED")}
+        env = {k: v for k, v in child_env().items() if k != "PYTHONUNBUFFERED"}
         if unbuffered:
             env["PYTHONUNBUFFERED"] = unbuffered
         proc = subprocess.Popen([*CANON, "--db", url, "--format", "json", "packet", "--story", "nowhere", "--role",
@@ -176,7 +175,7 @@ def test_a_read_only_store_and_a_held_lock_exit_3(tmp_path: Path) -> None:
     try:
         started = time.monotonic()
         result = run("--db", db, "--format", "json", "packet", "--story", "lamplight", "--role", "writer",
-                     "--chapter", "5", "--no-record", env={"CANON_LOCK_TIMEOUT": "1"})
+                     "--chapter", "5", "--no-record", env={"CANON_LOCK_TIMEOUT": "1"}, process=True)
         _no_traceback(result)
         assert result.returncode == 3, result.stderr
         assert _strict(result.stdout.decode())["error"]["code"] == "store_unavailable"
@@ -201,13 +200,11 @@ def test_ingest_names_files_by_path_and_refuses_two_inputs_with_one_id(tmp_path:
         (tmp_path / folder / "notes.md").write_text(f"# Notes {folder}\n\nAbout {folder}.\n")
     db = initialised(f"sqlite:///{tmp_path / 'k.db'}")
     env = {"CANON_EMBEDDER": "hashing"}
-    ok = subprocess.run([*CANON, "--db", db, "--format", "json", "ingest", "--collection", "k", "a/notes.md",
-                         "b/notes.md"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                        env={**os.environ, **env})
+    ok = canon("--db", db, "--format", "json", "ingest", "--collection", "k", "a/notes.md", "b/notes.md",
+               cwd=tmp_path, env=env)
     assert ok.returncode == 0, ok.stderr
     assert sorted(json.loads(line)["document_id"] for line in ok.stdout.splitlines()) == ["a/notes.md", "b/notes.md"]
-    clash = subprocess.run([*CANON, "--db", db, "--format", "json", "ingest", "--collection", "k2", "a", "b"],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+    clash = canon("--db", db, "--format", "json", "ingest", "--collection", "k2", "a", "b", cwd=tmp_path, env=env)
     assert clash.returncode == 2 and "notes.md" in clash.stderr
     assert json.loads(clash.stdout)["error"]["code"] == "document_id_collision"
     events = run("--db", db, "--format", "json", "events")

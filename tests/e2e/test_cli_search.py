@@ -1,4 +1,5 @@
-"""`canon search` as a user runs it: real processes, real stores, the packaged model once."""
+"""`canon search` as a user runs it (in-process through ``cli.main``: tests/cli_runner.py), real stores,
+the packaged model once."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_runner import canon
 from tests.conftest import initialised
-from tests.e2e.test_cli import canon
 
 GUIDE = """# Lamplighting
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
+from tests.cli_runner import canon
 from tests.integration.test_store_url import _server_has_ssl, _tables, _with
-from tests.e2e.test_cli import canon
 
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nowhere"  # nothing listens: a connection would fail (exit 3)
 

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from canon_ledger.infrastructure.demo import SAMPLE
-from tests.e2e.test_cli import canon
+from tests.cli_runner import canon
 
 
 def _answers(result) -> list[dict]:  # noqa: ANN001

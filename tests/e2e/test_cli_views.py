@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from canon_ledger.infrastructure.demo import SAMPLE
-from tests.e2e.test_cli import canon
+from tests.cli_runner import canon
 
 
 def test_views_and_keys(store_url: str) -> None:

@@ -1,7 +1,11 @@
 """A verb that needs no embedder never imports onnxruntime (nor loads a model), and a verb
 that reads only the log (apply, events) imports no SQL toolkit or numpy either: its process
 starts in the time of its own work. The writer packet, which embeds its L1 query, shows that
-the check sees an import when there is one."""
+the check sees an import when there is one.
+
+Issue 39: a verb that reads no command never imports the command models (pydantic); a verb
+that counts no tokens never loads the tokenizer's encoding (tiktoken); a verb that reads no
+vector never imports numpy."""
 
 from __future__ import annotations
 
@@ -12,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_cli import canon
+from tests.cli_runner import canon
 
 PROBE = ("import sys\nfrom canon_ledger.infrastructure.cli import main\nrc = main(sys.argv[1:])\nsys.stdout.flush()\n"
-         "sys.stderr.write('\\nloaded: ' + ' '.join(m for m in ('onnxruntime', 'tokenizers', 'sqlalchemy', 'numpy') if m in sys.modules))\n"
+         "sys.stderr.write('\\nloaded: ' + ' '.join(m for m in ('onnxruntime', 'tokenizers', 'sqlalchemy', 'numpy', 'tiktoken', 'pydantic') if m in sys.modules))\n"
          "sys.exit(rc)\n")
 
 
@@ -59,7 +63,13 @@ def test_a_verb_without_retrieval_imports_no_model_runtime(demo: tuple[str, str,
     loaded = _loaded("--db", url, "--format", "json", *args)
     assert loaded & {"onnxruntime", "tokenizers"} == set()
     if verb in ("apply", "events"):  # the log alone: no read model, so no SQL toolkit and no numpy
-        assert loaded == set()
+        assert loaded & {"sqlalchemy", "numpy"} == set()
+    else:  # read models, but not the vector index
+        assert "numpy" not in loaded
+    if verb not in ("apply", "schema"):  # no command read: no command models
+        assert "pydantic" not in loaded
+    if verb in ("apply", "events", "schema", "quarantine", "quota"):  # nothing counted: no encoding loaded
+        assert "tiktoken" not in loaded
 
 
 def test_the_writer_packet_loads_the_model_it_embeds_with(demo: tuple[str, str, Path]) -> None:
@@ -67,3 +77,4 @@ def test_the_writer_packet_loads_the_model_it_embeds_with(demo: tuple[str, str, 
     loaded = _loaded("--db", url, "--format", "json", "packet", "--story", "lamplight", "--role", "writer",
                      "--chapter", "5", "--no-record")
     assert "onnxruntime" in loaded
+    assert "tiktoken" in loaded and "numpy" in loaded  # it counts its items and scores vectors

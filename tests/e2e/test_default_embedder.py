@@ -12,8 +12,8 @@ import json
 import os
 from pathlib import Path
 
+from tests.cli_runner import canon
 from tests.conftest import initialised
-from tests.e2e.test_cli import canon
 
 DOC = ("# Pets\n\n## Cats\n\nThe cat sleeps on the mat all afternoon.\n\n"
        "## Engines\n\nThe turbine blade cracked under thermal stress.\n")
@@ -52,8 +52,9 @@ def test_without_the_model_search_is_keyword_only_and_labelled(tmp_path: Path) -
     site.mkdir()
     (site / "sitecustomize.py").write_text(NO_ONNXRUNTIME, encoding="utf-8")
     env = {"CANON_EMBEDDER": "", "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    # A process: only a fresh interpreter reads the sitecustomize that hides onnxruntime.
     result = canon("--db", url, "--format", "json", "search", "--collection", "pets", "the cat on the mat",
-                   env=env)
+                   env=env, process=True)
     stages = _stages(result)
     status, detail = stages["embed"]
     assert status == "skipped" and "keyword search only" in detail
@@ -62,7 +63,7 @@ def test_without_the_model_search_is_keyword_only_and_labelled(tmp_path: Path) -
     assert stages["keyword"][0] == "done"
     assert "hashing" not in result.stdout  # never fused in its place by default
     assert json.loads(result.stdout)["hits"][0]["id"].startswith("pets/pets.md#pets/cats")
-    status_json = canon("--db", url, "--format", "json", "status", env=env)
+    status_json = canon("--db", url, "--format", "json", "status", env=env, process=True)
     assert status_json.returncode == 0, status_json.stderr
     body = json.loads(status_json.stdout)
     assert body["embedder"].startswith("none") and "vectors" not in body["read_models"]

@@ -10,6 +10,7 @@ import random
 import re
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_cli import canon
+from tests.cli_runner import canon
 from tests.e2e.test_http_server import STORY, Server, admin_key, demo_commands
 
 PATH = "/v1/events/stream"
@@ -126,19 +127,48 @@ def _plan(command_id: str, chapter: int, story: str = STORY) -> dict[str, Any]:
             "volume": 1, "goals": [f"goal of {command_id}"]}
 
 
-@pytest.fixture
-def live(store_url: str, tmp_path: Path) -> Iterator[Live]:
-    token = admin_key(store_url)
-    server = Server(store_url, tmp_path / "server.log")
+@contextmanager
+def serving(url: str, log: Path) -> Iterator[Live]:
+    """An admin key, a server on ``url``, the demo applied through it; its log checked once stopped."""
+    token = admin_key(url)
+    server = Server(url, log)
     try:
         with httpx.Client(base_url=server.base, timeout=10) as http:
             r = http.post("/v1/commands", json=demo_commands(), headers=_auth(token))
             assert r.status_code == 200, r.text
-            yield Live(server, store_url, token, http, r.json()["position"])
+            yield Live(server, url, token, http, r.json()["position"])
     finally:
         server.stop()
-    log = server.log.read_text()
-    assert "Traceback" not in log and token not in log, log[-3000:]
+    text = server.log.read_text()
+    assert "Traceback" not in text and token not in text, text[-3000:]
+
+
+@pytest.fixture
+def live(store_url: str, tmp_path: Path) -> Iterator[Live]:
+    """A server of the test's own: for a test whose checks count from position 1 of a log that
+    only the demo filled (resuming), count the server's finished streams, or stop it."""
+    with serving(store_url, tmp_path / "server.log") as fresh:
+        yield fresh
+
+
+@pytest.fixture(scope="module")
+def module_live(module_store_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    with serving(module_store_url, tmp_path_factory.mktemp("stream") / "server.log") as shared:
+        yield shared
+
+
+@pytest.fixture
+def shared_live(module_live: Live) -> Iterator[Live]:
+    """The module's server (one per store), for a test that reads the stream from where the
+    log ends when it starts (``end`` is read then) and writes only entries of its own; the
+    server's log is checked after each test as well as once it stops."""
+    r = module_live.http.get("/v1/events", params={"limit": 1}, headers=_auth(module_live.token))
+    assert r.status_code == 200, r.text
+    module_live.end = r.json()["end"]
+    began = module_live.server.log.stat().st_size
+    yield module_live
+    said = module_live.server.log.read_bytes()[began:].decode(errors="replace")
+    assert "Traceback" not in said and module_live.token not in said, said[-3000:]
 
 
 def _stream_requests_done(live: Live) -> int:
@@ -218,7 +248,8 @@ def test_a_connected_client_gets_new_entries_at_once_and_a_disconnect_ends_the_s
     assert _stream_requests_done(live) == done + 1
 
 
-def test_open_streams_leave_the_other_routes_their_threads(live: Live) -> None:
+def test_open_streams_leave_the_other_routes_their_threads(shared_live: Live) -> None:
+    live = shared_live  # the module's server
     # More streams waiting at the tail than the request threadpool has threads (40).
     with httpx.Client(base_url=live.server.base, timeout=10,
                       limits=httpx.Limits(max_connections=60, max_keepalive_connections=0)) as many:
@@ -242,7 +273,8 @@ def test_open_streams_leave_the_other_routes_their_threads(live: Live) -> None:
                 s.close()
 
 
-def test_the_stream_is_scoped_as_the_events_are(live: Live) -> None:
+def test_the_stream_is_scoped_as_the_events_are(shared_live: Live) -> None:
+    live = shared_live  # the module's server
     no_key = live.http.get(PATH)
     assert no_key.status_code == 401 and no_key.headers["content-type"] == PROBLEM
     worker = live.http.get(PATH, headers=_auth(live.key("worker")))
@@ -284,7 +316,8 @@ def test_the_stream_is_scoped_as_the_events_are(live: Live) -> None:
         assert after_key < m.id <= mine and not m.event.startswith("ApiKey")
 
 
-def test_a_bad_position_is_refused_before_anything_is_streamed(live: Live) -> None:
+def test_a_bad_position_is_refused_before_anything_is_streamed(shared_live: Live) -> None:
+    live = shared_live  # the module's server
     def refused(params: dict[str, Any], last_event_id: str | bytes | None, code: str, field: str) -> None:
         headers = {**_auth(live.token), **({"Last-Event-ID": last_event_id} if last_event_id is not None else {})}
         r = live.http.get(PATH, params=params, headers=headers, timeout=5)  # a stream would time out here

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import cli_runner
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "first-story.md"
 CANON = Path(sys.executable).parent / "canon"  # the console script the package installs
 BLOCK = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```$", re.S | re.M)
@@ -45,8 +47,9 @@ class Run:
         return [c for lines in self.files.values() for c in lines]
 
     def canon(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(CANON), *args], cwd=self.folder, env=_env(), capture_output=True, text=True,
-                              timeout=300)
+        """``canon ARGS`` in the doc's folder, in-process (the doc's own blocks ran the installed
+        console script; these only read what they made)."""
+        return cli_runner.canon(*args, cwd=self.folder, env={"CANON_EMBEDDER": _env()["CANON_EMBEDDER"]})
 
     def packet(self, role: str, chapter: int) -> tuple[str, dict]:
         done = self.canon("packet", "--story", STORY, "--role", role, "--chapter", str(chapter), "--format", "json")

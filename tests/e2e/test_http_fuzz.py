@@ -22,7 +22,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -39,11 +38,13 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
 from canon_ledger.infrastructure.demo import SAMPLE
+from tests.cli_runner import CANON, canon
 from tests.conftest import initialised
 
+# Under pytest-xdist the module must run on one worker (`--dist loadscope`, as scripts/test runs it):
+# the last test counts what the others sent through its one server.
 pytestmark = pytest.mark.slow
 
-CANON = [sys.executable, "-m", "canon_ledger.infrastructure.cli"]
 MIN_REQUESTS = 1000
 # Per operation; fewer where there are few distinct requests (GET /healthz has one). Raise it
 # (CANON_FUZZ_EXAMPLES=500) for a longer hunt; the count check below stays at MIN_REQUESTS.
@@ -59,10 +60,6 @@ def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
     env["PYTHONUNBUFFERED"] = "1"
     return env
-
-
-def canon(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CANON, *args], capture_output=True, text=True, env=_env(), timeout=300)
 
 
 def _free_port() -> int:
@@ -101,10 +98,11 @@ class Server:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("http_fuzz")
     url = initialised(f"sqlite:///{tmp / 'fuzz.db'}")
-    applied = canon("--db", url, "apply", str(SAMPLE), "--format", "json")
+    scrubbed = {name: None for name in SCRUBBED_ENV}  # the CLI (in-process) sees what the server sees
+    applied = canon("--db", url, "apply", str(SAMPLE), "--format", "json", env=scrubbed)
     assert applied.returncode == 0, applied.stderr
     name = f"fuzz-admin-{uuid.uuid4().hex}"
-    created = canon("--db", url, "key", "create", "--scope", "admin", "--name", name, "--format", "json")
+    created = canon("--db", url, "key", "create", "--scope", "admin", "--name", name, "--format", "json", env=scrubbed)
     assert created.returncode == 0, created.stderr
     key = json.loads(created.stdout)
     assert key["name"] == name and key["scope"] == "admin" and key["token"]

@@ -5,11 +5,9 @@ out of logs; two servers on one PostgreSQL; kill -9 in the middle of an atomic b
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +18,7 @@ import pytest
 
 from canon_ledger.infrastructure.demo import SAMPLE
 from canon_ledger.infrastructure.http.client import CanonClient
-from tests.e2e.test_cli import canon
+from tests.cli_runner import CANON, canon, child_env
 
 STORY = "lamplight"
 
@@ -36,25 +34,33 @@ class Server:
                  env: dict[str, str] | None = None) -> None:
         """``embedder``: $CANON_EMBEDDER for the server (None: the default, MiniLM); ``env``: more
         of the server's environment."""
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
         self.log = log
-        more_env, env = env, {k: v for k, v in os.environ.items() if k not in ("CANON_DATABASE_URL", "CANON_EMBEDDER")}
-        if embedder is not None:
-            env["CANON_EMBEDDER"] = embedder
-        env.update(more_env or {})
-        self.process = subprocess.Popen([sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", url, "serve", "--port",
-                                         str(self.port), *extra], stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                                        env=env)
+        env = child_env({"CANON_EMBEDDER": embedder, **(env or {})})
+        for attempt in range(3):
+            self.port = free_port()
+            self.base = f"http://127.0.0.1:{self.port}"
+            began = log.stat().st_size if log.exists() else 0
+            self.process = subprocess.Popen([*CANON, "--db", url, "serve", "--port", str(self.port), *extra],
+                                            stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env)
+            if self._answers():
+                return
+            said = log.read_bytes()[began:].decode(errors="replace")
+            if "address already in use" not in said.lower() or attempt == 2:
+                raise AssertionError(f"canon serve exited {self.process.returncode}: {said[-2000:]}")
+            # Another process (an xdist worker) took the free port between our look and the bind.
+
+    def _answers(self) -> bool:
+        """Wait for /healthz; False if the process exited first."""
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise AssertionError(f"canon serve exited {self.process.returncode}: {log.read_text()[-2000:]}")
+                return False
             try:
                 if httpx.get(f"{self.base}/healthz", timeout=1).status_code == 200:
-                    return
+                    return True
             except httpx.HTTPError:
                 time.sleep(0.1)
+        self.kill()
         raise AssertionError("canon serve did not answer /healthz in 120 s")
 
     def stop(self) -> None:
@@ -81,14 +87,16 @@ def demo_commands() -> list[dict]:
     return [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
 
 
-@pytest.fixture
-def served(store_url: str, tmp_path: Path) -> Iterator[tuple[Server, str, str]]:
-    """A server on the default embedder (MiniLM), as the CLI runs."""
-    assert canon("--db", store_url, "init").returncode == 0
-    token = admin_key(store_url)
-    server = Server(store_url, tmp_path / "server.log", embedder=None)
+@pytest.fixture(scope="module")
+def served(module_store_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str, str]]:
+    """A server on the default embedder (MiniLM), as the CLI runs, shared by the module's tests
+    (one store per kind): one applies the demo and writes; the other only reads and is refused."""
+    url = module_store_url
+    assert canon("--db", url, "init").returncode == 0
+    token = admin_key(url)
+    server = Server(url, tmp_path_factory.mktemp("served") / "server.log", embedder=None)
     try:
-        yield server, token, store_url
+        yield server, token, url
     finally:
         server.stop()
 

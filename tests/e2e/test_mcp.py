@@ -26,9 +26,9 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.test_cli import canon
+from tests.cli_runner import canon
 from tests.e2e.test_http_server import STORY, Server
-from tests.e2e.test_viewer import demo, key  # noqa: F401 - demo is a fixture
+from tests.e2e.test_viewer import demo, key, served_demo  # noqa: F401 - demo, served_demo are fixtures
 
 TOOLS = {"list_stories", "get_packet", "search", "canon_entry", "list_canon", "open_threads", "propose_canon",
          "audit_packet"}
@@ -75,8 +75,8 @@ def in_log(server: Server, token: str) -> int:
 
 
 def test_over_stdio_an_agent_reads_packets_and_proposes_but_only_an_author_confirms(
-        demo: tuple[Server, str, str]) -> None:
-    server, admin, url = demo
+        served_demo: tuple[Server, str, str]) -> None:
+    server, admin, url = served_demo
     author = key(url, "author")
     with api(server, author) as client:
         expected = client.get(f"/v1/stories/{STORY}/packet", params={"role": "writer", "chapter": 3})
@@ -132,8 +132,8 @@ def test_over_stdio_an_agent_reads_packets_and_proposes_but_only_an_author_confi
     assert RULE["text"] in run(stdio(url), after).content[0].text
 
 
-def test_over_stdio_the_other_tools_and_resources_answer_like_the_api(demo: tuple[Server, str, str]) -> None:
-    server, admin, url = demo
+def test_over_stdio_the_other_tools_and_resources_answer_like_the_api(served_demo: tuple[Server, str, str]) -> None:
+    server, admin, url = served_demo
 
     async def agent(session: Client) -> dict[str, Any]:
         got: dict[str, Any] = {}
@@ -184,6 +184,8 @@ def test_over_stdio_the_other_tools_and_resources_answer_like_the_api(demo: tupl
 
 
 def test_over_http_every_call_needs_a_key_and_stays_inside_it(demo: tuple[Server, str, str]) -> None:
+    # A fresh store: it counts the entries a packet records, and a packet already issued by
+    # another test (the same bytes) is not recorded again.
     server, admin, url = demo
     worker, author = key(url, "worker"), key(url, "author")
     elsewhere = canon("--db", url, "key", "create", "--scope", "author", "--story", "another", "--format", "json")
@@ -223,8 +225,8 @@ def test_over_http_every_call_needs_a_key_and_stays_inside_it(demo: tuple[Server
     assert proposed.structured_content["status"] == "applied"
 
 
-def test_bad_arguments_get_structured_errors_and_change_nothing(demo: tuple[Server, str, str]) -> None:
-    server, admin, url = demo
+def test_bad_arguments_get_structured_errors_and_change_nothing(served_demo: tuple[Server, str, str]) -> None:
+    server, admin, url = served_demo
     author = key(url, "author")
     bad = [("get_packet", {"story": "no-such-story", "role": "writer", "chapter": 1}, "unknown_story", None),
            ("get_packet", {"story": STORY, "role": "poet", "chapter": 1}, "invalid_field", "role"),

@@ -29,8 +29,8 @@ import httpx
 import pytest
 
 from canon_ledger.infrastructure.http.client import CanonClient
+from tests.cli_runner import canon
 from tests.conftest import create_database, drop_database
-from tests.e2e.test_cli import canon
 from tests.e2e.test_http_server import STORY, Server, admin_key, demo_commands
 from tests.e2e.test_mcp import run, stdio
 from tests.store_proxy import StoreProxy

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -24,8 +25,8 @@ import pytest
 
 from canon_ledger.infrastructure.http.client import CanonClient
 from canon_ledger.infrastructure.web.session import COOKIE
+from tests.cli_runner import canon
 from tests.conftest import missing_service
-from tests.e2e.test_cli import canon
 from tests.e2e.test_http_server import STORY, Server, admin_key
 
 CHROMIUM = "/usr/bin/chromium"
@@ -49,17 +50,41 @@ def browser() -> Iterator[object]:
             launched.close()
 
 
-@pytest.fixture
-def demo(store_url: str, tmp_path: Path) -> Iterator[tuple[Server, str, str]]:
-    """The demo story in a fresh store, a server on it, and (server, admin token, url)."""
-    applied = canon("--db", store_url, "demo", "--format", "json")
+@contextmanager
+def demo_server(url: str, log: Path) -> Iterator[tuple[Server, str, str]]:
+    """The demo story applied to ``url``, an admin key, a server on it that has indexed the
+    demo (its worker embeds off the request path: a packet's L1 reads what is indexed, and a
+    process that catches up itself, as ``canon mcp`` does, must read the same): (server, admin
+    token, url)."""
+    applied = canon("--db", url, "demo", "--format", "json")
     assert applied.returncode == 0, applied.stderr
-    token = admin_key(store_url)
-    server = Server(store_url, tmp_path / "server.log")
+    token = admin_key(url)
+    server = Server(url, log)
     try:
-        yield server, token, store_url
+        with CanonClient(server.base, token) as client:
+            client.wait_indexed(json.loads(applied.stdout)["position"])
+        yield server, token, url
     finally:
         server.stop()
+
+
+@pytest.fixture
+def demo(store_url: str, tmp_path: Path) -> Iterator[tuple[Server, str, str]]:
+    """The demo story in a fresh store, a server on it, and (server, admin token, url): for a
+    test that changes the story (decides proposals or drafts, confirms, retires, plans)."""
+    with demo_server(store_url, tmp_path / "server.log") as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def served_demo(module_store_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str, str]]:
+    """As ``demo``, one per module (and store) that uses it, for tests that cannot disturb each
+    other in any order: they read the story, and write only keys and login sessions of their
+    own, refused commands, recorded packets (which change no packet's contents) and, in
+    ``test_mcp``, a proposal under a key no other test names. A test that decides the demo's own
+    proposals or drafts, or revises, retires or plans, takes ``demo``."""
+    with demo_server(module_store_url, tmp_path_factory.mktemp("demo") / "server.log") as served:
+        yield served
 
 
 def key(url: str, scope: str) -> str:
@@ -109,8 +134,8 @@ def overflowing(page) -> list[str]:  # type: ignore[no-untyped-def]
         return out.slice(0, 10); }""")
 
 
-def test_the_packet_page_shows_the_json_packet(browser, demo: tuple[Server, str, str]) -> None:
-    server, token, _ = demo
+def test_the_packet_page_shows_the_json_packet(browser, served_demo: tuple[Server, str, str]) -> None:
+    server, token, _ = served_demo
     context, page = logged_in(browser, server, token, f"/stories/{STORY}/packet?role=writer&chapter=5")
     cookie = next(c for c in context.cookies() if c["name"] == COOKIE)
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["value"] != token
@@ -233,8 +258,8 @@ def test_the_review_queue_confirms_once_and_rejects_and_the_compare_view_shows_i
     context.close()
 
 
-def test_a_worker_key_gets_no_queue_and_forged_posts_change_nothing(browser, demo: tuple[Server, str, str]) -> None:
-    server, token, url = demo
+def test_a_worker_key_gets_no_queue_and_forged_posts_change_nothing(browser, served_demo: tuple[Server, str, str]) -> None:
+    server, token, url = served_demo
     worker = key(url, "worker")
     context, page = logged_in(browser, server, worker, "/")
     assert page.locator(f"#stories tr[data-story='{STORY}']").count() == 1
@@ -273,10 +298,10 @@ def test_a_worker_key_gets_no_queue_and_forged_posts_change_nothing(browser, dem
     context.close()
 
 
-def test_pages_refuse_bad_input_with_the_api_code(demo: tuple[Server, str, str]) -> None:
+def test_pages_refuse_bad_input_with_the_api_code(served_demo: tuple[Server, str, str]) -> None:
     """Without a browser: each bad query gets an HTML error page with the status and code the
     API would give, and no page of a hidden or unknown story exists."""
-    server, token, url = demo
+    server, token, url = served_demo
     limited = canon("--db", url, "key", "create", "--scope", "author", "--story", "other", "--format", "json")
     assert limited.returncode == 0, limited.stderr
     cookies = {COOKIE: session_of(server, token)}
@@ -310,8 +335,8 @@ def test_pages_refuse_bad_input_with_the_api_code(demo: tuple[Server, str, str])
     assert "default-src 'self'" in httpx.get(server.base + "/login", timeout=30).headers["content-security-policy"]
 
 
-def test_logging_out_ends_the_session_so_a_copied_cookie_logs_nobody_in(browser, demo: tuple[Server, str, str]) -> None:
-    server, token, _ = demo
+def test_logging_out_ends_the_session_so_a_copied_cookie_logs_nobody_in(browser, served_demo: tuple[Server, str, str]) -> None:
+    server, token, _ = served_demo
     packet = f"/stories/{STORY}/packet?role=writer&chapter=5"
     context, page = logged_in(browser, server, token, "/")
     cookie = next(c for c in context.cookies() if c["name"] == COOKIE)

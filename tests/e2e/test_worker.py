@@ -10,7 +10,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +23,7 @@ from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.projections.checksum import table_checksum
 from canon_ledger.projections.runner import quarantined, tracking
+from tests.cli_runner import CANON, canon, child_env
 from tests.generated_story import gen_story
 
 MODELS = ("canon", "authoring", "knowledge", "retrieval", "vectors")
@@ -46,11 +46,10 @@ def load(url: str, commands: list[dict[str, Any]], batch: int = 250) -> int:
 
 
 def worker(url: str, *extra: str, log: Path | None = None) -> subprocess.Popen:
-    env = {**os.environ, "CANON_EMBEDDER": "hashing"}
-    env.pop("CANON_DATABASE_URL", None)
+    """``canon worker`` as a real process (it is killed, and it follows the log until stopped)."""
     out = log.open("ab") if log is not None else subprocess.DEVNULL
-    return subprocess.Popen([sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", url, "--format", "json", "worker",
-                             *extra], stdout=out, stderr=subprocess.STDOUT, env=env)
+    return subprocess.Popen([*CANON, "--db", url, "--format", "json", "worker", *extra], stdout=out,
+                            stderr=subprocess.STDOUT, env=child_env({"CANON_EMBEDDER": "hashing"}))
 
 
 def working(proc: subprocess.Popen, services: Any, start: dict[str, int], timeout: float = 60.0) -> None:
@@ -208,9 +207,7 @@ def test_status_counts_the_backlog_and_a_worker_clears_it(store_url: str, tmp_pa
     try:
         before = services.status()
         assert before["canon"].pending > 0 and before["vectors"].texts > 0 and before["vectors"].seconds >= 0
-        env = {**os.environ, "CANON_EMBEDDER": "hashing"}
-        shown = subprocess.run([sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", store_url, "--format", "json",
-                                "status"], capture_output=True, text=True, env=env, timeout=120)
+        shown = canon("--db", store_url, "--format", "json", "status", env={"CANON_EMBEDDER": "hashing"})
         assert shown.returncode == 0, shown.stderr
         body = json.loads(shown.stdout)
         assert body["read_models"]["vectors"]["backlog_texts"] == before["vectors"].texts

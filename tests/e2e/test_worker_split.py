@@ -17,6 +17,7 @@ import pytest
 
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.projections.runner import partitions, tracking
+from tests.cli_runner import canon
 from tests.e2e.test_worker import (
     assert_as_rebuilt,
     assert_current,
@@ -147,13 +148,9 @@ def test_a_killed_split_worker_s_stories_are_taken_over_and_end_as_a_rebuild(pg_
 
 
 def test_split_worker_needs_postgres(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     url = f"sqlite:///{tmp_path / 'canon.db'}"
     load(url, story_commands("small", chapters=2, entries=10))
-    env = {**os.environ, "CANON_EMBEDDER": "hashing"}
-    out = subprocess.run([sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", url, "--format", "json",
-                          "worker", "--split", "--once"], capture_output=True, text=True, env=env, timeout=120)
+    out = canon("--db", url, "--format", "json", "worker", "--split", "--once", env={"CANON_EMBEDDER": "hashing"},
+                timeout=120)  # refused before it works: in-process
     assert out.returncode != 0
     assert json.loads(out.stdout or out.stderr)["error"]["code"] == "split_needs_postgres", out

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from canon_ledger.application.packets.compiler import compile_packet
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.domain.commands import parse_line
 from canon_ledger.infrastructure.bootstrap import bootstrap
-from canon_ledger.infrastructure.demo import STORY, sample_commands
+from canon_ledger.infrastructure.demo import STORY
 from canon_ledger.infrastructure.read_store import engines
 from canon_ledger.infrastructure.stores import store_config
 from canon_ledger.infrastructure.tokenizer import token_counter
@@ -27,17 +26,13 @@ from canon_ledger.projections.canon_tables import canon_tables
 from canon_ledger.projections.checksum import table_checksum
 from canon_ledger.projections.read_models import ProjectionSpec, ReadModels
 from canon_ledger.projections.runner import tracked
+from tests.cli_runner import CANON, canon
 from tests.fixture_log import load_fixture
+from tests.helpers import apply_demo
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ROLES_AND_CHAPTERS = [(r, c) for r in ("planner", "writer", "qa", "chat") for c in range(1, 6)] + [
     ("summarizer", c) for c in range(1, 5)]
-
-
-@pytest.fixture
-def demo(services):
-    assert all(r.ok for r in services.ledger.apply([parse_line(line) for line in sample_commands()]))
-    return services
 
 
 def _issue_all(services) -> list:
@@ -140,7 +135,7 @@ def test_rebuild_gives_identical_tables_and_packets_on_sqlite_and_postgres(tmp_p
     for url in (f"sqlite:///{tmp_path / 'a.db'}", pg_url):
         s = bootstrap(url)
         try:
-            s.ledger.apply([parse_line(line) for line in sample_commands()])
+            apply_demo(s)
             hashes = [p.hash for p in _issue_all(s)]
             retriever, s.packets.retriever = s.packets.retriever, None
             l0 = [p.hash for p in _issue_all(s)]
@@ -170,7 +165,7 @@ def test_a_store_whose_active_build_is_older_refuses_to_serve_until_rebuilt(stor
     read, write = engines(config)
     s = bootstrap(store_url)
     try:
-        s.ledger.apply([parse_line(line) for line in sample_commands()])
+        apply_demo(s)
         issued = _issue_all(s)
         old = ReadModels(ProjectionSpec("canon", 1, canon_tables, lambda t: CanonProjection(t, tokens)),
                          s.ledger, write, read)
@@ -224,12 +219,12 @@ def test_rebuild_killed_mid_way_resumes_to_the_same_result(tmp_path) -> None:
     clean_url = f"sqlite:///{tmp_path / 'clean.db'}"
     for u in (url, clean_url):
         s = bootstrap(u)
-        s.ledger.apply([parse_line(line) for line in sample_commands()])
+        apply_demo(s)
         issued = _issue_all(s)
         s.close()
-    canon = [sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", url]
-    proc = subprocess.Popen([*canon, "rebuild", "--projection", "canon", "--page-size", "5", "--pause", "100"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # a process of its own: it is killed mid-way (the resume below runs in this process)
+    proc = subprocess.Popen([*CANON, "--db", url, "rebuild", "--projection", "canon", "--page-size", "5", "--pause",
+                             "100"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     s = bootstrap(url)
     try:
         deadline = time.time() + 60
@@ -245,8 +240,7 @@ def test_rebuild_killed_mid_way_resumes_to_the_same_result(tmp_path) -> None:
         stopped_at = s.canon.runner(building).position()
         assert 0 < stopped_at < s.ledger.position(), stopped_at
         assert s.canon.active() != building  # the old build still serves
-        result = subprocess.run([*canon, "rebuild", "--projection", "canon", "--format", "json"],
-                                capture_output=True, text=True, timeout=120)
+        result = canon("--db", url, "rebuild", "--projection", "canon", "--format", "json")
         assert result.returncode == 0, result.stderr
         report = json.loads(result.stdout)
         assert report["resumed"] is True and report["new"] == building.tag

@@ -7,13 +7,13 @@ keeps its id, so the id cannot later name a different command."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from canon_ledger.application.ledger import CanonLedger
-from canon_ledger.domain.commands import parse_command, parse_line
-from canon_ledger.infrastructure.demo import STORY, sample_commands
+from canon_ledger.domain.commands import parse_command
+from canon_ledger.infrastructure.demo import STORY
 from tests.fixture_log import load_fixture
+from tests.helpers import demo_commands, demo_json
 
 
 def _start(story: str, command_id: str, title: str = "T") -> dict[str, Any]:
@@ -68,11 +68,11 @@ def test_receipts_from_before_ids_were_scoped_answer_only_their_own_story(ledger
     end = ledger.position()
     # Every demo command sent again is a duplicate: its old receipt is read, not only the state
     # (some of them, like a chapter summary, would otherwise answer "unchanged").
-    again = ledger.apply([parse_line(line) for line in sample_commands()])
+    again = ledger.apply(demo_commands())
     assert again and {r.status for r in again} == {"duplicate"}, {r.status for r in again}
     assert ledger.position() == end
     # A different command of the demo's story under a demo id is refused, as before.
-    first = json.loads(sample_commands()[1])
+    first = demo_json()[1]
     [reused] = _apply(ledger, _plan(STORY, first["command_id"], 99))
     assert reused.error is not None and reused.error.code == "command_id_must_identify_one_command"
     # Another story may use the demo's ids: the old receipts are the demo story's, not its.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from canon_ledger.domain import ids
 from canon_ledger.domain.canon import CanonEntry
 from canon_ledger.domain.chapter import Chapter
 from canon_ledger.infrastructure.stores import open_ledger
+from tests import cli_runner
 
 PROCESSES, PER_PROCESS = 4, 250
 S = "race"
@@ -71,13 +71,13 @@ def _write(path: Path, commands: list[dict]) -> Path:
 
 @pytest.mark.slow
 def test_four_writer_processes_lose_nothing_and_apply_nothing_twice(store_url: str, tmp_path: Path) -> None:
-    canon = [sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", store_url, "--format", "json"]
-    setup = subprocess.run([*canon, "apply", str(_write(tmp_path / "setup.jsonl", _setup()))], capture_output=True, text=True)
+    args = ["--db", store_url, "--format", "json", "apply"]
+    setup = cli_runner.canon(*args, str(_write(tmp_path / "setup.jsonl", _setup())))  # in this process
     assert setup.returncode == 0, setup.stderr
 
     files = [_write(tmp_path / f"p{p}.jsonl", _commands(p)) for p in range(PROCESSES)]
-    procs = [subprocess.Popen([*canon, "apply", str(f)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for f in files]
+    procs = [subprocess.Popen([*cli_runner.CANON, *args, str(f)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for f in files]  # the writers: processes of their own, at once
     outputs = [proc.communicate(timeout=600) for proc in procs]
 
     results: list[dict] = []

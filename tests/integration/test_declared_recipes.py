@@ -9,38 +9,29 @@ import pytest
 
 from canon_ledger.application.packets import compiler, replay
 from canon_ledger.application.packets.recipes import RECIPES, Request
-from canon_ledger.domain.commands import parse_line
-from canon_ledger.infrastructure.demo import STORY, sample_commands
-
-
-@pytest.fixture
-def demo(services):
-    results = services.ledger.apply([parse_line(line) for line in sample_commands()])
-    assert all(r.status == "applied" for r in results)
-    services.canon.catch_up()
-    return services
+from canon_ledger.infrastructure.demo import STORY
 
 
 @pytest.mark.parametrize("page", [1, 2])
-def test_a_paged_read_gives_the_same_packet_whatever_its_page(demo, page):
+def test_a_paged_read_gives_the_same_packet_whatever_its_page(projected_demo, page):
     """World rules read ``page`` at a time read every rule exactly once, in key order."""
     paged = {role: tuple(replace(r, page=page) if r.page else r for r in recipe) for role, recipe in RECIPES.items()}
     request = Request(STORY, "writer", 5, budget=100_000)
-    with demo.packets.reader.snapshot() as snap:
-        whole = compiler.compile_packet(snap, request, demo.packets.tokens, demo.packets.retriever)
-        again = compiler.compile_with(paged, compiler.COMPILER, snap, request, demo.packets.tokens,
-                                      demo.packets.retriever)
+    with projected_demo.packets.reader.snapshot() as snap:
+        whole = compiler.compile_packet(snap, request, projected_demo.packets.tokens, projected_demo.packets.retriever)
+        again = compiler.compile_with(paged, compiler.COMPILER, snap, request, projected_demo.packets.tokens,
+                                      projected_demo.packets.retriever)
     assert sum(i.kind == "world_rule" for i in whole.items) > page  # several pages, a last short one
     assert again.to_json() == whole.to_json()
 
 
-def test_every_version_compiles_through_the_replay_entry(demo):
+def test_every_version_compiles_through_the_replay_entry(projected_demo):
     request = Request(STORY, "writer", 5, budget=100_000)
-    with demo.packets.reader.snapshot() as snap:
-        packets = {v: replay.compile_packet(snap, request, demo.packets.tokens, demo.packets.retriever, compiler=v)
+    with projected_demo.packets.reader.snapshot() as snap:
+        tokens, retriever = projected_demo.packets.tokens, projected_demo.packets.retriever
+        packets = {v: replay.compile_packet(snap, request, tokens, retriever, compiler=v)
                    for v in (1, 2, 3, 4, 5, compiler.COMPILER)}
-        assert compiler.compile_packet(snap, request, demo.packets.tokens, demo.packets.retriever).hash == \
-            packets[compiler.COMPILER].hash
+        assert compiler.compile_packet(snap, request, tokens, retriever).hash == packets[compiler.COMPILER].hash
     assert {v: p.compiler for v, p in packets.items()} == {1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 6}
     # all read, nothing hidden as history; the demo's entries carry no recall rule and its goals
     # and summaries mention none that is not tagged

@@ -6,29 +6,21 @@ so while keyword search answers alone. The ledger always equals the server's req
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
 from canon_ledger.application.knowledge.quota import QuotaPolicy
 from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.bootstrap import bootstrap
-from tests.fakes.gemini_server import FakeGemini
+from tests.helpers import stage_of
 
 GUIDE = "# Guild Guide\n\n## Lamps\n\nLamps are lit at dusk by licensed lamplighters.\n\n" \
         "## Curfew\n\nThe curfew bell rings at ten; the quay gates close.\n\n" \
         "## Ledgers\n\nEvery flood night is written into the harbour ledger.\n"
 
 
-@pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGemini]:
-    key = f"test-key-{uuid.uuid4().hex}"
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    with FakeGemini(expected_key=key) as fake:
-        monkeypatch.setenv("GEMINI_API_KEY", key)
-        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.url)
-        yield fake
+# The fake Gemini server (tests/conftest.py's ``gemini``), named by the environment as a user sets it up.
+pytestmark = pytest.mark.usefixtures("gemini_env")
 
 
 def _services(store_url: str, embed_per_day: int = 1000):
@@ -42,51 +34,47 @@ def _ingest(s, document: str) -> None:
     assert result.ok, result.as_dict()
 
 
-def _stage(result, step):
-    return next(st for st in result.stages if st.step == step)
-
-
-def test_index_calls_are_reserved_and_settled(store_url, server) -> None:
+def test_index_calls_are_reserved_and_settled(store_url, gemini) -> None:
     s = _services(store_url)
     try:
         _ingest(s, "guide.md")
         search = s.search_service()
         result = search.search(["guild"], "when are lamps lit")
         spent = s.quota.status("gemini")["embed"]["spent"]
-        assert spent == len(server.calls("embed")) >= 2  # the index, then the query
-        assert _stage(result, "vector").status == "done" and "gemini" in _stage(result, "vector").detail
+        assert spent == len(gemini.calls("embed")) >= 2  # the index, then the query
+        assert stage_of(result, "vector").status == "done" and "gemini" in stage_of(result, "vector").detail
         assert result.hits
         again = search.search(["guild"], "when are lamps lit")  # the query's vector is remembered
-        assert len(server.calls("embed")) == spent == s.quota.status("gemini")["embed"]["spent"]
+        assert len(gemini.calls("embed")) == spent == s.quota.status("gemini")["embed"]["spent"]
         assert again.as_dict() | {"position": None} == result.as_dict() | {"position": None}
     finally:
         s.close()
 
 
-def test_a_spent_day_leaves_the_vector_index_behind_and_search_says_so(store_url, server) -> None:
+def test_a_spent_day_leaves_the_vector_index_behind_and_search_says_so(store_url, gemini) -> None:
     s = _services(store_url, embed_per_day=1)
     try:
         _ingest(s, "guide.md")
         result = s.search_service().search(["guild"], "when are lamps lit")
         status = s.quota.status("gemini")
-        assert status["embed"]["spent"] == len(server.calls("embed")) == 1  # nothing sent past the cap
+        assert status["embed"]["spent"] == len(gemini.calls("embed")) == 1  # nothing sent past the cap
         assert status["refused"]
-        assert _stage(result, "keyword").status == "done" and result.hits  # keyword search stands alone
-        assert _stage(result, "embed").status in ("error", "skipped") and "quota" in _stage(result, "embed").detail
+        assert stage_of(result, "keyword").status == "done" and result.hits  # keyword search stands alone
+        assert stage_of(result, "embed").status in ("error", "skipped") and "quota" in stage_of(result, "embed").detail
     finally:
         s.close()
 
 
-def test_a_429_while_indexing_exhausts_the_day(store_url, server) -> None:
+def test_a_429_while_indexing_exhausts_the_day(store_url, gemini) -> None:
     s = _services(store_url)
     try:
         _ingest(s, "guide.md")
-        server.script("429", kind="embed")
+        gemini.script("429", kind="embed")
         result = s.search_service().search(["guild"], "when are lamps lit")
         status = s.quota.status("gemini")
         assert status["exhausted"] and status["embed"]["left"] == 0
-        assert status["embed"]["spent"] == len(server.calls("embed")) == 1
-        assert _stage(result, "keyword").status == "done" and result.hits
-        assert _stage(result, "embed").status in ("error", "skipped")
+        assert status["embed"]["spent"] == len(gemini.calls("embed")) == 1
+        assert stage_of(result, "keyword").status == "done" and result.hits
+        assert stage_of(result, "embed").status in ("error", "skipped")
     finally:
         s.close()

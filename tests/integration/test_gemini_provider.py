@@ -13,14 +13,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import socket
 import subprocess
-import sys
 import time
 import traceback
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +29,7 @@ from canon_ledger.application.knowledge.ports import ChunkView, ProviderError, P
 from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.providers.gemini import GeminiProvider, RetryableProviderError
 from tests.fakes.gemini_server import FakeGemini
+from tests.cli_runner import console_script as _canon  # the installed `canon`, run as a process
 
 GUIDE = """# Lamplighting
 
@@ -56,22 +54,7 @@ TIMEOUT_MS = 2_000  # generous for a local server, small enough to keep failures
 SHORT_TIMEOUT_MS = 500  # the ``timeout`` cases: the server answers only after ``server.timeout_s`` (2 s)
 
 
-# -- fixtures ----------------------------------------------------------------------------------
-@pytest.fixture
-def key() -> str:
-    return f"test-key-{uuid.uuid4().hex}"
-
-
-@pytest.fixture
-def server(key: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGemini]:
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "CANON_LLM_PROVIDER"):
-        monkeypatch.delenv(name, raising=False)
-    with FakeGemini(expected_key=key, timeout_s=2.0) as fake:  # a ``timeout`` handler is woken at stop()
-        yield fake
-
-
+# -- fixtures: the fake server and its key are tests/conftest.py's ``gemini`` and ``gemini_key`` --
 class Sleeps(list):
     """Stands in for ``time.sleep`` between 5xx retries: records the delays, waits for none."""
 
@@ -79,8 +62,8 @@ class Sleeps(list):
         self.append(seconds)
 
 
-def _gemini(services: Any, server: FakeGemini, key: str, timeout_ms: int = TIMEOUT_MS) -> Any:
-    compiler = services.compiler("gemini", api_key=key, base_url=server.url, timeout_ms=timeout_ms)
+def _gemini(services: Any, gemini: FakeGemini, gemini_key: str, timeout_ms: int = TIMEOUT_MS) -> Any:
+    compiler = services.compiler("gemini", api_key=gemini_key, base_url=gemini.url, timeout_ms=timeout_ms)
     compiler.sleep = Sleeps()
     return compiler
 
@@ -143,10 +126,10 @@ def _assert_whole(page: Any) -> None:
     assert page.method == "gemini:gemini-2.5-flash"
 
 
-def _assert_no_key(key: str, *texts: str) -> None:
+def _assert_no_key(gemini_key: str, *texts: str) -> None:
     for text in texts:
-        assert key not in text
-        assert key[len("test-key-"):] not in text  # nor its random part
+        assert gemini_key not in text
+        assert gemini_key[len("test-key-"):] not in text  # nor its random part
 
 
 def _events_text(services: Any) -> str:
@@ -154,19 +137,19 @@ def _events_text(services: Any) -> str:
 
 
 # -- success -----------------------------------------------------------------------------------
-def test_a_batch_compiles_every_page_and_the_ledger_counts_every_call(services, server, key) -> None:
+def test_a_batch_compiles_every_page_and_the_ledger_counts_every_call(services, gemini, gemini_key) -> None:
     _ingest(services, GUIDE)
-    compiler = _gemini(services, server, key)
+    compiler = _gemini(services, gemini, gemini_key)
     assert len(_stale_ids(compiler)) == GUIDE_TOPICS
 
     report = compiler.nightly()
 
     assert (report.compiled, report.failed, report.remaining_stale, report.stopped_reason) == (GUIDE_TOPICS, 0, 0, "done")
-    generate, embed = server.calls("generate"), server.calls("embed")
+    generate, embed = gemini.calls("generate"), gemini.calls("embed")
     assert len(generate) == len(embed) == GUIDE_TOPICS
     assert {(r.method, r.path) for r in generate} == {("POST", "/v1beta/models/gemini-2.5-flash:generateContent")}
     assert {(r.method, r.path) for r in embed} == {("POST", "/v1beta/models/gemini-embedding-001:batchEmbedContents")}
-    assert all(r.carried_key and not r.key_in_query and r.status == 200 for r in server.requests)
+    assert all(r.carried_key and not r.key_in_query and r.status == 200 for r in gemini.requests)
     # Structured output was asked for, with the page schema.
     config = generate[0].body["generationConfig"]
     assert config["responseMimeType"] == "application/json"
@@ -178,7 +161,7 @@ def test_a_batch_compiles_every_page_and_the_ledger_counts_every_call(services, 
     assert status["generate"]["spent"] == status["generate"]["compile_spent"] == GUIDE_TOPICS
     assert status["embed"]["spent"] == GUIDE_TOPICS
     assert not status["exhausted"] and status["refused"] == 0
-    assert len(_spent(services)) == len(server.requests)
+    assert len(_spent(services)) == len(gemini.requests)
 
     pages = _pages(services)
     assert len(pages) == GUIDE_TOPICS
@@ -192,20 +175,20 @@ def test_a_batch_compiles_every_page_and_the_ledger_counts_every_call(services, 
     position = services.ledger.position()
     again = compiler.nightly()
     assert (again.compiled, again.skipped, again.stopped_reason) == (0, 0, "done")
-    assert len(server.requests) == 2 * GUIDE_TOPICS and _events(services, position + 1, "QuotaDay.") == []
-    _assert_no_key(key, _events_text(services))
+    assert len(gemini.requests) == 2 * GUIDE_TOPICS and _events(services, position + 1, "QuotaDay.") == []
+    _assert_no_key(gemini_key, _events_text(services))
 
 
 # -- 5xx ---------------------------------------------------------------------------------------
-def test_a_503_is_retried_as_a_second_reserved_call(services, server, key) -> None:
+def test_a_503_is_retried_as_a_second_reserved_call(services, gemini, gemini_key) -> None:
     _ingest(services, BELLS, document="bells.md")
-    compiler = _gemini(services, server, key)
-    server.script("503", kind="generate")
+    compiler = _gemini(services, gemini, gemini_key)
+    gemini.script("503", kind="generate")
 
     report = compiler.nightly()
 
     assert (report.compiled, report.failed, report.stopped_reason) == (1, 0, "done")
-    assert [(r.kind, r.status) for r in server.requests] == [("generate", 503), ("generate", 200), ("embed", 200)]
+    assert [(r.kind, r.status) for r in gemini.requests] == [("generate", 503), ("generate", 200), ("embed", 200)]
     assert compiler.sleep == [0.5]
     # Each attempt reserved before it was sent and settled after, in that order.
     sequence = [(e.type.split(".")[1], e.data.get("kind"), e.data.get("outcome")) for e in _events(services, 1, "QuotaDay.")
@@ -213,23 +196,23 @@ def test_a_503_is_retried_as_a_second_reserved_call(services, server, key) -> No
     assert sequence == [("Reserved", "generate", None), ("Settled", None, "error"),
                         ("Reserved", "generate", None), ("Settled", None, "ok"),
                         ("Reserved", "embed", None), ("Settled", None, "ok")]
-    assert len(_spent(services, kind="generate")) == 2 == len(server.calls("generate"))
+    assert len(_spent(services, kind="generate")) == 2 == len(gemini.calls("generate"))
     assert services.quota.status("gemini")["generate"]["spent"] == 2
     [page] = _pages(services)
     _assert_whole(page)
     assert _lint(services).green
 
 
-def test_a_503_that_persists_fails_the_page_after_three_retries(services, server, key) -> None:
+def test_a_503_that_persists_fails_the_page_after_three_retries(services, gemini, gemini_key) -> None:
     _ingest(services, BELLS, document="bells.md")
-    compiler = _gemini(services, server, key)
-    server.script("503", "503", "503", "503", kind="generate")
+    compiler = _gemini(services, gemini, gemini_key)
+    gemini.script("503", "503", "503", "503", kind="generate")
 
     report = compiler.nightly()
 
     assert (report.compiled, report.failed, report.stopped_reason) == (0, 1, "done")
     assert report.pages[0]["outcome"] == "failed" and "503" in report.pages[0]["detail"]
-    assert [r.status for r in server.requests] == [503, 503, 503, 503]
+    assert [r.status for r in gemini.requests] == [503, 503, 503, 503]
     assert compiler.sleep == [0.5, 1.0, 2.0]
     spent = _spent(services)
     assert len(spent) == 4 and {c["outcome"] for c in spent} == {"error"}
@@ -240,18 +223,18 @@ def test_a_503_that_persists_fails_the_page_after_three_retries(services, server
 
 # -- 429 ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("failing", ["generate", "embed"])
-def test_a_429_mid_batch_stops_for_the_day_and_writes_no_half_page(services, server, key, failing) -> None:
+def test_a_429_mid_batch_stops_for_the_day_and_writes_no_half_page(services, gemini, gemini_key, failing) -> None:
     _ingest(services, GUIDE)
-    compiler = _gemini(services, server, key)
-    server.script("ok", "ok", "429", kind=failing)  # the third page's call is refused
+    compiler = _gemini(services, gemini, gemini_key)
+    gemini.script("ok", "ok", "429", kind=failing)  # the third page's call is refused
 
     report = compiler.nightly()
 
     assert report.stopped_reason == "quota" and "429" in report.detail
     assert (report.compiled, report.failed, report.remaining_stale) == (2, 0, GUIDE_TOPICS - 2)
     expected = ["generate", "embed"] * 2 + (["generate"] if failing == "generate" else ["generate", "embed"])
-    assert [r.kind for r in server.requests] == expected
-    assert [r.status for r in server.requests][-1] == 429
+    assert [r.kind for r in gemini.requests] == expected
+    assert [r.status for r in gemini.requests][-1] == 429
 
     # Every page written is whole; the others stay stale (never compiled).
     pages = _pages(services)
@@ -268,7 +251,7 @@ def test_a_429_mid_batch_stops_for_the_day_and_writes_no_half_page(services, ser
     # The ledger: what it counts as spent is exactly what the server received; nothing left reserved.
     calls = _calls(services)
     assert all(c["outcome"] is not None for c in calls.values())
-    assert len(_spent(services)) == len(server.requests) == len(expected)
+    assert len(_spent(services)) == len(gemini.requests) == len(expected)
     assert [c["outcome"] for c in calls.values()][-1] == "error"
     status = services.quota.status("gemini")
     assert status["exhausted"] and "429" in status["exhausted"]
@@ -276,33 +259,33 @@ def test_a_429_mid_batch_stops_for_the_day_and_writes_no_half_page(services, ser
     assert len(_events(services, 1, "QuotaDay.Exhausted")) == 1
 
     # A further night reserves nothing, sends nothing and stops at once.
-    position, seen = services.ledger.position(), len(server.requests)
+    position, seen = services.ledger.position(), len(gemini.requests)
     again = compiler.nightly()
     assert (again.compiled, again.failed, again.stopped_reason) == (0, 0, "quota")
     assert again.remaining_stale == GUIDE_TOPICS - 2
-    assert len(server.requests) == seen
+    assert len(gemini.requests) == seen
     later = _events(services, position + 1, "QuotaDay.")
     assert [e.type for e in later] == ["QuotaDay.Refused"]  # the refusal is on the record; no reservation
     assert not _lint(services).issues  # the written pages are fresh; the others are simply not compiled yet
-    _assert_no_key(key, _events_text(services), report.detail, again.detail)
+    _assert_no_key(gemini_key, _events_text(services), report.detail, again.detail)
 
 
-def test_one_reserved_call_is_one_request_even_when_the_model_asks_to_continue(services, server, key) -> None:
+def test_one_reserved_call_is_one_request_even_when_the_model_asks_to_continue(services, gemini, gemini_key) -> None:
     _ingest(services, BELLS, document="bells.md")
-    compiler = _gemini(services, server, key)
-    server.script("continuation", kind="generate")
+    compiler = _gemini(services, gemini, gemini_key)
+    gemini.script("continuation", kind="generate")
 
     report = compiler.nightly()
 
-    assert len(_spent(services)) == len(server.requests), (
+    assert len(_spent(services)) == len(gemini.requests), (
         f"the ledger spent {len(_spent(services))} calls, the server saw "
         f"{[(r.kind, r.behaviour) for r in server.requests]}; report {report.as_dict()}")
 
 
 # -- bad answers -------------------------------------------------------------------------------
-def test_an_answer_that_is_not_a_valid_page_writes_nothing(services, server, key) -> None:
+def test_an_answer_that_is_not_a_valid_page_writes_nothing(services, gemini, gemini_key) -> None:
     _ingest(services, BELLS, document="bells.md")
-    compiler = _gemini(services, server, key)
+    compiler = _gemini(services, gemini, gemini_key)
     assert compiler.nightly().compiled == 1
     [before] = _pages(services)
     topic = before.topic_id
@@ -310,51 +293,51 @@ def test_an_answer_that_is_not_a_valid_page_writes_nothing(services, server, key
     assert _stale_ids(compiler) == [topic]
 
     for behaviour in ("invalid_json", "wrong_schema"):  # not JSON at all; JSON without the schema's fields
-        position, seen = services.ledger.position(), len(server.requests)
-        server.script(behaviour, kind="generate")
+        position, seen = services.ledger.position(), len(gemini.requests)
+        gemini.script(behaviour, kind="generate")
 
         report = compiler.nightly()
 
         assert (report.compiled, report.failed, report.stopped_reason) == (0, 1, "done"), behaviour
         assert "parsed is None" in report.pages[0]["detail"]
-        assert [(r.kind, r.behaviour, r.status) for r in server.requests[seen:]] == [("generate", behaviour, 200)]
+        assert [(r.kind, r.behaviour, r.status) for r in gemini.requests[seen:]] == [("generate", behaviour, 200)]
         assert _events(services, position + 1, "WikiPage.") == []  # no page written
         assert [c["outcome"] for c in _calls(services, position + 1).values()] == ["error"]  # made, so it counts
-        assert len(_spent(services)) == len(server.requests)
+        assert len(_spent(services)) == len(gemini.requests)
         [after] = _pages(services)
         assert after.stale and after.tldr == before.tldr  # still serving its last good TLDR
         assert _stale_ids(compiler) == [topic]
         assert [i.code for i in _lint(services).issues] == ["stale_tldr"]
 
 
-def test_a_timeout_writes_no_page_and_is_settled_as_an_error(services, server, key) -> None:
+def test_a_timeout_writes_no_page_and_is_settled_as_an_error(services, gemini, gemini_key) -> None:
     _ingest(services, BELLS, document="bells.md")
-    compiler = _gemini(services, server, key, timeout_ms=SHORT_TIMEOUT_MS)
-    server.script("timeout", kind="generate")
+    compiler = _gemini(services, gemini, gemini_key, timeout_ms=SHORT_TIMEOUT_MS)
+    gemini.script("timeout", kind="generate")
 
     started = time.monotonic()
     report = compiler.nightly()
     elapsed = time.monotonic() - started
 
-    assert elapsed < server.timeout_s  # the client gave up; it did not wait for the late answer
+    assert elapsed < gemini.timeout_s  # the client gave up; it did not wait for the late answer
     assert (report.compiled, report.failed, report.stopped_reason) == (0, 1, "done")
     assert "did not answer in time" in report.pages[0]["detail"]
-    assert [(r.kind, r.behaviour) for r in server.requests] == [("generate", "timeout")]
+    assert [(r.kind, r.behaviour) for r in gemini.requests] == [("generate", "timeout")]
     assert compiler.sleep == []  # a timeout is not retried
     assert [c["outcome"] for c in _calls(services).values()] == ["error"]
-    assert len(_spent(services)) == len(server.requests) == 1
+    assert len(_spent(services)) == len(gemini.requests) == 1
     assert _pages(services) == [] and _events(services, 1, "WikiPage.") == []
     assert len(_stale_ids(compiler)) == 1
     assert not services.quota.status("gemini")["exhausted"]
 
 
 # -- the key -----------------------------------------------------------------------------------
-def test_the_api_key_never_leaks_into_events_errors_or_logs(services, server, key, caplog) -> None:
+def test_the_api_key_never_leaks_into_events_errors_or_logs(services, gemini, gemini_key, caplog) -> None:
     caplog.set_level(logging.DEBUG)
     _ingest(services, GUIDE)
-    compiler = _gemini(services, server, key, timeout_ms=SHORT_TIMEOUT_MS)
+    compiler = _gemini(services, gemini, gemini_key, timeout_ms=SHORT_TIMEOUT_MS)
     # page 1: 503 then ok; page 2: invalid JSON; page 3: timeout; page 4: 429
-    server.script("503", "ok", "invalid_json", "timeout", "429", kind="generate")
+    gemini.script("503", "ok", "invalid_json", "timeout", "429", kind="generate")
     report = compiler.nightly()
     assert report.stopped_reason == "quota" and report.compiled == 1 and report.failed == 2
 
@@ -364,11 +347,11 @@ def test_the_api_key_never_leaks_into_events_errors_or_logs(services, server, ke
     chunk = ChunkView("guild/x/0", "Doc > X\n\nSome text.", "h")
     raised: list[BaseException] = []
     for behaviour in ("503", "429", "invalid_json", "wrong_schema", "timeout"):
-        server.script(behaviour, kind="generate")
+        gemini.script(behaviour, kind="generate")
         with pytest.raises(ProviderError) as info:
             provider.write(topic, [chunk], [])
         raised.append(info.value)
-    server.script("503", "429", kind="embed")
+    gemini.script("503", "429", kind="embed")
     for _ in range(2):
         with pytest.raises(ProviderError) as info:
             provider.embed(["text"])
@@ -379,25 +362,18 @@ def test_the_api_key_never_leaks_into_events_errors_or_logs(services, server, ke
     for error in raised:
         texts += [str(error), repr(error), "".join(traceback.format_exception(error))]
     texts += [f"{r.name} {r.levelname} {r.getMessage()} {r.exc_text or ''}" for r in caplog.records]
-    _assert_no_key(key, *texts)
-    assert all(r.carried_key and not r.key_in_query for r in server.requests)  # it was sent, in the header only
+    _assert_no_key(gemini_key, *texts)
+    assert all(r.carried_key and not r.key_in_query for r in gemini.requests)  # it was sent, in the header only
 
 
-def _canon() -> str:
-    script = Path(sys.executable).with_name("canon")
-    found = str(script) if script.exists() else shutil.which("canon")
-    assert found, f"the canon console script is not installed (not next to {sys.executable}, not on PATH)"
-    return found
-
-
-def test_the_cli_compiles_with_gemini_and_never_prints_the_key(services, server, key, store_url) -> None:
+def test_the_cli_compiles_with_gemini_and_never_prints_the_key(services, gemini, gemini_key, store_url) -> None:
     _ingest(services, GUIDE)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_", "CANON_"))}
-    env.update({"GEMINI_API_KEY": key, "GOOGLE_GEMINI_BASE_URL": server.url, "NO_PROXY": "127.0.0.1,localhost",
+    env.update({"GEMINI_API_KEY": gemini_key, "GOOGLE_GEMINI_BASE_URL": gemini.url, "NO_PROXY": "127.0.0.1,localhost",
                 "no_proxy": "127.0.0.1,localhost", "PYTHONWARNINGS": "default"})
     db = make_url(store_url).render_as_string(hide_password=False)
     # page 1: ok; page 2: 503 then ok; page 3: invalid JSON; page 4: 429
-    server.script("ok", "503", "ok", "invalid_json", "429", kind="generate")
+    gemini.script("ok", "503", "ok", "invalid_json", "429", kind="generate")
 
     run = subprocess.run([_canon(), "compile", "--provider", "gemini", "--db", db],
                          env=env, capture_output=True, text=True, timeout=60)
@@ -405,19 +381,19 @@ def test_the_cli_compiles_with_gemini_and_never_prints_the_key(services, server,
     assert run.stdout.startswith("compiled 2 page(s), skipped 0, failed 1; 2 still stale; stopped: quota (")
     assert "429 RESOURCE_EXHAUSTED" in run.stdout
 
-    assert [r.status for r in server.requests] == [200, 200, 503, 200, 200, 200, 429]
-    assert all(r.carried_key for r in server.requests)
-    assert len(_spent(services)) == len(server.requests)
+    assert [r.status for r in gemini.requests] == [200, 200, 503, 200, 200, 200, 429]
+    assert all(r.carried_key for r in gemini.requests)
+    assert len(_spent(services)) == len(gemini.requests)
     assert services.quota.status("gemini")["exhausted"]
-    _assert_no_key(key, run.stdout, run.stderr, _events_text(services))
+    _assert_no_key(gemini_key, run.stdout, run.stderr, _events_text(services))
 
 
 # -- no calls ----------------------------------------------------------------------------------
-def test_edit_then_revert_makes_the_page_stale_then_fresh_with_no_call(services, server, key) -> None:
+def test_edit_then_revert_makes_the_page_stale_then_fresh_with_no_call(services, gemini, gemini_key) -> None:
     _ingest(services, GUIDE)
-    compiler = _gemini(services, server, key)
+    compiler = _gemini(services, gemini, gemini_key)
     assert compiler.nightly().compiled == GUIDE_TOPICS
-    seen, position = len(server.requests), services.ledger.position()
+    seen, position = len(gemini.requests), services.ledger.position()
     oil = "guild/guide.md#lamplighting/oil"
     with services.knowledge_reader.snapshot() as snap:
         original = snap.page("guild", oil)
@@ -438,11 +414,11 @@ def test_edit_then_revert_makes_the_page_stale_then_fresh_with_no_call(services,
 
     again = compiler.nightly()
     assert (again.compiled, again.skipped, again.stopped_reason) == (0, 0, "done")
-    assert len(server.requests) == seen  # zero calls to the server
+    assert len(gemini.requests) == seen  # zero calls to the server
     assert _events(services, position + 1, "QuotaDay.") == [] and _events(services, position + 1, "WikiPage.") == []
 
 
-def test_the_offline_compile_makes_no_network_call(services, server, store_url, monkeypatch) -> None:
+def test_the_offline_compile_makes_no_network_call(services, gemini, store_url, monkeypatch) -> None:
     url = make_url(store_url)
     db_port = (url.port or 5432) if url.get_backend_name().startswith("postgres") else None
     attempts: list[Any] = []
@@ -471,7 +447,7 @@ def test_the_offline_compile_makes_no_network_call(services, server, store_url, 
     report = services.compiler("offline").nightly()
 
     assert (report.compiled, report.failed, report.stopped_reason) == (GUIDE_TOPICS + 1, 0, "done")
-    assert attempts == [] and server.requests == []
+    assert attempts == [] and gemini.requests == []
     assert _events(services, 1, "QuotaDay.") == []  # the offline provider is not metered
     pages = _pages(services)
     assert len(pages) == GUIDE_TOPICS + 1 and all(p.tldr and p.embedding for p in pages)
@@ -479,10 +455,10 @@ def test_the_offline_compile_makes_no_network_call(services, server, store_url, 
     assert _lint(services).green
 
 
-def test_a_per_minute_429_stops_the_batch_without_spending_the_day(services, server, key) -> None:
+def test_a_per_minute_429_stops_the_batch_without_spending_the_day(services, gemini, gemini_key) -> None:
     _ingest(services, GUIDE)
-    compiler = _gemini(services, server, key)
-    server.script("ok", "429_minute", kind="generate")
+    compiler = _gemini(services, gemini, gemini_key)
+    gemini.script("ok", "429_minute", kind="generate")
     report = compiler.nightly()
     assert report.stopped_reason == "quota" and "rate limited" in report.detail
     assert report.compiled == 1 and report.remaining_stale == GUIDE_TOPICS - 1
@@ -490,17 +466,17 @@ def test_a_per_minute_429_stops_the_batch_without_spending_the_day(services, ser
     assert status["exhausted"] is None and status["generate"]["left"] > 0
     again = compiler.nightly()  # the next run goes on: the day is not over
     assert again.compiled == GUIDE_TOPICS - 1 and again.stopped_reason == "done"
-    assert len(_spent(services)) == len(server.requests)
+    assert len(_spent(services)) == len(gemini.requests)
 
 
 # -- step-back ---------------------------------------------------------------------------------
-def test_step_back_is_one_structured_call_and_its_failures_are_ours(server, key) -> None:
-    provider = GeminiProvider(key, base_url=server.url, timeout_ms=TIMEOUT_MS)
+def test_step_back_is_one_structured_call_and_its_failures_are_ours(gemini, gemini_key) -> None:
+    provider = GeminiProvider(gemini_key, base_url=gemini.url, timeout_ms=TIMEOUT_MS)
     question = "What are the main themes of this story?"
 
-    assert provider.step_back(question) == server.generalised(question)
+    assert provider.step_back(question) == gemini.generalised(question)
 
-    [request] = server.requests
+    [request] = gemini.requests
     assert (request.kind, request.model, request.status) == ("generate", "gemini-2.5-flash", 200)
     config = request.body["generationConfig"]
     assert config["responseMimeType"] == "application/json"
@@ -513,11 +489,11 @@ def test_step_back_is_one_structured_call_and_its_failures_are_ours(server, key)
                                    ("429_minute", ProviderThrottled, "rate limited"),
                                    ("invalid_json", ProviderError, "parsed is None"),
                                    ("wrong_schema", ProviderError, "parsed is None")]:
-        server.script(behaviour, kind="generate")
+        gemini.script(behaviour, kind="generate")
         with pytest.raises(kind) as info:
             provider.step_back(question)
         assert words in str(info.value), behaviour
         raised.append(info.value)
     assert getattr(raised[0], "retryable", False) and not getattr(raised[3], "retryable", False)
-    assert len(server.requests) == 6  # one request per call: the provider itself retries nothing
-    _assert_no_key(key, *[str(e) for e in raised], *[repr(e) for e in raised])
+    assert len(gemini.requests) == 6  # one request per call: the provider itself retries nothing
+    _assert_no_key(gemini_key, *[str(e) for e in raised], *[repr(e) for e in raised])

@@ -1,23 +1,27 @@
 """The HTTP API in-process (Starlette's test client on the real app and a real store): the
-auth matrix over every route, command answers, problem+json, ETag, read views, scoping."""
+auth matrix over every route, command answers, problem+json, ETag, read views, scoping.
+
+Two servers: ``shared_api`` is started once per store for the module's tests that only read,
+or write only into ids of their own that no other test's answer depends on (the auth matrix
+issues and revokes keys of its own); ``api`` is a fresh one for each test whose writes or
+patches would change another's answer (a new story, canon, builds, exact counts of keys,
+requests or metrics, the store's gate)."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from canon_ledger.infrastructure.demo import SAMPLE
 from canon_ledger.infrastructure.http.app import create_app
+from tests.helpers import STORY, demo_json
 
-STORY = "lamplight"
-
-
-def _demo_commands() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
+# On one xdist worker (--dist loadgroup): the shared server is made once per store.
+pytestmark = pytest.mark.xdist_group("test_http_api")
 
 
 class Api:
@@ -47,20 +51,32 @@ class Api:
             time.sleep(0.02)
 
 
-@pytest.fixture
-def api(store_url: str) -> Iterator[Api]:
+def _started(store_url: str) -> Iterator[Api]:
+    """A server on ``store_url``: three keys, the demo story, a guild document, all projected."""
     app = create_app(store_url, embedder="hashing")
     with TestClient(app, raise_server_exceptions=False) as client:
         a = Api(client)
         admin = a.tokens["admin"] = a.key("admin", name="the-admin")
         a.tokens["author"] = a.key("author", name="the-author")
         a.tokens["worker"] = a.key("worker", name="the-worker")
-        r = a.call("POST", "/v1/commands", admin, json=_demo_commands())
+        r = a.call("POST", "/v1/commands", admin, json=demo_json())
         assert r.status_code == 200, r.text
         doc = {"document_id": "lamps.md", "text": "# Lamps\n\nThe guild lights lamps at dusk."}
         assert a.call("POST", "/v1/collections/guild/documents", admin, json=doc).status_code == 200
         a.settle()
         yield a
+
+
+@pytest.fixture
+def api(store_url: str) -> Iterator[Api]:
+    """A server of the test's own."""
+    yield from _started(store_url)
+
+
+@pytest.fixture(scope="module")
+def shared_api(module_store_url: str) -> Iterator[Api]:
+    """One server per store for the module's tests that only read or write into their own ids."""
+    yield from _started(module_store_url)
 
 
 # Every route, with a request that succeeds for the right key, the scope it needs and
@@ -93,8 +109,9 @@ ROUTES = [
 SCOPES = ("worker", "author", "admin")
 
 
-def test_every_route_is_in_the_matrix(api: Api) -> None:
+def test_every_route_is_in_the_matrix(shared_api: Api) -> None:
     """A new route must join ROUTES (and so the auth matrix) before it can land."""
+    api = shared_api
     # From the schema: FastAPI 0.165 keeps included routers' routes out of ``app.routes``.
     served = {(method.upper(), path) for path, operations in api.client.app.openapi()["paths"].items()
               for method in operations}
@@ -108,12 +125,14 @@ def test_every_route_is_in_the_matrix(api: Api) -> None:
 
 
 @pytest.mark.parametrize("method,path,kw,needs,story_bound", ROUTES, ids=[f"{m} {p}" for m, p, *_ in ROUTES])
-def test_auth_matrix(api: Api, method: str, path: str, kw: dict, needs: str, story_bound: bool | str) -> None:
+def test_auth_matrix(shared_api: Api, method: str, path: str, kw: dict, needs: str, story_bound: bool | str) -> None:
+    api = shared_api
     before = api.position()
     assert api.call(method, path, None, **kw).status_code == 401
     assert api.call(method, path, "cl_not-a-key", **kw).status_code == 401
-    revoked = api.key(needs, name=f"revoked-{needs}")
-    api.ctx.keys.revoke(f"revoked-{needs}")
+    name = f"revoked-{needs}-{uuid.uuid4().hex[:8]}"  # key names are unique in a store: this case's own
+    revoked = api.key(needs, name=name)
+    api.ctx.keys.revoke(name)
     refused = api.call(method, path, revoked, **kw)
     assert refused.status_code == 401 and refused.json()["code"] == "invalid_key"
     assert refused.headers["content-type"] == "application/problem+json"
@@ -135,7 +154,8 @@ def test_auth_matrix(api: Api, method: str, path: str, kw: dict, needs: str, sto
     assert ok.status_code in (200, 201, 202), ok.text
 
 
-def test_packets_records_and_audits_are_scoped_by_story(api: Api) -> None:
+def test_packets_records_and_audits_are_scoped_by_story(shared_api: Api) -> None:
+    api = shared_api
     packet = api.call("GET", f"/v1/stories/{STORY}/packet?role=writer&chapter=5", api.tokens["worker"]).json()
     pid = packet["packet_id"]
     assert api.call("GET", f"/v1/packets/{pid}", api.tokens["worker"]).json()["hash"] == packet["hash"]
@@ -303,7 +323,8 @@ def test_views_read_your_writes(api: Api) -> None:
     assert api.call("GET", f"/v1/stories/{STORY}/chapters/99", token).json()["code"] == "unknown_chapter"
 
 
-def test_errors_are_problems_without_internals(api: Api) -> None:
+def test_errors_are_problems_without_internals(shared_api: Api) -> None:
+    api = shared_api
     token = api.tokens["admin"]
     for method, path in (("GET", "/v1/nothing"), ("DELETE", "/v1/stories"), ("GET", "/v1/stories/x/canon"),
                          ("DELETE", "/v1/keys/never-made")):
@@ -374,7 +395,8 @@ def test_metrics_count_requests_by_route_template(api: Api) -> None:
     assert 'canon_projection_lag_events{projection="canon"}' in text and "canon_quota_left" in text
 
 
-def test_a_qa_packet_with_draft_holds_it_and_refusals_are_problems(api: Api) -> None:
+def test_a_qa_packet_with_draft_holds_it_and_refusals_are_problems(shared_api: Api) -> None:
+    api = shared_api
     token = api.tokens["worker"]
     path = f"/v1/stories/{STORY}/packet?role=qa&chapter=5"
     review = api.call("GET", f"{path}&draft=d5-wip", token)
@@ -461,7 +483,8 @@ def _closed(schema: Any) -> Any:
     return [_closed(v) for v in schema] if isinstance(schema, list) else schema
 
 
-def test_the_packet_route_declares_the_packet_schema_and_304(api: Api) -> None:
+def test_the_packet_route_declares_the_packet_schema_and_304(shared_api: Api) -> None:
+    api = shared_api
     import jsonschema
 
     from canon_ledger.application.packets.schema import Role
@@ -498,7 +521,8 @@ def test_the_packet_route_declares_the_packet_schema_and_304(api: Api) -> None:
         jsonschema.Draft202012Validator(exact).validate(broken)
 
 
-def test_mcp_publishes_its_protected_resource_metadata_and_its_401_points_at_it(api: Api) -> None:
+def test_mcp_publishes_its_protected_resource_metadata_and_its_401_points_at_it(shared_api: Api) -> None:
+    api = shared_api
     base = "http://testserver"
     refused = api.call("POST", "/mcp", None, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                        headers={"Accept": "application/json, text/event-stream"})
@@ -536,10 +560,11 @@ def test_mcp_publishes_its_protected_resource_metadata_and_its_401_points_at_it(
         api.ctx.gate.recovered()
 
 
-def test_words_that_help_answer_over_http_as_on_the_command_line(api: Api) -> None:
+def test_words_that_help_answer_over_http_as_on_the_command_line(shared_api: Api) -> None:
     """Issue 38: the hints of `canon apply` come with POST /v1/commands too (an alias used as
     a scene-card tag names the entry, curly quotes, a mistyped type), and proposals have one
     vocabulary of states (`pending`, the older word, is read as `proposed`)."""
+    api = shared_api
     author = api.tokens["author"]
     card = {"type": "add_scene_card", "command_id": "h-card-5b", "story_id": STORY, "chapter": 5, "scene_id": "5b",
             "summary": "Again.", "characters": ["the Marrow girl"], "locations": [], "threads": [], "callbacks": [],

@@ -9,9 +9,9 @@ import pytest
 
 from canon_ledger.application.knowledge.lint import lint
 from canon_ledger.application.knowledge.quota import Quota, QuotaPolicy
-from canon_ledger.domain.commands import parse_command, parse_line
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.quota import QuotaRefused
-from canon_ledger.infrastructure.demo import sample_commands
+from tests.helpers import apply_demo
 
 GUIDE = """# Lamplighting
 
@@ -114,7 +114,7 @@ def test_nightly_drains_oldest_drift_first_and_stops_at_the_budget(services) -> 
 
 
 def test_accepted_chapter_text_is_chunked_and_drafts_never_are(services) -> None:
-    services.ledger.apply([parse_line(line) for line in sample_commands()])
+    apply_demo(services)
     services.knowledge.catch_up()
     with services.knowledge_reader.snapshot() as snap:
         topics = snap.topics("story:lamplight")

@@ -9,7 +9,7 @@ import pytest
 from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.domain.commands import parse_command, parse_line
 from canon_ledger.domain.errors import CanonError
-from canon_ledger.infrastructure.demo import sample_commands
+from tests.helpers import demo_commands
 
 
 def _cmd(**fields):
@@ -28,16 +28,16 @@ def _story(ledger: CanonLedger, story: str = "s1") -> None:
 
 
 def test_sample_applied_twice_reports_duplicates_and_appends_nothing(ledger: CanonLedger) -> None:
-    lines = sample_commands()
-    first = ledger.apply([parse_line(line) for line in lines])
-    assert [r.status for r in first] == ["applied"] * len(lines)
+    commands = demo_commands()
+    first = ledger.apply(commands)
+    assert [r.status for r in first] == ["applied"] * len(commands)
     positions = [r.position for r in first]
     assert positions == sorted(positions) and len(set(positions)) == len(positions)
     end = ledger.position()
     assert end == positions[-1]
 
-    second = ledger.apply([parse_line(line) for line in lines])
-    assert [r.status for r in second] == ["duplicate"] * len(lines)
+    second = ledger.apply(commands)
+    assert [r.status for r in second] == ["duplicate"] * len(commands)
     assert ledger.position() == end
 
 

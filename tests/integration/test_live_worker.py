@@ -10,11 +10,12 @@ import time
 import pytest
 
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.domain.commands import parse_command, parse_line
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.bootstrap import bootstrap
-from canon_ledger.infrastructure.demo import STORY, sample_commands
+from canon_ledger.infrastructure.demo import STORY
 from canon_ledger.infrastructure.providers.offline import HashingEmbedder
 from canon_ledger.infrastructure.worker import ProjectionWorker
+from tests.helpers import apply_demo, stage_of
 
 COLLECTION = f"story:{STORY}"
 
@@ -39,10 +40,6 @@ class GatedEmbedder:
         return self.inner.embed(texts)
 
 
-def _stage(stages, step):
-    return next(s for s in stages if s.step == step)
-
-
 @pytest.fixture
 def fed(store_url):
     embedder = GatedEmbedder()
@@ -56,7 +53,7 @@ def fed(store_url):
 
 def test_a_request_while_the_vectors_are_behind_answers_from_what_is_indexed_and_says_so(fed) -> None:
     services, worker, embedder = fed
-    assert all(r.status == "applied" for r in services.ledger.apply([parse_line(line) for line in sample_commands()]))
+    apply_demo(services)
     worker.start()
     assert embedder.waiting.wait(30), "the worker never started embedding"
     assert worker.alive
@@ -67,10 +64,10 @@ def test_a_request_while_the_vectors_are_behind_answers_from_what_is_indexed_and
     packet = services.packet(Request(STORY, "writer", 5), record=False)
     took = time.perf_counter() - started
     assert took < 5, f"the requests waited for the embedder ({took:.1f} s)"
-    vector = _stage(behind.stages, "vector")
+    vector = stage_of(behind, "vector")
     assert "not yet embedded; keyword only for them" in vector.detail, vector
     assert not any(s.step == "embed" and s.status == "error" for s in behind.stages)
-    assert "not yet embedded" in _stage(packet.stages, "vector").detail
+    assert "not yet embedded" in stage_of(packet, "vector").detail
     assert any("Ilse" in i.text or i.kind == "character" for i in packet.items)  # canon is current all the same
     assert services.status()["vectors"].texts > 0
 
@@ -80,17 +77,17 @@ def test_a_request_while_the_vectors_are_behind_answers_from_what_is_indexed_and
         assert time.monotonic() < deadline, "the worker did not catch up"
         time.sleep(0.02)
     caught_up = search.search([COLLECTION], "the lamplighters' guild", 5)
-    vector = _stage(caught_up.stages, "vector")
+    vector = stage_of(caught_up, "vector")
     assert vector.status == "done" and "not yet" not in vector.detail and " 0 hit(s)" not in vector.detail, vector
     again = services.packet(Request(STORY, "writer", 5), record=False)
-    assert "not yet" not in _stage(again.stages, "vector").detail
+    assert "not yet" not in stage_of(again, "vector").detail
     assert services.status()["vectors"].texts == 0
 
 
 def test_the_worker_wakes_on_an_append_and_projects_it(fed) -> None:
     services, worker, embedder = fed
     embedder.gate.set()
-    assert all(r.status == "applied" for r in services.ledger.apply([parse_line(line) for line in sample_commands()]))
+    apply_demo(services)
     worker.start()
     deadline = time.monotonic() + 60
     while not worker.caught_up():

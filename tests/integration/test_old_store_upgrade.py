@@ -1,5 +1,7 @@
 """A whole store as an earlier release left it: refused until `canon rebuild`, then it serves and
-its recorded packets audit OK (SQLite, the real `canon` command).
+its recorded packets audit OK (SQLite, the `canon` verbs through ``cli.main`` in this process:
+tests/cli_runner.py; the installed console script itself is run by tests/e2e/test_first_story.py
+and test_readme.py).
 
 ``tests/fixtures/canon-v5-store.sqlite3.gz`` is a SQLite store written by the release at commit
 548a0a8 (canon read-model schema v5, compiler 4): the event log and its read models, tracking
@@ -16,27 +18,23 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import cli_runner
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-CANON = Path(sys.executable).parent / "canon"  # the console script the package installs
 STORY = "lamplight"
 WRITER = ("packet", "--story", STORY, "--role", "writer", "--chapter", "5")
 
 
-def _env() -> dict[str, str]:
+def canon(*args: str, json_format: bool = True) -> subprocess.CompletedProcess[str]:
     # No CANON_* setting of the caller's: the store's vectors are the packaged MiniLM's, the
     # default embedder, which the old release used too (another embedder changes L1's hits).
-    return {k: v for k, v in os.environ.items() if not k.startswith("CANON_")}
-
-
-def canon(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CANON), "--format", "json", *args], capture_output=True, text=True, env=_env(),
-                          timeout=120)
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("CANON_")}
+    return cli_runner.canon(*(("--format", "json") if json_format else ()), *args, env=unset, timeout=120)
 
 
 def _state(path: Path) -> dict[str, Any]:
@@ -109,25 +107,13 @@ def test_an_old_release_s_store_is_refused_until_rebuilt_then_serves_and_audits(
         assert report["packet_id"] == packet_id and report["verdict"] == "ok", (packet_id, report)
 
 
-def _in_process(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-                *argv: str) -> tuple[int, str, str]:
-    """``canon ARGV`` through ``cli.main``: what a verb answers needs no process of its own."""
-    from canon_ledger.infrastructure import cli
-
-    for name in [n for n in os.environ if n.startswith("CANON_")]:
-        monkeypatch.delenv(name)
-    status = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
-def test_status_explains_an_outdated_build_and_how_to_rebuild(old_store: Path, capsys: pytest.CaptureFixture[str],
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_explains_an_outdated_build_and_how_to_rebuild(old_store: Path) -> None:
     """Issue 38: `canon status` is the verb that explains an outdated store, so it never refuses
     with the refusal it is asked about; it changes nothing."""
     url = f"sqlite:///{old_store}"
     before = _state(old_store)
-    status, out, err = _in_process(capsys, monkeypatch, "--db", url, "--format", "json", "status")
+    done = canon("--db", url, "status")
+    status, out, err = done.returncode, done.stdout, done.stderr
     assert status == 0, err
     body = json.loads(out)
     canon_model = body["read_models"]["canon"]
@@ -136,7 +122,8 @@ def test_status_explains_an_outdated_build_and_how_to_rebuild(old_store: Path, c
     assert "canon" in body["outdated"]  # (and any other model whose schema moved on since that release)
     assert {n for n, m in body["read_models"].items() if "outdated" in m} == set(body["outdated"])
     assert "outdated" not in body["read_models"]["vectors"]
-    status, out, err = _in_process(capsys, monkeypatch, "--db", url, "status")
+    done = canon("--db", url, "status", json_format=False)
+    status, out, err = done.returncode, done.stdout, done.stderr
     assert status == 0, err
     line = next(line for line in out.splitlines() if line.strip().startswith("canon "))
     assert "OUTDATED" in line and "build v5_1" in line and "schema version 5" in line and "canon rebuild" in line, out
@@ -144,14 +131,14 @@ def test_status_explains_an_outdated_build_and_how_to_rebuild(old_store: Path, c
     assert _state(old_store) == before
 
 
-def test_audit_replays_the_log_on_an_outdated_build(old_store: Path, capsys: pytest.CaptureFixture[str],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_audit_replays_the_log_on_an_outdated_build(old_store: Path) -> None:
     """Issue 38: audit replays the log, which an upgrade does not outdate; only its check of the
     live read model needs a current build, and that check says it was skipped, and why."""
     url = f"sqlite:///{old_store}"
     before = _state(old_store)
     for packet_id in _recorded_packets(old_store):
-        status, out, err = _in_process(capsys, monkeypatch, "--db", url, "--format", "json", "audit", packet_id)
+        done = canon("--db", url, "audit", packet_id)
+        status, out, err = done.returncode, done.stdout, done.stderr
         assert status == 0, (packet_id, out, err)
         report = json.loads(out)
         assert report["verdict"] == "ok" and report["recorded_hash"] == report["replayed_hash"], report

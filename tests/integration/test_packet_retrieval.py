@@ -4,31 +4,18 @@ retrieval fails."""
 
 from __future__ import annotations
 
-import pytest
-
 from canon_ledger.application.knowledge.lint import lint
 from canon_ledger.application.packets.compiler import COMPILER
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.application.packets.replay import RecordedRecall
-from canon_ledger.domain.commands import parse_command, parse_line
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.application.retrieval.search import HybridSearch
 from canon_ledger.infrastructure.bootstrap import bootstrap
-from canon_ledger.infrastructure.demo import STORY, sample_commands
+from canon_ledger.infrastructure.demo import STORY
 from canon_ledger.infrastructure.packet_retrieval import StoryRetriever
+from tests.helpers import stage_of
 
 COLLECTION = f"story:{STORY}"
-
-
-@pytest.fixture
-def demo(store_url):
-    s = bootstrap(store_url, embedder="hashing")
-    assert all(r.status == "applied" for r in s.ledger.apply([parse_line(line) for line in sample_commands()]))
-    yield s
-    s.close()
-
-
-def _stage(packet, step):
-    return next(s for s in packet.stages if s.step == step)
 
 
 def _l1(packet):
@@ -43,56 +30,57 @@ def _replace_chapter_2(s):
     assert [r.status for r in results] == ["applied", "applied"]
 
 
-def test_wiki_pages_enter_packets_only_while_lint_is_green(demo) -> None:
-    assert _stage(demo.packets.packet(Request(STORY, "writer", 5)), "wiki").detail == "no wiki page of the story ranked"
-    report = demo.compiler("offline").nightly()
+def test_wiki_pages_enter_packets_only_while_lint_is_green(rs_demo) -> None:
+    first = rs_demo.packets.packet(Request(STORY, "writer", 5))
+    assert stage_of(first, "wiki").detail == "no wiki page of the story ranked"
+    report = rs_demo.compiler("offline").nightly()
     assert report.compiled == 4 and report.stopped_reason == "done"
 
-    green = demo.packets.packet(Request(STORY, "writer", 5))
+    green = rs_demo.packets.packet(Request(STORY, "writer", 5))
     pages = [i for i in green.items if i.kind == "wiki_page"]
     assert pages and all(i.status == "included" for i in pages)
-    assert _stage(green, "wiki").status == "done" and "lint green" in _stage(green, "wiki").detail
-    assert demo.auditor.audit(green.packet_id).ok  # page TLDRs rebuilt from their PageCompiled events
+    assert stage_of(green, "wiki").status == "done" and "lint green" in stage_of(green, "wiki").detail
+    assert rs_demo.auditor.audit(green.packet_id).ok  # page TLDRs rebuilt from their PageCompiled events
 
-    _replace_chapter_2(demo)  # chapter 2's page now cites a chunk that changed: stale
-    demo.knowledge.catch_up()
-    with demo.knowledge_reader.snapshot() as k:
+    _replace_chapter_2(rs_demo)  # chapter 2's page now cites a chunk that changed: stale
+    rs_demo.knowledge.catch_up()
+    with rs_demo.knowledge_reader.snapshot() as k:
         assert not lint(k, COLLECTION).green
-    red = demo.packets.packet(Request(STORY, "writer", 5))
+    red = rs_demo.packets.packet(Request(STORY, "writer", 5))
     assert not [i for i in red.items if i.kind == "wiki_page"]
     assert [i for i in red.items if i.kind == "chunk"], "chunk retrieval runs underneath the pages"
-    wiki = _stage(red, "wiki")
+    wiki = stage_of(red, "wiki")
     assert wiki.status == "skipped" and "lint not green" in wiki.detail and "stale_tldr" in wiki.detail
-    assert demo.auditor.audit(red.packet_id).ok
+    assert rs_demo.auditor.audit(red.packet_id).ok
 
 
-def test_retrieval_offers_only_earlier_chapters(demo) -> None:
+def test_retrieval_offers_only_earlier_chapters(rs_demo) -> None:
     for chapter in (2, 3, 5):
-        packet = demo.packets.packet(Request(STORY, "writer", chapter), record=False)
+        packet = rs_demo.packets.packet(Request(STORY, "writer", chapter), record=False)
         keys = [i.key for i in _l1(packet)]
         assert keys, chapter
         assert all(int(key.split("chapter-")[1][:5]) < chapter for key in keys), (chapter, keys)
-    assert _stage(demo.packets.packet(Request(STORY, "writer", 1), record=False), "select").detail == "nothing found"
+    assert stage_of(rs_demo.packets.packet(Request(STORY, "writer", 1), record=False), "select").detail == "nothing found"
 
 
-def test_replayed_hits_take_their_text_from_the_log_and_nothing_else(demo) -> None:
-    packet = demo.packets.packet(Request(STORY, "writer", 5))
-    record = demo.ledger.packet_record(packet.packet_id)
+def test_replayed_hits_take_their_text_from_the_log_and_nothing_else(rs_demo) -> None:
+    packet = rs_demo.packets.packet(Request(STORY, "writer", 5))
+    record = rs_demo.ledger.packet_record(packet.packet_id)
     assert record.compiler == COMPILER and record.recall["hits"]
-    with demo.auditor.scratch_for(STORY, record.position) as replay:
-        honest = RecordedRecall(record.recall, demo.auditor.event_at, replay.events, demo.packets.tokens)
+    with rs_demo.auditor.scratch_for(STORY, record.position) as replay:
+        honest = RecordedRecall(record.recall, rs_demo.auditor.event_at, replay.events, rs_demo.packets.tokens)
         live = {i.key: i.text for i in _l1(packet)}
         assert {h.id: h.text for h in honest.recall(STORY, 5, "").hits} == live
 
         # A forged record pointing a hit at a draft submission (never canon) rebuilds no text.
-        draft_at = next(e.position for e in demo.ledger.history(story_id=STORY) if e.type == "Draft.Submitted")
+        draft_at = next(e.position for e in rs_demo.ledger.history(story_id=STORY) if e.type == "Draft.Submitted")
         forged = {**record.recall, "hits": [{**record.recall["hits"][0], "sources": [draft_at]}]}
-        [hit] = RecordedRecall(forged, demo.auditor.event_at, replay.events, demo.packets.tokens).recall(STORY, 5, "").hits
+        [hit] = RecordedRecall(forged, rs_demo.auditor.event_at, replay.events, rs_demo.packets.tokens).recall(STORY, 5, "").hits
         assert hit.text == ""
 
     # Chapter 2 replaced after the packet: the audit still rebuilds the text in force then.
-    _replace_chapter_2(demo)
-    assert demo.auditor.audit(packet.packet_id).ok
+    _replace_chapter_2(rs_demo)
+    assert rs_demo.auditor.audit(packet.packet_id).ok
 
 
 class _Broken:
@@ -103,23 +91,23 @@ class _Broken:
         raise RuntimeError("model file missing")
 
 
-def test_packets_still_build_and_say_so_when_retrieval_fails(demo) -> None:
-    demo.catch_up_retrieval()  # the stand-in retrievers below do not catch up
-    retriever = demo.packets.retriever
-    demo.packets.retriever = StoryRetriever(
-        demo.ledger.position, lambda goal: None, lambda goal: None, retriever.reader,
-        HybridSearch(_Broken()), demo.knowledge_reader)
-    packet = demo.packets.packet(Request(STORY, "writer", 5), record=False)
-    assert _stage(packet, "embed").status in ("error", "skipped")
-    assert _stage(packet, "keyword").status == "done" and _l1(packet), [(s.step, s.status, s.detail) for s in packet.stages]
+def test_packets_still_build_and_say_so_when_retrieval_fails(rs_demo) -> None:
+    rs_demo.catch_up_retrieval()  # the stand-in retrievers below do not catch up
+    retriever = rs_demo.packets.retriever
+    rs_demo.packets.retriever = StoryRetriever(
+        rs_demo.ledger.position, lambda goal: None, lambda goal: None, retriever.reader,
+        HybridSearch(_Broken()), rs_demo.knowledge_reader)
+    packet = rs_demo.packets.packet(Request(STORY, "writer", 5), record=False)
+    assert stage_of(packet, "embed").status in ("error", "skipped")
+    assert stage_of(packet, "keyword").status == "done" and _l1(packet), [(s.step, s.status, s.detail) for s in packet.stages]
 
     def down(goal):
         raise ConnectionError("read model unavailable")
 
-    demo.packets.retriever = StoryRetriever(demo.ledger.position, down, down, retriever.reader,
-                                            retriever.pipeline, demo.knowledge_reader)
-    packet = demo.packets.packet(Request(STORY, "writer", 5), record=False)
-    failed = _stage(packet, "l1-retrieval")
+    rs_demo.packets.retriever = StoryRetriever(rs_demo.ledger.position, down, down, retriever.reader,
+                                            retriever.pipeline, rs_demo.knowledge_reader)
+    packet = rs_demo.packets.packet(Request(STORY, "writer", 5), record=False)
+    failed = stage_of(packet, "l1-retrieval")
     assert failed.status == "error" and "ConnectionError" in failed.detail and "L0" in failed.detail
     assert not _l1(packet) and [i for i in packet.items if i.tier == "P1"]
 

@@ -1,4 +1,8 @@
-"""Packets on both stores: seed acceptance, confirmed canon only, progressions, budgets."""
+"""Packets on both stores: seed acceptance, confirmed canon only, progressions, budgets.
+
+A test that only reads the demo story (recording at most packets, which change no packet) takes
+``shared_demo``, one store per kind for the module; one that writes canon, counts events or
+spies on the read model catching up takes ``demo``, a fresh store."""
 
 from __future__ import annotations
 
@@ -8,19 +12,15 @@ import pytest
 
 from canon_ledger.application.packets.compiler import PacketError
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.domain.commands import parse_command, parse_line
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.errors import CanonError, NotFound
-from canon_ledger.infrastructure.demo import STORY, sample_commands
+from canon_ledger.infrastructure.demo import STORY
+
+# On one xdist worker (--dist loadgroup): the shared demo is made once per store.
+pytestmark = pytest.mark.xdist_group("test_packets")
 
 MARKERS = ("DRAFT-REJECTED-MARKER", "REJECTED-PROPOSAL-MARKER", "UNCONFIRMED-PROPOSAL-MARKER", "DRAFT-PENDING-MARKER")
 ROLES = ("planner", "writer", "qa", "summarizer", "chat")
-
-
-@pytest.fixture
-def demo(services):
-    results = services.ledger.apply([parse_line(line) for line in sample_commands()])
-    assert all(r.status == "applied" for r in results)
-    return services
 
 
 def _apply(services, *commands):
@@ -46,7 +46,8 @@ def _included(packet):
     return [i for i in packet.items if i.status != "dropped"]
 
 
-def test_chapter_5_writer_packet_cites_canon_confirmed_in_chapter_1(demo):
+def test_chapter_5_writer_packet_cites_canon_confirmed_in_chapter_1(shared_demo):
+    demo = shared_demo
     confirmed_in_ch1 = {
         (e.data["kind"], e.data["key"]): e.position
         for e in demo.ledger.history(story_id=STORY)
@@ -65,7 +66,8 @@ def test_chapter_5_writer_packet_cites_canon_confirmed_in_chapter_1(demo):
     assert {"P0", "P1", "P2", "P3"} <= {i.tier for i in _included(packet)}
 
 
-def test_no_draft_or_unconfirmed_text_in_any_packet(demo):
+def test_no_draft_or_unconfirmed_text_in_any_packet(shared_demo):
+    demo = shared_demo
     for role in ROLES:
         for chapter in range(1, 6):
             try:
@@ -158,7 +160,8 @@ def test_an_earlier_state_hidden_until_later_never_leaks_as_history(demo):
     assert "SECRET-WREN-PAST" in old.to_json()  # what compiler 3 issued, replayed as it was
 
 
-def test_budget_edge_cases(demo):
+def test_budget_edge_cases(shared_demo):
+    demo = shared_demo
     with pytest.raises(PacketError) as zero:
         demo.packets.packet(Request(STORY, "writer", 5, budget=0))
     assert zero.value.code == "p0_exceeds_budget" and "budget is 0" in zero.value.message
@@ -192,7 +195,8 @@ def test_budget_edge_cases(demo):
         (Request(STORY, "summarizer", 5), "chapter_has_no_accepted_text"),
     ],
 )
-def test_bad_packet_requests_are_structured_errors_and_record_nothing(demo, request_, code):
+def test_bad_packet_requests_are_structured_errors_and_record_nothing(shared_demo, request_, code):
+    demo = shared_demo
     demo.packets.packet(Request(STORY, "writer", 1))  # catch up first: the position must not move below
     position = demo.ledger.position()
     with pytest.raises(CanonError) as e:
@@ -201,7 +205,8 @@ def test_bad_packet_requests_are_structured_errors_and_record_nothing(demo, requ
     assert demo.ledger.position() == position
 
 
-def test_packet_json_has_the_contract_fields(demo):
+def test_packet_json_has_the_contract_fields(shared_demo):
+    demo = shared_demo
     packet = json.loads(demo.packets.packet(Request(STORY, "qa", 3)).to_json())
     assert {"packet_id", "story_id", "role", "chapter", "position", "budget", "used_tokens", "hash", "items",
             "stages"} <= set(packet)
@@ -377,10 +382,11 @@ def test_a_build_switched_and_dropped_by_another_process_is_found_again(demo, st
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_the_reads_a_recipe_prefetches_are_the_reads_it_makes(demo, role):
+def test_the_reads_a_recipe_prefetches_are_the_reads_it_makes(shared_demo, role):
     """``FIRST_READS`` lists a recipe's reads through the recipe's own helpers: each prefetched
     result is asked for again with the same arguments, and the packet is the same bytes as
     one compiled read by read."""
+    demo = shared_demo
     from canon_ledger.application.packets.compiler import compile_packet
 
     tokens, req = demo.packets.tokens, Request(STORY, role, 4 if role == "summarizer" else 5)

@@ -31,7 +31,8 @@ def test_a_store_holding_poison_events_keeps_serving_every_other_story(poisoned,
     rows = fixture_rows("poison-events.jsonl")
     demo_end = next(e.position for e in poisoned.ledger.history() if e.story_id == "poisoned") - 1
     # The same store kind with only the demo's events.
-    clean_url, admin = create_database() if store_url.startswith("postgresql") else (f"sqlite:///{tmp_path / 'c.db'}", None)
+    clean_url, admin = (create_database(initialised=True) if store_url.startswith("postgresql")
+                        else (f"sqlite:///{tmp_path / 'c.db'}", None))
     clean = bootstrap(clean_url, embedder="hashing")
     try:
         insert_rows(clean.ledger, [r for r in rows if r["position"] <= demo_end])

@@ -8,19 +8,19 @@ from pathlib import Path
 from sqlalchemy import event
 
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.domain.commands import parse_line
-from canon_ledger.infrastructure.demo import STORY, sample_commands
+from canon_ledger.infrastructure.demo import STORY
 from canon_ledger.projections.canon_tables import canon_tables
 from canon_ledger.projections.canon import CanonProjection
 from canon_ledger.projections.checksum import table_checksum
 from canon_ledger.projections.runner import page_ops
 from canon_ledger.projections.sql_ops import execute
+from tests.helpers import apply_demo, demo_commands
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_delivering_the_same_events_twice_leaves_the_tables_unchanged(services) -> None:
-    services.ledger.apply([parse_line(line) for line in sample_commands()])
+    apply_demo(services)
     services.canon.catch_up()
     projection = services.canon.runner(services.canon.active()).projection
     tables = projection.t
@@ -41,7 +41,7 @@ def test_delivering_the_same_events_twice_leaves_the_tables_unchanged(services) 
 
 
 def test_the_checksum_sees_a_changed_row(services) -> None:
-    services.ledger.apply([parse_line(line) for line in sample_commands()])
+    apply_demo(services)
     services.canon.catch_up()
     tables = services.canon.tables(services.canon.active())
     with services.canon.write_engine.begin() as conn:
@@ -51,12 +51,12 @@ def test_the_checksum_sees_a_changed_row(services) -> None:
 
 
 def test_catch_up_is_exactly_once_and_resumes(services) -> None:
-    lines = sample_commands()
-    services.ledger.apply([parse_line(line) for line in lines[:20]])
+    commands = demo_commands()
+    services.ledger.apply(commands[:20])
     first = services.canon.catch_up()
     assert first == services.ledger.position()
     assert services.canon.catch_up() == first  # nothing new: nothing done
-    services.ledger.apply([parse_line(line) for line in lines[20:]])
+    services.ledger.apply(commands[20:])
     services.canon.catch_up()
     with services.canon.write_engine.begin() as conn:
         incremental = table_checksum(conn, services.canon.tables(services.canon.active()))
@@ -85,7 +85,7 @@ def test_a_page_read_before_another_catcher_moved_the_row_is_not_applied_again(s
             "text": f"SUMMARY-{n}"})])
         return result.position
 
-    services.ledger.apply([parse_line(line) for line in sample_commands()])
+    apply_demo(services)
     services.canon.catch_up()
     runner = services.canon.runner(services.canon.active())
     start = runner.position()
@@ -136,7 +136,7 @@ def test_the_packet_path_cannot_reach_drafts_or_proposals_by_import() -> None:
 def test_compiling_a_packet_reads_only_canon_tables(services, monkeypatch) -> None:
     import psycopg
 
-    services.ledger.apply([parse_line(line) for line in sample_commands()])
+    apply_demo(services)
     services.canon.catch_up()
     services.authoring.catch_up()
     seen: list[str] = []
@@ -222,7 +222,7 @@ def test_bulk_ops_keep_the_meaning_of_ops_applied_one_by_one(services) -> None:
 def test_a_build_dropped_between_the_registry_read_and_the_catch_up_is_looked_up_again(services, monkeypatch) -> None:
     from canon_ledger.projections.runner import BuildGone, ProjectionRunner
 
-    services.ledger.apply([parse_line(line) for line in sample_commands()])
+    apply_demo(services)
     real = ProjectionRunner.catch_up
     raised = []
 

@@ -21,11 +21,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from canon_ledger.domain.commands import parse_line
-from canon_ledger.infrastructure.demo import sample_commands
 from canon_ledger.infrastructure.http.app import create_app
 from canon_ledger.infrastructure.http.recording import DEFAULT_RECORDS, RECORDS_ENV, RecordBudgets, records_per_minute
 from canon_ledger.infrastructure.web import session
+from tests.helpers import apply_demo
 
 STORY = "lamplight"
 BOUND = 10  # the worker key's recordings in these tests (the clock stands still: no refill)
@@ -38,7 +37,7 @@ class App:
         self.client = client
         self.ctx = client.app.state.ctx  # type: ignore[attr-defined]
         # The demo first, as `canon demo` applies it: its events at the same positions.
-        self.ctx.services.ledger.apply([parse_line(line) for line in sample_commands()])
+        apply_demo(self.ctx.services)
         self.admin, _ = self.ctx.keys.create("admin", [], "the-admin")
         self.author, _ = self.ctx.keys.create("author", [], "the-author")
         self.worker, _ = self.ctx.keys.create("worker", [], "the-worker")

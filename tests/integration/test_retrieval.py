@@ -10,15 +10,15 @@ from collections import Counter
 import pytest
 
 from canon_ledger.application.knowledge.ports import ProviderError
-from canon_ledger.domain.commands import parse_command, parse_line
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.application.retrieval.search import HybridSearch
 from canon_ledger.infrastructure.bootstrap import bootstrap
-from canon_ledger.infrastructure.demo import sample_commands
 from canon_ledger.projections.checksum import table_checksum
 from canon_ledger.projections.retrieval import catch_up_vectors
 from canon_ledger.projections.retrieval_text import terms
 from canon_ledger.projections.runner import page_ops
 from canon_ledger.projections.sql_ops import execute
+from tests.helpers import apply_demo
 
 GUIDE = """# Lamplighting
 
@@ -74,7 +74,7 @@ def _checksums(services) -> tuple[str, str]:
 
 
 def test_same_events_twice_change_nothing_and_a_rebuild_gives_the_same_tables(rs) -> None:
-    rs.ledger.apply([parse_line(line) for line in sample_commands()])
+    apply_demo(rs)
     _ingest(rs)
     rs.catch_up_retrieval()
     before = _checksums(rs)
@@ -112,7 +112,7 @@ def test_edits_and_removals_move_the_index(rs) -> None:
 
 
 def test_chapter_text_is_indexed_drafts_never_and_a_replaced_chapter_drops_its_old_chunks(rs) -> None:
-    rs.ledger.apply([parse_line(line) for line in sample_commands()])
+    apply_demo(rs)
     assert _keyword(rs, "fog quay", ["story:lamplight"])
     assert _keyword(rs, "DRAFT-REJECTED-MARKER knife ledgers", ["story:lamplight"]) == []
     assert _keyword(rs, "DRAFT-PENDING-MARKER", ["story:lamplight"]) == []

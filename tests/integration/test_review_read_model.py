@@ -9,9 +9,10 @@ import pytest
 
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.application.review_view import cards
-from canon_ledger.domain.commands import parse_command, parse_line
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.errors import NotFound
-from canon_ledger.infrastructure.demo import STORY, sample_commands
+from canon_ledger.infrastructure.demo import STORY
+from tests.helpers import apply_demo
 
 
 def propose(pid: str, key: str, valid_from: int, **more: object) -> dict[str, object]:
@@ -21,7 +22,7 @@ def propose(pid: str, key: str, valid_from: int, **more: object) -> dict[str, ob
 
 
 def test_proposals_keep_their_whole_version_and_the_step_their_confirmation_made(services) -> None:
-    services.ledger.apply([parse_line(line) for line in sample_commands()])
+    apply_demo(services)
     results = services.ledger.apply([parse_command(c) for c in (
         propose("p-ilse-v3", "ilse", 6, aliases=["Warden Marrow"], fields={"status": "warden", "hidden_until": 7},
                 tags=["lead"], text="Warden of the Quay."),
@@ -61,7 +62,7 @@ def test_proposals_keep_their_whole_version_and_the_step_their_confirmation_made
 
 
 def test_a_packet_at_a_position_before_its_chapter_says_the_position(services) -> None:
-    services.ledger.apply([parse_line(line) for line in sample_commands()])
+    apply_demo(services)
     planned = services.views().chapter(STORY, 5)["goals_source"]
     with pytest.raises(NotFound) as refused:
         services.packet(Request(STORY, "writer", 5), at=planned - 1)

@@ -10,6 +10,9 @@ tool and resource (each listed from the app or the server, never by hand: a rout
 or resource added later is walked too, and one whose parameters cannot be filled fails the test
 naming it), reading as of chapter 2 (neither marker may appear), as of chapter 11 (``CANON`` may
 not) and with the defaults (the latest planned chapter, 3: ``CANON`` may not). On both stores.
+
+Every test here only reads (a worker key's refused writes change nothing; the packets it asks
+for are recorded under ids of their own): the story is planted once per store and module.
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ from canon_ledger.domain.story import ROLES
 from canon_ledger.infrastructure.mcp.server import build_server
 from canon_ledger.infrastructure.mcp.tools import AgentTools
 from canon_ledger.infrastructure.web.pages import router as pages
-from tests.integration.test_http_api import Api, api  # noqa: F401 - api is a fixture
+from tests.integration.test_http_api import Api, shared_api  # noqa: F401 - shared_api is a fixture
+
+# On one xdist worker (--dist loadgroup): the shared planted story is made once per store.
+pytestmark = pytest.mark.xdist_group("test_spoilers")
 
 STORY = "spoiled"
 CANON = "ZQCANONSPOILX"  # hidden until chapter 12
@@ -167,9 +173,16 @@ def _requests(walk: Walk, method: str, path: str, operation: dict[str, Any], cha
     return out
 
 
+@pytest.fixture(scope="module")
+def planted_walk(shared_api: Api) -> Walk:
+    return Walk(shared_api)
+
+
 @pytest.fixture
-def walk(api: Api) -> Walk:
-    return Walk(api)
+def walk(planted_walk: Walk) -> Walk:
+    """The planted story, its client with no viewer session (as a fresh server's)."""
+    planted_walk.api.client.cookies.clear()
+    return planted_walk
 
 
 def test_every_route_keeps_spoilers_from_a_worker(walk: Walk) -> None:

@@ -9,8 +9,6 @@ that embeds the original query and caches nothing; nothing here ever raises.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -74,31 +72,16 @@ class Sleeps(list):
 
 
 @pytest.fixture
-def key() -> str:
-    return f"test-key-{uuid.uuid4().hex}"
-
-
-@pytest.fixture
-def server(key: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGemini]:
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    with FakeGemini(expected_key=key, timeout_s=2.0) as fake:
-        yield fake
-
-
-@pytest.fixture
 def cache(services: Any) -> SqlStepBackCache:
     made = SqlStepBackCache(services.canon.write_engine, services.canon.read_engine)
     made.setup()
     return made
 
 
-def _step_back(services: Any, cache: SqlStepBackCache, server: FakeGemini | None, key: str, *,
+def _step_back(services: Any, cache: SqlStepBackCache, gemini: FakeGemini | None, gemini_key: str, *,
                generate_per_day: int = 20, clock: Clock | None = None, **options: Any) -> StepBack:
     quota = Quota(services.ledger, QuotaPolicy(generate_per_day=generate_per_day))
-    generaliser = GeminiProvider(key, base_url=server.url, timeout_ms=2_000) if server is not None else None
+    generaliser = GeminiProvider(gemini_key, base_url=gemini.url, timeout_ms=2_000) if gemini is not None else None
     return StepBack(cache, quota, "gemini", generaliser, clock=clock or Clock(), sleep=Sleeps(), **options)
 
 
@@ -118,15 +101,15 @@ def _ledger_calls(services: Any, start: int = 1) -> list[tuple[str, str | None]]
 
 
 # -- one call, then the cache ----------------------------------------------------------------------
-def test_a_broad_query_costs_one_call_and_its_repeat_costs_none(services, cache, server, key) -> None:
-    step_back = _step_back(services, cache, server, key)
+def test_a_broad_query_costs_one_call_and_its_repeat_costs_none(services, cache, gemini, gemini_key) -> None:
+    step_back = _step_back(services, cache, gemini, gemini_key)
 
     embed_query, stage = step_back.run(BROAD)
 
-    assert embed_query == server.generalised(BROAD)
+    assert embed_query == gemini.generalised(BROAD)
     assert (stage.step, stage.status) == ("step-back", "done")
     assert "1 call to gemini:gemini-2.5-flash" in stage.detail and BROAD in stage.detail
-    assert [(r.kind, r.status) for r in server.requests] == [("generate", 200)]
+    assert [(r.kind, r.status) for r in gemini.requests] == [("generate", 200)]
     assert _ledger_calls(services) == [("step-back", "ok")]
     assert services.quota.status("gemini")["generate"]["spent"] == 1
 
@@ -135,26 +118,26 @@ def test_a_broad_query_costs_one_call_and_its_repeat_costs_none(services, cache,
 
     assert again == embed_query
     assert cached.status == "done" and cached.detail.startswith("from cache, no call")
-    assert len(server.requests) == 1  # zero calls
+    assert len(gemini.requests) == 1  # zero calls
     assert services.ledger.position() == position  # not even a quota check written
 
 
-def test_the_cache_is_durable_across_processes(services, cache, server, key, store_url) -> None:
-    first, _ = _step_back(services, cache, server, key).run(BROAD)
+def test_the_cache_is_durable_across_processes(services, cache, gemini, gemini_key, store_url) -> None:
+    first, _ = _step_back(services, cache, gemini, gemini_key).run(BROAD)
     other = bootstrap(store_url)  # a second process's view of the same store
     try:
         its_cache = SqlStepBackCache(other.canon.write_engine, other.canon.read_engine)
         its_cache.setup()  # idempotent: the table is there already
-        again, stage = _step_back(other, its_cache, server, key).run(SAME_BROAD)
+        again, stage = _step_back(other, its_cache, gemini, gemini_key).run(SAME_BROAD)
     finally:
         other.close()
     assert again == first and stage.detail.startswith("from cache")
-    assert len(server.requests) == 1
+    assert len(gemini.requests) == 1
 
 
-def test_an_expired_entry_costs_one_new_call(services, cache, server, key) -> None:
+def test_an_expired_entry_costs_one_new_call(services, cache, gemini, gemini_key) -> None:
     clock = Clock()
-    step_back = _step_back(services, cache, server, key, clock=clock, ttl_s=3600)
+    step_back = _step_back(services, cache, gemini, gemini_key, clock=clock, ttl_s=3600)
     step_back.run(BROAD)
 
     clock.now = T0 + 3599
@@ -164,7 +147,7 @@ def test_an_expired_entry_costs_one_new_call(services, cache, server, key) -> No
     embed_query, stage = step_back.run(BROAD)
 
     assert stage.status == "done" and stage.detail.startswith("1 call")
-    assert len(server.requests) == 2
+    assert len(gemini.requests) == 2
     assert _ledger_calls(services) == [("step-back", "ok"), ("step-back", "ok")]
     clock.now = T0 + 3600 + 3599  # the new entry has its own TTL
     assert step_back.run(BROAD).stage.detail.startswith("from cache")
@@ -176,26 +159,26 @@ def test_the_default_ttl_is_hours() -> None:
 
 
 # -- skipped -----------------------------------------------------------------------------------
-def test_a_narrow_query_is_skipped_with_no_call_and_no_ledger_event(services, cache, server, key) -> None:
-    embed_query, stage = _step_back(services, cache, server, key).run(NARROW)
+def test_a_narrow_query_is_skipped_with_no_call_and_no_ledger_event(services, cache, gemini, gemini_key) -> None:
+    embed_query, stage = _step_back(services, cache, gemini, gemini_key).run(NARROW)
     assert embed_query == NARROW
     assert (stage.status, stage.detail.split(":")[0]) == ("skipped", "narrow")
-    assert server.requests == [] and _quota_events(services) == []
+    assert gemini.requests == [] and _quota_events(services) == []
 
 
-def test_offline_is_skipped_even_when_the_cache_holds_an_answer(services, cache, server, key) -> None:
-    _step_back(services, cache, server, key).run(BROAD)  # an online day cached it
+def test_offline_is_skipped_even_when_the_cache_holds_an_answer(services, cache, gemini, gemini_key) -> None:
+    _step_back(services, cache, gemini, gemini_key).run(BROAD)  # an online day cached it
     position = services.ledger.position()
 
-    embed_query, stage = _step_back(services, cache, None, key).run(BROAD)
+    embed_query, stage = _step_back(services, cache, None, gemini_key).run(BROAD)
 
     assert embed_query == BROAD
     assert (stage.status, stage.detail.split(":")[0]) == ("skipped", "offline")
-    assert len(server.requests) == 1 and services.ledger.position() == position
+    assert len(gemini.requests) == 1 and services.ledger.position() == position
 
 
-def test_a_spent_day_is_skipped_for_quota_without_a_call(services, cache, server, key) -> None:
-    step_back = _step_back(services, cache, server, key, generate_per_day=1)
+def test_a_spent_day_is_skipped_for_quota_without_a_call(services, cache, gemini, gemini_key) -> None:
+    step_back = _step_back(services, cache, gemini, gemini_key, generate_per_day=1)
     assert step_back.run(BROAD).stage.status == "done"  # spends the day's one call
     position = services.ledger.position()
 
@@ -204,20 +187,20 @@ def test_a_spent_day_is_skipped_for_quota_without_a_call(services, cache, server
     assert embed_query == OTHER_BROAD
     assert (stage.status, stage.detail.split(":")[0]) == ("skipped", "quota")
     assert "1 of 1 generate calls spent" in stage.detail
-    assert len(server.requests) == 1
+    assert len(gemini.requests) == 1
     assert services.ledger.position() == position  # the status check writes nothing
     assert step_back.run(SAME_BROAD).stage.detail.startswith("from cache")  # what is cached still serves
 
 
-def test_a_429_exhausts_the_day_and_later_broad_queries_skip_for_quota(services, cache, server, key) -> None:
-    step_back = _step_back(services, cache, server, key)
-    server.script("429", kind="generate")
+def test_a_429_exhausts_the_day_and_later_broad_queries_skip_for_quota(services, cache, gemini, gemini_key) -> None:
+    step_back = _step_back(services, cache, gemini, gemini_key)
+    gemini.script("429", kind="generate")
 
     embed_query, stage = step_back.run(BROAD)
 
     assert embed_query == BROAD
     assert (stage.status, stage.detail.split(":")[0]) == ("skipped", "quota")
-    assert "429" in stage.detail and key not in stage.detail
+    assert "429" in stage.detail and gemini_key not in stage.detail
     assert _ledger_calls(services) == [("step-back", "error")]  # made, so it counts
     status = services.quota.status("gemini")
     assert status["exhausted"] and "429" in status["exhausted"] and status["generate"]["left"] == 0
@@ -226,65 +209,65 @@ def test_a_429_exhausts_the_day_and_later_broad_queries_skip_for_quota(services,
     position = services.ledger.position()
     later, skipped = step_back.run(OTHER_BROAD)
     assert later == OTHER_BROAD and skipped.detail.startswith("quota: ")
-    assert len(server.requests) == 1 and services.ledger.position() == position
+    assert len(gemini.requests) == 1 and services.ledger.position() == position
 
 
-def test_a_per_minute_429_skips_this_query_without_ending_the_day(services, cache, server, key) -> None:
-    step_back = _step_back(services, cache, server, key)
-    server.script("429_minute", kind="generate")
+def test_a_per_minute_429_skips_this_query_without_ending_the_day(services, cache, gemini, gemini_key) -> None:
+    step_back = _step_back(services, cache, gemini, gemini_key)
+    gemini.script("429_minute", kind="generate")
     assert step_back.run(BROAD).stage.detail.startswith("quota: ")
     assert not services.quota.status("gemini")["exhausted"]
     assert step_back.run(BROAD).stage.status == "done"  # the next ask goes through
-    assert len(server.requests) == 2
+    assert len(gemini.requests) == 2
 
 
 # -- errors ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("behaviour", ["503", "invalid_json", "wrong_schema"])
-def test_a_failed_call_embeds_the_original_caches_nothing_and_is_not_retried(services, cache, server, key,
+def test_a_failed_call_embeds_the_original_caches_nothing_and_is_not_retried(services, cache, gemini, gemini_key,
                                                                              behaviour) -> None:
-    step_back = _step_back(services, cache, server, key)
-    server.script(behaviour, kind="generate")
+    step_back = _step_back(services, cache, gemini, gemini_key)
+    gemini.script(behaviour, kind="generate")
 
     embed_query, stage = step_back.run(BROAD)
 
     assert embed_query == BROAD and stage.status == "error"
-    assert "embedding the original" in stage.detail and key not in stage.detail
-    assert len(server.requests) == 1 and step_back.sleep == []
+    assert "embedding the original" in stage.detail and gemini_key not in stage.detail
+    assert len(gemini.requests) == 1 and step_back.sleep == []
     assert _ledger_calls(services) == [("step-back", "error")]
     assert cache.get(cache_key(BROAD), T0) is None
     assert not services.quota.status("gemini")["exhausted"]
 
 
-def test_a_5xx_is_retried_only_when_asked_each_retry_its_own_reserved_call(services, cache, server, key) -> None:
-    step_back = _step_back(services, cache, server, key, retries_5xx=1)
-    server.script("503", kind="generate")
+def test_a_5xx_is_retried_only_when_asked_each_retry_its_own_reserved_call(services, cache, gemini, gemini_key) -> None:
+    step_back = _step_back(services, cache, gemini, gemini_key, retries_5xx=1)
+    gemini.script("503", kind="generate")
 
     embed_query, stage = step_back.run(BROAD)
 
-    assert embed_query == server.generalised(BROAD) and stage.status == "done"
-    assert [r.status for r in server.requests] == [503, 200]
+    assert embed_query == gemini.generalised(BROAD) and stage.status == "done"
+    assert [r.status for r in gemini.requests] == [503, 200]
     assert step_back.sleep == [0.5]
     assert _ledger_calls(services) == [("step-back", "error"), ("step-back", "ok")]
 
 
-def test_a_broken_cache_is_an_error_stage_not_an_exception(services, server, key) -> None:
+def test_a_broken_cache_is_an_error_stage_not_an_exception(services, gemini, gemini_key) -> None:
     unset = SqlStepBackCache(services.canon.write_engine, services.canon.read_engine)  # no setup: no table
-    embed_query, stage = _step_back(services, unset, server, key).run(BROAD)
+    embed_query, stage = _step_back(services, unset, gemini, gemini_key).run(BROAD)
     assert embed_query == BROAD
     assert stage.status == "error" and "embedding the original" in stage.detail
-    assert server.requests == []
+    assert gemini.requests == []
 
 
-def test_step_back_has_its_own_share_of_the_day(services, cache, server, key) -> None:
+def test_step_back_has_its_own_share_of_the_day(services, cache, gemini, gemini_key) -> None:
     """Step-back may spend QuotaPolicy.step_back_per_day generate calls, so broad searches
     cannot eat the compile's share: past it, broad queries skip for quota with no call."""
     quota = Quota(services.ledger, QuotaPolicy(generate_per_day=20, step_back_per_day=1))
-    step_back = StepBack(cache, quota, "gemini", GeminiProvider(key, base_url=server.url, timeout_ms=2_000),
+    step_back = StepBack(cache, quota, "gemini", GeminiProvider(gemini_key, base_url=gemini.url, timeout_ms=2_000),
                          clock=Clock(), sleep=Sleeps())
     assert step_back.run(BROAD).stage.status == "done"
     embed_query, stage = step_back.run(OTHER_BROAD)
     assert embed_query == OTHER_BROAD and (stage.status, stage.detail.split(":")[0]) == ("skipped", "quota")
     assert "step-back may use 1 generate calls a day" in stage.detail
-    assert len(server.requests) == 1
+    assert len(gemini.requests) == 1
     status = quota.status("gemini")["generate"]
     assert (status["step_back_spent"], status["step_back_cap"], status["left"]) == (1, 1, 19)

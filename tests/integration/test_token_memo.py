@@ -4,20 +4,19 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from sqlalchemy import select, update
 
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.domain.commands import parse_line
 from canon_ledger.infrastructure.bootstrap import canon_spec
-from canon_ledger.infrastructure.demo import STORY, sample_commands
+from canon_ledger.infrastructure.demo import STORY
 from canon_ledger.infrastructure.tokenizer import token_counter
 from canon_ledger.projections.checksum import table_checksum
 from canon_ledger.projections.read_models import ReadModels
 from canon_ledger.projections.token_memo import TokenMemo, digest, token_memo
+from tests.cli_runner import canon
+from tests.helpers import apply_demo
 
 
 class CountingCounter:
@@ -34,13 +33,6 @@ class CountingCounter:
 
     def truncate(self, text: str, max_tokens: int) -> str:
         return self.inner.truncate(text, max_tokens)
-
-
-@pytest.fixture
-def demo(services):
-    assert all(r.ok for r in services.ledger.apply([parse_line(line) for line in sample_commands()]))
-    services.canon.catch_up()
-    return services
 
 
 def _checksum(models: ReadModels) -> str:
@@ -114,63 +106,63 @@ def test_a_memo_larger_than_one_lookup_chunk(services) -> None:
     assert first == again == [tokens.count(t) for t in texts]
 
 
-def test_a_warm_rebuild_counts_nothing_and_builds_the_same_tables_as_one_without_memo(demo) -> None:
-    before = _checksum(demo.canon)
+def test_a_warm_rebuild_counts_nothing_and_builds_the_same_tables_as_one_without_memo(projected_demo) -> None:
+    before = _checksum(projected_demo.canon)
     counter = CountingCounter()
-    warm = _models(demo, counter, TokenMemo(counter.name))
+    warm = _models(projected_demo, counter, TokenMemo(counter.name))
     warm.rebuild()
     assert counter.texts == 0  # every text of the demo was counted by the first catch-up
     assert _checksum(warm) == before
-    plain = _models(demo, counter, None)  # as before the memo: every text counted
+    plain = _models(projected_demo, counter, None)  # as before the memo: every text counted
     plain.rebuild()
-    assert counter.texts >= len(_memo_rows(demo)) > 20  # every text of the log
+    assert counter.texts >= len(_memo_rows(projected_demo)) > 20  # every text of the log
     assert _checksum(plain) == before
 
 
-def test_a_corrupt_memo_entry_is_caught_by_audit_and_repaired_by_recount(demo) -> None:
-    packet = demo.packets.packet(Request(STORY, "writer", 5))
-    assert demo.auditor.audit(packet.packet_id).ok
-    tables = demo.canon.tables(demo.canon.active())
-    with demo.canon.read_engine.begin() as conn:
+def test_a_corrupt_memo_entry_is_caught_by_audit_and_repaired_by_recount(projected_demo) -> None:
+    packet = projected_demo.packets.packet(Request(STORY, "writer", 5))
+    assert projected_demo.auditor.audit(packet.packet_id).ok
+    tables = projected_demo.canon.tables(projected_demo.canon.active())
+    with projected_demo.canon.read_engine.begin() as conn:
         text, tokens = conn.execute(select(tables.canon.c.text, tables.canon.c.tokens)
                                     .where(tables.canon.c.key == "oskar").order_by(tables.canon.c.step.desc())).first()
     key = digest(text)
-    assert _memo_rows(demo)[key] == tokens
-    with demo.canon.write_engine.begin() as conn:  # a hand edit (or a bad sector) in the cache
+    assert _memo_rows(projected_demo)[key] == tokens
+    with projected_demo.canon.write_engine.begin() as conn:  # a hand edit (or a bad sector) in the cache
         conn.execute(update(token_memo).where(token_memo.c.digest == key).values(tokens=tokens + 40))
 
-    demo.canon.rebuild()  # a warm rebuild trusts the memo: the wrong count reaches the read model
-    report = demo.auditor.audit(packet.packet_id)
+    projected_demo.canon.rebuild()  # a warm rebuild trusts the memo: the wrong count reaches the read model
+    report = projected_demo.auditor.audit(packet.packet_id)
     # The replay counts for itself, so it still reproduces the packet; the live model does not.
     assert not report.ok and report.replayed_hash == packet.hash
     assert report.live.startswith("mismatch") and "oskar" in report.live
 
     counter = CountingCounter()
-    repaired = _models(demo, counter, TokenMemo(counter.name)).rebuild(recount=True)
-    assert counter.texts >= len(_memo_rows(demo)) > 20 and not repaired.resumed
-    assert _memo_rows(demo)[key] == tokens
-    report = demo.auditor.audit(packet.packet_id)
+    repaired = _models(projected_demo, counter, TokenMemo(counter.name)).rebuild(recount=True)
+    assert counter.texts >= len(_memo_rows(projected_demo)) > 20 and not repaired.resumed
+    assert _memo_rows(projected_demo)[key] == tokens
+    report = projected_demo.auditor.audit(packet.packet_id)
     assert report.ok and report.live == "ok", report.as_dict()
 
 
-def test_recount_prunes_the_memo_to_the_texts_of_the_log(demo) -> None:
+def test_recount_prunes_the_memo_to_the_texts_of_the_log(projected_demo) -> None:
     memo = TokenMemo(token_counter().name)
-    with demo.canon.write_engine.begin() as conn:
+    with projected_demo.canon.write_engine.begin() as conn:
         memo.counts(conn, ["a text no event renders"], lambda ts: [3])
     stale = digest("a text no event renders")
-    assert stale in _memo_rows(demo)
-    demo.canon.rebuild(recount=True)
-    rows = _memo_rows(demo)
+    assert stale in _memo_rows(projected_demo)
+    projected_demo.canon.rebuild(recount=True)
+    rows = _memo_rows(projected_demo)
     assert stale not in rows and rows
-    demo.canon.rebuild()
-    assert _memo_rows(demo) == rows
+    projected_demo.canon.rebuild()
+    assert _memo_rows(projected_demo) == rows
 
 
-def test_recount_does_not_resume_an_unfinished_build(demo) -> None:
-    unfinished, _ = demo.canon._begin_build()
-    report = demo.canon.rebuild(recount=True)
+def test_recount_does_not_resume_an_unfinished_build(projected_demo) -> None:
+    unfinished, _ = projected_demo.canon._begin_build()
+    report = projected_demo.canon.rebuild(recount=True)
     assert not report.resumed and report.new != unfinished
-    assert demo.canon.building() is None
+    assert projected_demo.canon.building() is None
 
 
 def test_cli_rebuild_recount(tmp_path) -> None:
@@ -179,20 +171,17 @@ def test_cli_rebuild_recount(tmp_path) -> None:
 
     s = bootstrap(url)
     try:
-        s.ledger.apply([parse_line(line) for line in sample_commands()])
+        apply_demo(s)
         packet = s.packets.packet(Request(STORY, "writer", 5))
         with s.canon.write_engine.begin() as conn:
             conn.execute(update(token_memo).values(tokens=token_memo.c.tokens + 1))
     finally:
         s.close()
-    cli = [sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", url]
-    run = subprocess.run([*cli, "rebuild", "--projection", "canon", "--format", "json"], capture_output=True, text=True,
-                         timeout=120)
+    run = canon("--db", url, "rebuild", "--projection", "canon", "--format", "json")
     assert run.returncode == 0, run.stderr
-    assert subprocess.run([*cli, "audit", packet.packet_id], capture_output=True, text=True, timeout=120).returncode != 0
-    run = subprocess.run([*cli, "rebuild", "--projection", "canon", "--recount", "--format", "json"],
-                         capture_output=True, text=True, timeout=120)
+    assert canon("--db", url, "audit", packet.packet_id).returncode != 0
+    run = canon("--db", url, "rebuild", "--projection", "canon", "--recount", "--format", "json")
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["projection"] == "canon"
-    audit = subprocess.run([*cli, "audit", packet.packet_id], capture_output=True, text=True, timeout=120)
+    audit = canon("--db", url, "audit", packet.packet_id)
     assert audit.returncode == 0, audit.stdout + audit.stderr

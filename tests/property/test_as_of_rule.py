@@ -20,6 +20,7 @@ from canon_ledger.domain.canon import CanonEntry, valid_to
 from canon_ledger.domain.errors import RuleViolated
 from canon_ledger.projections.canon_tables import (IN_FORCE, IN_FORCE_CURRENT, IN_FORCE_SUPERSEDED_LATER, canon_tables,
                                                    valid_to_update, valid_to_update_many)
+from tests.helpers import examples
 
 CHAPTERS = st.integers(min_value=1, max_value=8)  # few chapters: ties are common
 STEP = st.tuples(st.sampled_from(["revise", "revise", "retire"]), CHAPTERS)
@@ -64,7 +65,7 @@ def store(store_url):
         engine.dispose()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(50, 150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(timelines=st.lists(TIMELINE, min_size=1, max_size=3))
 def test_the_sql_rule_and_the_python_rule_agree(store, timelines) -> None:
     engine, cn = store

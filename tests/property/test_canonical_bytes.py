@@ -7,6 +7,7 @@ text of any script, control characters, quotes, emoji, integers of any size, nes
 from hypothesis import given, settings, strategies as st
 
 from canon_ledger.application.packets.packet import canonical_bytes, canonical_json
+from tests.helpers import examples
 
 # Lone surrogates cannot be encoded as UTF-8 by either encoder (both raise), so they are excluded.
 text = st.text(alphabet=st.characters(exclude_categories=("Cs",)))
@@ -15,7 +16,7 @@ values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=5) | st.di
                       max_leaves=30)
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(200, 500))
 @given(values)
 def test_orjson_bytes_equal_the_json_definition(value: object) -> None:
     assert canonical_bytes(value) == canonical_json(value).encode()

@@ -4,16 +4,15 @@ For every generated line, in-process on both stores: no exception escapes, the a
 structured result, a refusal leaves the log as it was, and whatever is accepted projects
 into every read model without quarantine. A sample goes through the real CLI process too.
 
-Profiles: ``CANON_FUZZ=default`` (the suite's, a few seconds a store) or ``CANON_FUZZ=long``
-(a deep run: ``CANON_FUZZ=long pytest tests/property/test_fuzz_commands.py``).
+The suite's run is the ``quick`` hypothesis profile (a few seconds a store); a deep run:
+``CANON_HYPOTHESIS=deep pytest tests/property/test_fuzz_commands.py`` (5,000 lines a store,
+25 CLI batches).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -22,13 +21,11 @@ from hypothesis import strategies as st
 from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.infrastructure.cli import _parse
+from tests.cli_runner import CANON
 from tests.conftest import initialised
+from tests.helpers import examples
 
-settings.register_profile("default", max_examples=150, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("long", max_examples=5000, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-PROFILE = os.environ.get("CANON_FUZZ", "default")
+HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 TEMPLATES = {
     "start_story": {"story_id": "s2", "title": "T", "style_guardrails": ["g"], "output_contract": "md",
@@ -158,7 +155,7 @@ def fuzz_store(request, tmp_path_factory):
             drop_database(url, admin)
 
 
-@settings(settings.get_profile(PROFILE))
+@settings(max_examples=examples(100, 5000), deadline=None, suppress_health_check=HEALTH)
 @given(line=hostile_line())
 def test_no_hostile_line_escapes_as_an_exception_or_poisons_a_read_model(fuzz_store, line: bytes) -> None:
     s = fuzz_store
@@ -176,13 +173,13 @@ def test_no_hostile_line_escapes_as_an_exception_or_poisons_a_read_model(fuzz_st
     assert s.quarantined() == [], f"an accepted command could not be projected: {line[:300]!r}"
 
 
-@settings(settings.get_profile(PROFILE), max_examples=2 if PROFILE == "default" else 25)
+@settings(max_examples=examples(2, 25), deadline=None, suppress_health_check=HEALTH)
 @given(lines=st.lists(hostile_line(), min_size=40, max_size=40))
 def test_the_cli_answers_every_hostile_line_with_one_strict_json_result(tmp_path_factory, lines: list[bytes]) -> None:
     db = tmp_path_factory.mktemp("cli") / "fuzz.db"
     initialised(f"sqlite:///{db}")
     body = b"".join(line + b"\n" for line in lines)
-    result = subprocess.run([sys.executable, "-m", "canon_ledger.infrastructure.cli", "--db", f"sqlite:///{db}", "--format", "json",
+    result = subprocess.run([*CANON, "--db", f"sqlite:///{db}", "--format", "json",
                              "apply", "-"], input=body, capture_output=True, timeout=300)
     assert b"Traceback" not in result.stderr, result.stderr.decode(errors="replace")
     assert result.returncode in (0, 1)

@@ -9,12 +9,11 @@ under the same rule (confirmed, in force at the chapter) and no other packet hol
 confirmations, rejections, revisions (later valid_from), drafts, acceptances and draft
 rejections in random order; the domain refuses what is illegal (confirming a rejected
 proposal, accepting a rejected draft), and the model below follows only what was applied.
-200 examples by default; HYPOTHESIS_PROFILE=long runs 1,000.
+50 examples by default; CANON_HYPOTHESIS=deep runs 1,000 (200 before the profiles).
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from dataclasses import dataclass, field
 
@@ -25,12 +24,7 @@ from hypothesis import strategies as st
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.bootstrap import bootstrap
-
-settings.register_profile("default", max_examples=200, deadline=None,
-                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-settings.register_profile("long", max_examples=1000, deadline=None,
-                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+from tests.helpers import examples
 
 CHAPTERS = 4
 TAGGABLE = {"character": "characters", "location": "locations", "thread": "threads", "item": "items"}
@@ -70,6 +64,8 @@ def _apply(services, story: str, command: dict) -> str:
     return result.status
 
 
+@settings(max_examples=examples(50, 1000), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(history)
 def test_packets_hold_only_confirmed_canon(services, spec) -> None:
     proposals, drafts, rnd = spec

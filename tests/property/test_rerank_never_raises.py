@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from canon_ledger.application.retrieval.fusion import rrf
 from canon_ledger.application.retrieval.ports import Candidate, Hit
 from canon_ledger.application.retrieval.rerank import rerank
+from tests.helpers import examples
 
 RETRIEVERS = ("keyword", "vector", "pages")
 ids = st.sampled_from([f"c{i}" for i in range(12)])
@@ -70,7 +71,7 @@ list_scores = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(100, 200), deadline=None)
 @given(
     pool=st.one_of(hit_lists.map(rrf), raw_candidates()),
     top_n=st.integers(-5, 40),

@@ -10,6 +10,7 @@ import pytest
 from canon_ledger.application.retrieval.ports import Hit
 from canon_ledger.application.retrieval.search import FIRST_PASS, HybridSearch
 from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult, TermStats
+from tests.helpers import stage_of
 
 # Two chunks of section a (a cut in two by the token limit), then one chunk per section.
 RANKED = ["c/d#a/0", "c/d#a/1", *[f"c/d#s{i:02d}/0" for i in range(15)]]
@@ -60,10 +61,6 @@ class Snapshot:
         return None
 
 
-def _stage(result, step: str):
-    return next(s for s in result.stages if s.step == step)
-
-
 def test_the_fused_first_pass_feeds_both_sides_and_a_second_pass_fuses_the_expanded_lists() -> None:
     snap = Snapshot()
     result = HybridSearch(Embedder(), feedback="hybrid").search(snap, ["c"], "lamp", 3)
@@ -73,14 +70,14 @@ def test_the_fused_first_pass_feeds_both_sides_and_a_second_pass_fuses_the_expan
     first_pass = [c for c in RANKED if c != "c/d#a/1"][:FIRST_PASS]
     assert snap.learned == first_pass  # RM3 reads the first pass's top 10 (all usable here)
     assert len(snap.refined) == 1 and snap.refined[0] != [1.0, 0.0]
-    feedback = _stage(result, "feedback")
+    feedback = stage_of(result, "feedback")
     assert feedback.status == "done" and feedback.detail.startswith(
         f"hybrid prf from the first pass's top {FIRST_PASS} chunk(s)")
     assert "keyword prf done: rm3 from the top 10 chunk(s)" in feedback.detail
     assert "vector rocchio done: alpha 0.4, beta 0.6, the mean of 5 of the top 5" in feedback.detail
-    assert "hybrid: the fused first pass feeds it" in _stage(result, "keyword").detail
+    assert "hybrid: the fused first pass feeds it" in stage_of(result, "keyword").detail
     # The second pass's lists, fused the default way: every candidate, summed z-score.
-    assert _stage(result, "fuse").detail == ("zscore over keyword 2, vector 2 -> 3 candidate(s), every one "
+    assert stage_of(result, "fuse").detail == ("zscore over keyword 2, vector 2 -> 3 candidate(s), every one "
                                              "(summed in rerank)")
     assert {h.id for h in result.hits} == {*EXPANDED, RANKED[-1]}
 
@@ -93,23 +90,23 @@ def test_alone_off_and_always_run_no_hybrid_feedback_and_the_default_does() -> N
     assert HybridSearch(Embedder()).feedback == "hybrid"
     snap = Snapshot()
     result = HybridSearch(Embedder()).search(snap, ["c"], "lamp", 3)
-    assert _stage(result, "feedback").status == "done" and len(snap.refined) == 1
+    assert stage_of(result, "feedback").status == "done" and len(snap.refined) == 1
 
 
 def test_without_a_vector_list_hybrid_is_rm3_alone() -> None:
     snap = Snapshot()
     result = HybridSearch(None, feedback="hybrid").search(snap, ["c"], "lamp", 3)
     assert "feedback" not in [s.step for s in result.stages]
-    assert "prf done: rm3 from the top 10 chunk(s)" in _stage(result, "keyword").detail
+    assert "prf done: rm3 from the top 10 chunk(s)" in stage_of(result, "keyword").detail
     assert snap.learned[:2] == ["c/d#a/0", "c/d#a/1"]  # BM25's own top 10, as feedback="alone"
 
 
 def test_a_failing_side_keeps_its_plain_list_and_the_other_still_expands() -> None:
     snap = Snapshot(fail="vectors")
     result = HybridSearch(Embedder(), feedback="hybrid").search(snap, ["c"], "lamp", 3)
-    feedback = _stage(result, "feedback")
+    feedback = stage_of(result, "feedback")
     assert feedback.status == "done" and "vector rocchio error (RuntimeError: matrix gone)" in feedback.detail
-    assert _stage(result, "fuse").detail.startswith(f"zscore over keyword 2, vector {len(RANKED)} -> ")
+    assert stage_of(result, "fuse").detail.startswith(f"zscore over keyword 2, vector {len(RANKED)} -> ")
 
 
 @pytest.mark.parametrize("ranked", [[], ["page:c/d#a"]])
@@ -119,5 +116,5 @@ def test_no_chunk_in_the_first_pass_skips_feedback(ranked) -> None:
     snap.vector = lambda v, c, n: [Hit(i, 1.0) for i in ranked]
     snap.docs = lambda ids: {i: Doc(i, "page", "c", "tldr") for i in ids}
     result = HybridSearch(Embedder(), feedback="hybrid").search(snap, ["c"], "lamp", 3)
-    stage = _stage(result, "feedback")
+    stage = stage_of(result, "feedback")
     assert (stage.status, stage.detail) == ("skipped", "hybrid prf: no chunk in the first pass to learn from")

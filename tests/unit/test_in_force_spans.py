@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from canon_ledger.domain.canon import CanonEntry, InForce, in_force
 from canon_ledger.domain.errors import RuleViolated
+from tests.helpers import examples
 
 CHAPTERS = st.integers(min_value=1, max_value=8)
 STEPS = st.lists(st.tuples(st.sampled_from(["revise", "revise", "retire"]), CHAPTERS), max_size=8)
@@ -36,7 +37,7 @@ def test_a_single_chapter_an_open_end_and_a_retirement_undone() -> None:
     assert in_force([]) == []
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(100, 300), deadline=None)
 @given(CHAPTERS, STEPS)
 def test_the_spans_are_the_domain_s_as_of_rule(first: int, steps: list[tuple[str, int]]) -> None:
     entry = CanonEntry(story_id="s", kind="character", key="k", version=_version(first, 0))

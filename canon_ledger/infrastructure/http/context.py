@@ -118,7 +118,7 @@ class ServerContext:
         return {"generate": status["generate"]["left"], "embed": status["embed"]["left"]}
 
     def close(self) -> None:
+        self.wakeup.close()  # first: a worker waiting for the log to grow returns now, not after its idle wait
         if self.worker is not None:
             self.worker.stop()
-        self.wakeup.close()
         self.services.close()
