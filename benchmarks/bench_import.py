@@ -46,6 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
     ROOT,
     add_common_options,
+    applied_batches,
     emit,
     header,
     loadavg,
@@ -73,12 +74,7 @@ def run_import(url: str, kind: str, commands: list[Any], batch: int) -> dict[str
         ledger = services.ledger
         positions: list[int] = []
         t0 = time.perf_counter()
-        for i in range(0, len(commands), batch):
-            results = ledger.apply(commands[i: i + batch], atomic=True)
-            bad = [r for r in results if r.status != "applied"]
-            if bad:
-                first = next((r for r in bad if r.status != "not_applied"), bad[0])
-                raise RuntimeError(f"{kind}: batch at command {i + 1} not applied: {first.as_dict()}")
+        for results in applied_batches(ledger, commands, batch, kind):
             positions.append(max(r.position for r in results))  # type: ignore[type-var]
         apply_s = time.perf_counter() - t0
         events = ledger.position()

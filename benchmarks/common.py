@@ -357,6 +357,18 @@ def scratch(kind: str, pg_url: str | None = None) -> tuple[str, Callable[[], Non
 
 
 # -- loading a story -------------------------------------------------------------------------------
+def applied_batches(ledger: Any, commands: list[Any], batch: int, kind: str) -> Iterator[list[Any]]:
+    """Each ``batch`` of ``commands`` applied in one transaction (``atomic``), its results; a
+    command not ``applied`` stops the run, naming the first refusal."""
+    for i in range(0, len(commands), batch):
+        results = ledger.apply(commands[i: i + batch], atomic=True)
+        bad = [r for r in results if r.status != "applied"]
+        if bad:
+            first = next((r for r in bad if r.status != "not_applied"), bad[0])
+            raise RuntimeError(f"{kind}: batch at command {i + 1} not applied: {first.as_dict()}")
+        yield results
+
+
 def load_story(url: str, kind: str, commands: list[Any], batch: int) -> dict[str, Any]:
     """Parsed ``commands`` through the command path, ``ledger.apply(batch, atomic=True)``; every
     command must come back ``applied``. Progress every 10 s on stderr."""
@@ -366,12 +378,7 @@ def load_story(url: str, kind: str, commands: list[Any], batch: int) -> dict[str
     try:
         t0 = last = time.perf_counter()
         applied = 0
-        for i in range(0, len(commands), batch):
-            results = ledger.apply(commands[i: i + batch], atomic=True)
-            bad = [r for r in results if r.status != "applied"]
-            if bad:
-                first = next((r for r in bad if r.status != "not_applied"), bad[0])
-                raise RuntimeError(f"{kind}: batch at command {i + 1} not applied: {first.as_dict()}")
+        for results in applied_batches(ledger, commands, batch, kind):
             applied += len(results)
             now = time.perf_counter()
             if now - last >= 10 or applied == len(commands):
