@@ -13,6 +13,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WAR_AND_PEACE = ROOT / "tests" / "fixtures" / "war_and_peace.txt"
+MOBY_DICK = ROOT / "tests" / "fixtures" / "moby_dick.txt.gz"  # CRLF, a BOM, an `Epilogue`, a wrapped `BOOK I. ...`
+PRIDE_AND_PREJUDICE = ROOT / "tests" / "fixtures" / "pride_and_prejudice.txt.gz"
+
+
+def read_book(path: Path) -> str:
+    """A committed book's text as a user's file gives it (a ``.gz`` one decompressed; a BOM dropped)."""
+    import gzip
+
+    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    return data.decode("utf-8-sig")
 
 
 def _shared() -> Path:

@@ -29,10 +29,14 @@ def _digest(value: Any) -> str:
 
 
 def commands(book: Lorebook, story_id: str, *, kind: str = "world_rule", confirm: bool = False,
-             valid_from: int = 1) -> list[list[Any]]:
-    """The parsed commands, one list per atomic batch (``InvalidCommand`` if any is out of bounds)."""
+             valid_from: int = 1, new_story: bool = False, title: str | None = None) -> list[list[Any]]:
+    """The parsed commands, one list per atomic batch (``InvalidCommand`` if any is out of bounds);
+    with ``new_story``, the first batch starts the story (titled ``title``), as a manuscript's does."""
     used: dict[str, int] = {}
     dicts: list[list[dict[str, Any]]] = []
+    if new_story:
+        dicts.append([{"type": "start_story", "command_id": f"lore:start:{_digest(story_id)}", "story_id": story_id,
+                       "title": title or story_id, "style_guardrails": [], "output_contract": ""}])
     for i, entry in enumerate(book.enabled):
         base = slug(entry.name)
         used[base] = used.get(base, 0) + 1
@@ -46,7 +50,7 @@ def commands(book: Lorebook, story_id: str, *, kind: str = "world_rule", confirm
         if confirm:
             pair.append({"type": "confirm_canon", "story_id": story_id, "proposal_id": proposal,
                          "command_id": f"lore:confirm:{proposal}"})
-        if i % BATCH_ENTRIES == 0:
+        if i % BATCH_ENTRIES == 0 and not (i == 0 and new_story):
             dicts.append([])
         dicts[-1].extend(pair)
     return [[parse_command(c) for c in batch] for batch in dicts]
@@ -68,9 +72,12 @@ class LorebookReport:
 
 
 def import_lorebook(ledger: CanonLedger, book: Lorebook, story_id: str, *, kind: str = "world_rule",
-                    confirm: bool = False, valid_from: int = 1) -> LorebookReport:
-    """Apply the lorebook's commands; stops at the first batch refused (importing again resumes)."""
-    batches = commands(book, story_id, kind=kind, confirm=confirm, valid_from=valid_from)
+                    confirm: bool = False, valid_from: int = 1, new_story: bool = False,
+                    title: str | None = None) -> LorebookReport:
+    """Apply the lorebook's commands; stops at the first batch refused (importing again resumes).
+    ``new_story``: the story is not started yet, and the first batch starts it."""
+    batches = commands(book, story_id, kind=kind, confirm=confirm, valid_from=valid_from, new_story=new_story,
+                       title=title)
     report = LorebookReport(story_id, book.format, len(book.enabled), [e.name for e in book.disabled])
     for batch in batches:
         results = ledger.apply(batch, atomic=True)

@@ -85,8 +85,10 @@ def cmd_import_lorebook(args: argparse.Namespace) -> int:
     services = bootstrap(args.db)
     try:
         try:
+            new_story = services.views().story_head(args.story) is None
             report = import_lorebook(services.ledger, book, args.story, kind=args.kind, confirm=args.confirm,
-                                     valid_from=args.valid_from)
+                                     valid_from=args.valid_from, new_story=new_story,
+                                     title=args.title or Path(args.file).stem)
         except CanonError as e:  # an entry out of bounds: nothing was applied
             raise Failure(USAGE, f"{args.file}: {e.message}", e.code) from None
     finally:
@@ -153,7 +155,8 @@ def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
                   "settings, whole: its keys then bring it into packets when mentioned); disabled entries are "
                   "reported, not imported. Ids derive from the content: importing again appends nothing.")
     lb.add_argument("file", help="the lorebook (.json, .lorebook or a .png character card)")
-    lb.add_argument("--story", required=True, help="the story (it must exist)")
+    lb.add_argument("--story", required=True, help="the story (started by the import if it is new)")
+    lb.add_argument("--title", help="the new story's title (default: the file's name)")
     lb.add_argument("--kind", choices=KINDS, default="world_rule", help="the entries' canon kind (default world_rule)")
     lb.add_argument("--confirm", action="store_true", help="confirm every proposal in the same atomic batch")
     lb.add_argument("--valid-from", type=bounded(1, MAX_CHAPTER), default=1, metavar="N",

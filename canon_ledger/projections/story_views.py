@@ -50,7 +50,8 @@ class StoryViews:
                        (SELECT count(*) FROM {t['chapters']} c WHERE c.story_id = s.story_id) AS chapters,
                        (SELECT count(*) FROM {t['chapters']} c
                          WHERE c.story_id = s.story_id AND c.text IS NOT NULL) AS chapters_with_text,
-                       (SELECT count(*) FROM {t['volumes']} v WHERE v.story_id = s.story_id) AS volumes,
+                       (SELECT count(DISTINCT c.volume) FROM {t['chapters']} c
+                         WHERE c.story_id = s.story_id) AS volumes,
                        (SELECT count(*) FROM {t['canon']} e WHERE e.story_id = s.story_id AND e.step =
                           (SELECT max(l.step) FROM {t['canon']} l
                             WHERE l.story_id = e.story_id AND l.kind = e.kind AND l.key = e.key)) AS entries,
@@ -85,9 +86,12 @@ class StoryViews:
             story["chapters"] = _rows(conn, f"""
                 SELECT chapter, volume, summary_text IS NOT NULL AS summarised, text IS NOT NULL AS text_accepted
                   FROM {t['chapters']} WHERE story_id = :s ORDER BY chapter""", s=story_id)
+            # Every volume a chapter is planned in, summarised or not: the count ``stories`` gives.
             story["volumes"] = _rows(conn, f"""
-                SELECT volume, summary_text IS NOT NULL AS summarised
-                  FROM {t['volumes']} WHERE story_id = :s ORDER BY volume""", s=story_id)
+                SELECT n.volume, EXISTS (SELECT 1 FROM {t['volumes']} v WHERE v.story_id = :s AND v.volume = n.volume
+                                           AND v.summary_text IS NOT NULL) AS summarised
+                  FROM (SELECT DISTINCT volume FROM {t['chapters']} WHERE story_id = :s) n
+                 ORDER BY n.volume""", s=story_id)
             story["entries_by_kind"] = {r["kind"]: r["n"] for r in _rows(conn, f"""
                 SELECT kind, count(DISTINCT key) AS n FROM {t['canon']} WHERE story_id = :s
                  GROUP BY kind ORDER BY kind""", s=story_id)}

@@ -53,3 +53,32 @@ def test_refusals(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe\x00garbage")
     out = canon_json(db, "import", "manuscript", str(binary), "--story", "s")
     assert json.loads(out.stdout)["error"]["code"] == "unreadable_file"
+
+
+def test_volumes_agree_and_a_lorebook_starts_a_new_story(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'v.db'}"
+    assert canon_json(db, "init").returncode == 0
+    book = tmp_path / "two-parts.md"
+    book.write_text("PART ONE\n\nChapter 1\n\nIlse woke.\n\nChapter 2\n\nOskar left.\n\n"
+                    "PART TWO\n\nChapter 3\n\nThe river ran clear.\n", encoding="utf-8")
+    imported = json.loads(canon_json(db, "import", "manuscript", str(book), "--story", "tp").stdout)
+    assert imported["chapters"] == 3 and imported["volumes"] == 2
+    # No volume has a summary: every view counts the volumes the chapters are in, as the import did.
+    [listed] = [s for s in json.loads(canon_json(db, "stories").stdout)["stories"] if s["story_id"] == "tp"]
+    assert listed["volumes"] == 2
+    from canon_ledger.infrastructure.api import open_ledger_api
+
+    with open_ledger_api(db, embedder="hashing") as api:  # GET /v1/stories/{s} and MCP answer from this view
+        assert [(v["volume"], v["summarised"]) for v in api.views.story("tp")["volumes"]] == [(1, False), (2, False)]
+
+    lore = tmp_path / "world.json"
+    lore.write_text(json.dumps({"entries": {"0": {"uid": 0, "key": ["lamp"], "comment": "Lamps",
+                                                  "content": "Every lamp is lit at dusk.", "disable": False}}}),
+                    encoding="utf-8")
+    first = canon_json(db, "import", "lorebook", str(lore), "--story", "fresh", "--title", "A Fresh World")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert json.loads(first.stdout)["counts"] == {"applied": 2}  # start_story, then the entry's proposal
+    [fresh] = [s for s in json.loads(canon_json(db, "stories").stdout)["stories"] if s["story_id"] == "fresh"]
+    assert fresh["title"] == "A Fresh World" and fresh["proposals_proposed"] == 1
+    again = canon_json(db, "import", "lorebook", str(lore), "--story", "fresh")
+    assert json.loads(again.stdout)["counts"] == {"duplicate": 1}  # the story exists now: nothing is started twice
