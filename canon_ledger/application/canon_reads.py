@@ -63,12 +63,16 @@ def sees_spoilers(principal: Principal) -> bool:
     return principal.has(SEES_SPOILERS)
 
 
+def _last_planned(views: StoryReads, story_id: str) -> int | None:
+    head = views.story_head(story_id)
+    last = head.get("last_chapter") if head is not None else None
+    return int(last) if last is not None else None
+
+
 def default_chapter(views: StoryReads, story_id: str) -> int:
     """The chapter a read with no ``as_of`` is relative to: the story's latest planned chapter
     (1 when none is planned yet, or the story is unknown)."""
-    head = views.story_head(story_id)
-    last = head.get("last_chapter") if head is not None else None
-    return int(last) if last is not None else 1
+    return _last_planned(views, story_id) or 1
 
 
 def chapter_asked(views: StoryReads, story_id: str, as_of: int | None) -> int:
@@ -197,6 +201,4 @@ def search_through(principal: Principal, views: StoryReads, collection: str, as_
         return as_of
     if sees_spoilers(principal):
         return None
-    head = views.story_head(story)
-    last = head.get("last_chapter") if head is not None else None
-    return int(last) if last is not None else 0
+    return _last_planned(views, story) or 0

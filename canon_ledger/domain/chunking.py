@@ -101,9 +101,21 @@ def collection_story(collection: str) -> str | None:
     return collection[len(STORY_COLLECTION):] if collection.startswith(STORY_COLLECTION) else None
 
 
+CHAPTER_DOCUMENT = "chapter-"
+
+
 def chapter_document(chapter: int) -> str:
-    """A chapter's document id: zero-padded, so ids sort in chapter order."""
-    return f"chapter-{chapter:05d}"
+    """A chapter's document id: zero-padded, so ids of chapters below 100,000 sort in chapter
+    order (``document_chapter`` reads the number back, whatever its width)."""
+    return f"{CHAPTER_DOCUMENT}{chapter:05d}"
+
+
+def document_chapter(document: str | None) -> int | None:
+    """The chapter whose document ``document`` is (``chapter_document``), or None for another."""
+    if document is None or not document.startswith(CHAPTER_DOCUMENT):
+        return None
+    number = document[len(CHAPTER_DOCUMENT):]
+    return int(number) if number.isascii() and number.isdigit() else None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from canon_ledger.application.packets.ports import Recall, Recalled, Retriever
 from canon_ledger.application.retrieval.feedback import OFF
 from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult, RetrievalSnapshot, TermStats
 from canon_ledger.application.retrieval.ports import Hit
-from canon_ledger.domain.chunking import chapter_document, story_collection
+from canon_ledger.domain.chunking import chapter_document, document_chapter, story_collection
 from canon_ledger.domain.wiki import PAGE_PREFIX
 
 TOP_K = 8
@@ -38,12 +38,14 @@ class EarlierChapters(RetrievalSnapshot):
 
     def __init__(self, inner: RetrievalSnapshot, chapter: int) -> None:
         self.inner = inner
+        self.chapter = chapter
         self.before = chapter_document(chapter)
         self.vector_model = inner.vector_model
 
     def _keep(self, doc_id: str) -> bool:
-        document = _document(doc_id)
-        return document is not None and document.startswith("chapter-") and document < self.before
+        # By number: the ids' zero padding sorts in chapter order only below chapter 100,000.
+        number = document_chapter(_document(doc_id))
+        return number is not None and number < self.chapter
 
     def _below(self, collection_ids: Sequence[str], below: str | None = None) -> str:
         """The tighter of this chapter's bound and the caller's ``below``."""
@@ -81,21 +83,6 @@ class EarlierChapters(RetrievalSnapshot):
 
     def overview(self, collection_id: str) -> Doc | None:
         return None  # the table of contents names later chapters too
-
-
-class ChaptersThrough(EarlierChapters):
-    """``EarlierChapters`` for a reader of chapter ``last`` (a search by a key that may not read
-    later chapters, ``application.canon_reads.search_through``): the chunks and pages of chapters
-    1..``last`` only, each id checked by its chapter's number (the index bound is by text)."""
-
-    def __init__(self, inner: RetrievalSnapshot, last: int) -> None:
-        super().__init__(inner, last + 1)
-        self.last = last
-
-    def _keep(self, doc_id: str) -> bool:
-        document = _document(doc_id) or ""
-        number = document[len("chapter-"):]
-        return document.startswith("chapter-") and number.isdigit() and 1 <= int(number) <= self.last
 
 
 class StoryRetriever(Retriever):

@@ -59,3 +59,13 @@ def test_a_caller_bound_tightens_the_chapter_bound_never_loosens_it() -> None:
     snap.vector([1.0, 0.0], [COLLECTION], 5, below=f"{COLLECTION}/chapter-00002")
     snap.vector([1.0, 0.0], [COLLECTION], 5, below=f"{COLLECTION}/chapter-00009")
     assert inner.below == [f"{COLLECTION}/chapter-00002", f"{COLLECTION}/chapter-00003"]
+
+
+def test_chapters_are_compared_by_number_past_the_ids_padding() -> None:
+    # chapter-100000 sorts before chapter-20000 as text: a reader of chapter 20,000 must still
+    # not see it, and a reader of chapter 100,001 must see chapter 20,000.
+    inner = Inner()
+    wide = [f"{COLLECTION}/chapter-{c:05d}#x/0" for c in (20_000, 100_000)]
+    assert list(EarlierChapters(inner, 20_001).vectors(wide, [COLLECTION])) == [wide[0]]
+    assert list(EarlierChapters(inner, 100_001).vectors(wide, [COLLECTION])) == wide
+    assert EarlierChapters(inner, 3).vectors(["story:s/notes.md#x/0", "story:s/chapter-x#y/0"], [COLLECTION]) == {}

@@ -27,20 +27,19 @@ from canon_ledger.domain.chunking import chunk_chapter, story_collection
 from canon_ledger.domain.tokens import TokenCounter
 from canon_ledger.domain.wiki import WikiPage, page_doc_id, page_summary
 
-_CURRENT = compiler.compile_packet  # the current compiler and compiler 5: the only ones that take a draft
+# Compilers 1-4 took no draft under review; 5 and the current one do.
 _VERSIONS: dict[int, Callable[[CanonSnapshot, Request, TokenCounter, Retriever | None], Packet]] = {
     1: compiler_v1.compile_packet, 2: compiler_v2.compile_packet, 3: compiler_v3.compile_packet,
-    4: compiler_v4.compile_packet, 5: compiler_v5.compile_packet, COMPILER: _CURRENT}
+    4: compiler_v4.compile_packet}
+_WITH_DRAFT: dict[int, Callable[..., Packet]] = {5: compiler_v5.compile_packet, COMPILER: compiler.compile_packet}
 
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,
                    *, compiler: int = COMPILER, draft: DraftView | None = None) -> Packet:
     """The packet compiler ``compiler`` (as PacketIssued recorded it) builds for ``req``
     (``draft``: the draft under review it recorded; only the current compiler and 5 show one)."""
-    if compiler == COMPILER:
-        return _CURRENT(snap, req, tokens, retriever, draft=draft)
-    if compiler == 5:
-        return compiler_v5.compile_packet(snap, req, tokens, retriever, draft=draft)
+    if compiler in _WITH_DRAFT:
+        return _WITH_DRAFT[compiler](snap, req, tokens, retriever, draft=draft)
     return _VERSIONS[compiler](snap, req, tokens, retriever)
 
 

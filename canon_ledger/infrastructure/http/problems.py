@@ -73,9 +73,7 @@ def install(app: FastAPI, pages: tuple[Callable[[str], bool], PageError] | None 
 
     def answer(request: Request, status: int, code: str, detail: str, field: str | None = None,
                headers: dict[str, str] | None = None, **extra: Any) -> Response:
-        if pages is not None and pages[0](request.url.path):
-            return pages[1](request, status, code, detail, field)
-        return problem_response(status, code, detail, field, headers, **extra)
+        return _answer(request, pages, status, code, detail, field, headers, **extra)
 
     @app.exception_handler(Problem)
     async def _problem(request: Request, e: Problem) -> Response:
@@ -130,15 +128,20 @@ def unexpected(scope: dict[str, Any], e: Exception) -> Response:
 
 def _for(scope: dict[str, Any], status: int, code: str, detail: str,
          headers: dict[str, str] | None = None) -> Response:
-    """The answer to ``unexpected``'s caller: a page of the viewer gets an HTML page (the
-    viewer's own error page; a plain one if that cannot render, for the fault may be in the
-    templates), every other route problem+json."""
-    app = scope.get("app")
-    pages = getattr(getattr(app, "state", None), "pages", None)
-    if pages is None or not pages[0](scope.get("path", "")):
-        return problem_response(status, code, detail, headers=headers)
+    """The answer to ``unexpected``'s caller, with the pages ``install`` was given."""
+    pages = getattr(getattr(scope.get("app"), "state", None), "pages", None)
+    return _answer(Request(scope), pages, status, code, detail, None, headers)
+
+
+def _answer(request: Request, pages: tuple[Callable[[str], bool], PageError] | None, status: int, code: str,
+            detail: str, field: str | None = None, headers: dict[str, str] | None = None, **extra: Any) -> Response:
+    """One error's answer: a page of the viewer gets an HTML page with the same status, code and
+    headers (the viewer's own error page; a plain one if that cannot render, for the fault may
+    be in the templates), every other route problem+json."""
+    if pages is None or not pages[0](request.url.path):
+        return problem_response(status, code, detail, field, headers, **extra)
     try:
-        response = pages[1](Request(scope), status, code, detail, None)
+        response = pages[1](request, status, code, detail, field)
     except Exception:  # noqa: BLE001 - the error page itself failed: answer one that cannot
         log.exception("the viewer's error page could not render; answering a plain one")
         response = HTMLResponse(PLAIN_PAGE.format(status=status, title=html.escape(_TITLES.get(status, "Error")),

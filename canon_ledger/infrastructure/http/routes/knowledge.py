@@ -23,7 +23,7 @@ from canon_ledger.infrastructure.http.context import ServerContext
 from canon_ledger.infrastructure.http.problems import Problem
 from canon_ledger.infrastructure.http.routes.commands import answer, apply_for
 from canon_ledger.infrastructure.http.routes.common import ctx, json_body, json_response
-from canon_ledger.infrastructure.packet_retrieval import ChaptersThrough
+from canon_ledger.infrastructure.packet_retrieval import EarlierChapters
 
 router = APIRouter(tags=["knowledge"])
 Collection = Annotated[str, Path(min_length=1, max_length=MAX_COLLECTION_ID)]
@@ -115,7 +115,7 @@ def search_collection(context: ServerContext, principal: Principal, collection: 
         last = None  # a story's collection only: no other reads the story views
         if collection_story(collection) is not None:
             last = canon_reads.search_through(principal, context.services.views(), collection, as_of)
-        within = None if last is None else (lambda snap: ChaptersThrough(snap, last))
+        within = None if last is None else (lambda snap: EarlierChapters(snap, last + 1))
         return context.search.search([collection], query, top, feedback=feedback, within=within)
 
     return context.reading(run)
