@@ -238,20 +238,10 @@ def percentiles(values: Sequence[float], scale: float = 1e3) -> dict[str, float]
 
 # -- stores ----------------------------------------------------------------------------------------
 def conninfo(url: str, database: str | None = None) -> str:
-    """A libpq conninfo string for a SQLAlchemy-style PostgreSQL URL (psycopg takes neither the
-    ``+psycopg`` driver name nor SQLAlchemy's query options)."""
-    from sqlalchemy.engine import make_url
+    """A libpq conninfo string for a SQLAlchemy-style PostgreSQL URL (``stores.server_conninfo``)."""
+    from canon_ledger.infrastructure.stores import server_conninfo
 
-    u = make_url(url)
-    parts: dict[str, Any] = {
-        "host": u.host or "127.0.0.1",
-        "port": u.port or 5432,
-        "user": u.username or "postgres",
-        "dbname": database or u.database or "postgres",
-    }
-    if u.password:
-        parts["password"] = u.password
-    return " ".join(f"{k}={v}" for k, v in parts.items())
+    return server_conninfo(url, database)
 
 
 class SQLiteStores:

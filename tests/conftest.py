@@ -35,11 +35,10 @@ from typing import Any
 import psycopg
 import pytest
 from hypothesis import settings
-from psycopg.conninfo import make_conninfo
 from sqlalchemy.engine import make_url
 
 from canon_ledger.application.ledger import CanonLedger
-from canon_ledger.infrastructure.stores import open_ledger
+from canon_ledger.infrastructure.stores import open_ledger, server_conninfo
 from tests.fakes.gemini_server import FakeGemini
 from tests.helpers import apply_demo, hypothesis_profile
 
@@ -138,19 +137,7 @@ def stop_postgres_containers() -> None:
         _CONTAINERS.pop().stop()
 
 
-def _conninfo(url: str, database: str | None = None) -> str:
-    """A libpq connection string for ``url``, its query string's parameters (sslmode, ...) included."""
-    u = make_url(url)
-    parts: dict[str, object] = {name: value for name, value in u.query.items() if isinstance(value, str)}
-    parts.update({
-        "host": u.host or "127.0.0.1",
-        "port": u.port or 5432,
-        "user": u.username or "postgres",
-        "dbname": database or u.database or "postgres",
-    })
-    if u.password:
-        parts["password"] = u.password
-    return make_conninfo(**parts)
+_conninfo = server_conninfo  # the name the test modules import
 
 
 _SERVER: list[PostgresChoice] = []

@@ -366,6 +366,23 @@ def schema_lock(config: StoreConfig) -> Iterator[None]:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK_KEY,))
 
 
+def server_conninfo(url: str, database: str | None = None) -> str:
+    """A libpq connection string for a PostgreSQL server URL as an operator writes one (the
+    SQLAlchemy form: ``postgresql[+psycopg]://user:pw@host:port/db?sslmode=...``), to ``database``
+    instead of the URL's own when given (the tests' and benchmarks' scratch databases). Defaults:
+    127.0.0.1, 5432, user postgres, database postgres; the query string's parameters are kept."""
+    from psycopg.conninfo import make_conninfo
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    parts: dict[str, str | int | None] = {name: value for name, value in u.query.items() if isinstance(value, str)}
+    parts.update({"host": u.host or "127.0.0.1", "port": u.port or 5432, "user": u.username or "postgres",
+                  "dbname": database or u.database or "postgres"})
+    if u.password:
+        parts["password"] = u.password
+    return make_conninfo("", **parts)
+
+
 def pg_connect(config: StoreConfig) -> Any:
     """A connection of its own to the PostgreSQL store (autocommit), outside every pool: for
     session-long work such as an advisory lock or LISTEN. A refused connection is the
