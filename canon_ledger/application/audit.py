@@ -278,7 +278,7 @@ class Auditor:
 
 
 class _NoReplay:
-    def recall(self, story_id: str, chapter: int, query: str) -> Recall:
+    def recall(self, story_id: str, chapter: int, query: str, top_k: int | None = None) -> Recall:
         return Recall(query, [], [Stage("l1-retrieval", "skipped",
                                         "time travel: no packet was issued for this request at this position, and "
                                         "retrieval indexes are not kept per position; L0 only")])
@@ -291,7 +291,7 @@ class _RecallNotRecorded(Exception):
 class _NothingRecorded:
     """A retriever for a record with no recall: asking it means no retriever was configured."""
 
-    def recall(self, story_id: str, chapter: int, query: str) -> Recall:
+    def recall(self, story_id: str, chapter: int, query: str, top_k: int | None = None) -> Recall:
         raise _RecallNotRecorded
 
 

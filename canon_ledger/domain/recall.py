@@ -3,19 +3,44 @@ are mentioned, or always, or never (pure).
 
 An entry's ``Rule`` comes from, in order of precedence: ``fields.recall`` (the author's own
 settings, checked when the entry is proposed), the activation settings a lorebook import kept
-in ``fields.lorebook.entry`` (SillyTavern world info, CCv3 / character-card books, NovelAI),
+in ``fields.lorebook.entry`` (SillyTavern world info, CCv3 / character-card books, NovelAI, RisuAI),
 and otherwise the entry's name and aliases, matched as whole words, case-insensitively.
 
 Matching is SillyTavern's: a primary key must occur; then, when the rule has secondary keys,
 its ``logic`` decides over how many of them occur (``and_any``: at least one, ``not_all``: not
 every one, ``not_any``: none, ``and_all``: every one; SillyTavern's ``selectiveLogic`` 0-3). A
 key written ``/pattern/flags`` is a regular expression. The automaton that finds the keys in a
-chapter's texts lives in the read model (``projections.lore_index``).
+chapter's texts lives in the read model (``projections.lore_index``); what counts as a whole
+word is decided here (``found``), under one of two rules the caller chooses (``spaceless``):
+
+- ``spaceless=False`` (the rule of packet compilers 1-6, kept so their packets replay): a
+  whole-word key's match must not touch a letter, digit or ``_`` of any script on either side.
+  So a Chinese or Japanese key never matches inside Chinese or Japanese text, which has no
+  spaces between words.
+- ``spaceless=True``: a key with no ASCII letter or digit (``spaceless_key``: Chinese,
+  Japanese, Thai, Korean, Cyrillic, ...) matches as a substring, wherever it occurs; any other
+  whole-word key must not touch a letter, digit or ``_`` of a script that spaces its words:
+  a neighbour in a script written without spaces (Han, kana, Hangul, Thai, Lao, Khmer, Myanmar,
+  ...; ``unspaced``) is a boundary, so ``GPT`` matches in ``用GPT模型`` and in Korean ``GPT가``.
+
+  This is SillyTavern's rule (``matchKeys`` in its world-info.js): with whole words on, it
+  tests ``(?:^|\\W)key(?:$|\\W)``, and JavaScript's ``\\W`` is ASCII-only, so every character
+  outside ``[A-Za-z0-9_]`` is a boundary: a key without ASCII letters or digits matches
+  anywhere in CJK text. Korean attaches particles to nouns (``엘리아가``, ``엘리아의``, ``검을``):
+  SillyTavern matches the noun there (Hangul is ``\\W``) and so does this rule. Two departures,
+  both deliberate: a spaceless key matches even beside an ASCII letter (``AI圣光``, where
+  SillyTavern's ``\\W`` would refuse it), and a key with ASCII letters does not match inside
+  a word of a spaced script (``cat`` is not found in ``catégorie``, where SillyTavern's ASCII
+  ``\\W`` takes ``é`` as a boundary). SillyTavern also matches a key holding a space as a plain
+  substring; here its two ends still need boundaries, as before.
+
+Case is folded by Unicode rules (``str.casefold``: ``Straße`` matches ``STRASSE``) under both.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +86,71 @@ class Rule:
             return True
         return {"and_any": secondary_found > 0, "not_all": secondary_found < total, "not_any": secondary_found == 0,
                 "and_all": secondary_found == total}[self.logic]
+
+
+# Scripts written without spaces between words (and Hangul, whose particles attach to the word
+# before them), as code point ranges: a neighbour in one of them is a word boundary for
+# ``found(..., spaceless=True)``.
+_UNSPACED = (
+    (0x0E00, 0x0EFF),  # Thai, Lao
+    (0x0F00, 0x0FFF),  # Tibetan
+    (0x1000, 0x109F),  # Myanmar
+    (0x1100, 0x11FF),  # Hangul Jamo
+    (0x1780, 0x17FF),  # Khmer
+    (0x1950, 0x19FF),  # Tai Le, New Tai Lue, Khmer symbols
+    (0x1A20, 0x1AAF),  # Tai Tham
+    (0x1B00, 0x1B7F),  # Balinese
+    (0x2E80, 0x2FDF),  # CJK and Kangxi radicals
+    (0x3000, 0x9FFF),  # CJK symbols, kana, Bopomofo, Hangul compatibility Jamo, CJK extension A, CJK ideographs
+    (0xA000, 0xA4CF),  # Yi
+    (0xA960, 0xA97F),  # Hangul Jamo extended A
+    (0xA980, 0xA9FF),  # Javanese, Myanmar extended B
+    (0xAA60, 0xAADF),  # Myanmar extended A, Tai Viet
+    (0xAC00, 0xD7FF),  # Hangul syllables, Hangul Jamo extended B
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0xFF66, 0xFFDC),  # halfwidth katakana and Hangul
+    (0x16FE0, 0x18AFF),  # ideographic symbols, Tangut
+    (0x1B000, 0x1B2FF),  # kana supplements, Nushu
+    (0x20000, 0x3FFFF),  # CJK extensions B onwards
+)
+_UNSPACED_STARTS = tuple(lo for lo, _ in _UNSPACED)
+
+
+def unspaced(ch: str) -> bool:
+    """Is ``ch`` of a script written without spaces between words (or Hangul)?"""
+    code = ord(ch)
+    i = bisect_right(_UNSPACED_STARTS, code) - 1
+    return i >= 0 and code <= _UNSPACED[i][1]
+
+
+def spaceless_key(key: str) -> bool:
+    """Under the spaceless rule, is ``key`` matched as a substring: it has no ASCII letter or
+    digit (SillyTavern's ``\\W`` boundaries never stop it in text of its own script)."""
+    return not any(c.isascii() and c.isalnum() for c in key)
+
+
+def word_character(ch: str, *, spaceless: bool = False) -> bool:
+    """Does ``ch`` continue a word, so that a whole-word key may not touch it? A letter, a digit
+    or ``_``; with ``spaceless``, not one of a script written without spaces (``unspaced``)."""
+    if ch.isascii():
+        return ch.isalnum() or ch == "_"
+    return ch.isalnum() and not (spaceless and unspaced(ch))
+
+
+def found(key: str, text: str, start: int, end: int, *, whole_words: bool = True, spaceless: bool = False) -> bool:
+    """Does ``key``, found at ``text[start:end]``, count as mentioned there: anywhere when the
+    rule does not ask for whole words (or, with ``spaceless``, for a ``spaceless_key``), else
+    only with no ``word_character`` just before or just after it. ``text`` is the text the key
+    was found in (casefolded when the key is)."""
+    if not whole_words or (spaceless and spaceless_key(key)):
+        return True
+    return bounded(text, start, end, spaceless=spaceless)
+
+
+def bounded(text: str, start: int, end: int, *, spaceless: bool = False) -> bool:
+    """Does ``text[start:end]`` touch no ``word_character`` on either side?"""
+    return (start == 0 or not word_character(text[start - 1], spaceless=spaceless)) and (
+        end >= len(text) or not word_character(text[end], spaceless=spaceless))
 
 
 def regex_key(key: str, case_sensitive: bool) -> re.Pattern[str] | None:
@@ -131,6 +221,9 @@ def _from_lorebook(lore: dict[str, Any]) -> Rule:
         keys, secondary = _strings(entry.get("key")), _strings(entry.get("keysecondary"))
         logic_code, constant = entry.get("selectiveLogic"), entry.get("constant")
         case, whole = entry.get("caseSensitive"), entry.get("matchWholeWords")
+    elif fmt == "risu":  # comma-separated keys; a selective entry needs one secondary key too (and_any)
+        keys, secondary = _strings(entry.get("key")), _strings(entry.get("secondkey"))
+        logic_code, constant, case, whole = 0, entry.get("alwaysActive"), None, None  # Risu folds case always
     else:  # CCv3 books and cards keep SillyTavern's extras under extensions; NovelAI has keys only
         keys, secondary = _strings(entry.get("keys")), _strings(entry.get("secondary_keys"))
         logic_code, constant = ext.get("selectiveLogic"), entry.get("constant", entry.get("forceActivation"))
@@ -138,6 +231,8 @@ def _from_lorebook(lore: dict[str, Any]) -> Rule:
         if entry.get("use_regex") is True:
             keys = tuple(k if _REGEX_KEY.match(k) else f"/{k}/" for k in keys)
     selective = entry.get("selective") is not False if fmt == "sillytavern" else entry.get("selective") is True
+    if fmt == "risu" and entry.get("useRegex") is True:  # Risu's regex keys are written /pattern/flags
+        keys = tuple(k for k in keys if _REGEX_KEY.match(k))
     logic = LOGICS[logic_code] if isinstance(logic_code, int) and 0 <= logic_code < len(LOGICS) else "and_any"
     # SillyTavern: a trigger chance of 0% never inserts the entry
     never = zero_chance(entry if fmt == "sillytavern" else ext)

@@ -105,7 +105,7 @@ class StoryRetriever(Retriever):
         # (docs/benchmarks.md, issue 6), not on packet queries; a packet's L1 stays what it was.
         self.feedback = feedback
 
-    def recall(self, story_id: str, chapter: int, query: str) -> Recall:
+    def recall(self, story_id: str, chapter: int, query: str, top_k: int | None = None) -> Recall:
         collection = story_collection(story_id)
         try:
             goal = self.position()
@@ -117,7 +117,7 @@ class StoryRetriever(Retriever):
                 problem = f"{type(e).__name__}: {str(e)[:160]}"
             lag = self.lag([collection]) if self.lag is not None else None
             with self.reader.snapshot() as snap:
-                result = self.pipeline.search(EarlierChapters(snap, chapter), [collection], query, self.top_k,
+                result = self.pipeline.search(EarlierChapters(snap, chapter), [collection], query, top_k or self.top_k,
                                               vector_problem=problem, feedback=self.feedback, lag=lag)
             hits = [h for h in result.hits if h.kind in ("chunk", "page")]
             pages = [h for h in hits if h.kind == "page"]

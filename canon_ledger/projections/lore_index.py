@@ -8,8 +8,12 @@ chapter's goals and scene summaries. It finds steps whose keys are mentioned; wh
 is in force at the packet's chapter is the compiler's question, answered by the canon reads.
 
 Two automata, one over casefolded keys (searched in the casefolded text) and one over
-case-sensitive keys; a whole-word key's match must not touch a letter or digit on either side.
-Regular-expression keys (``/pattern/flags``) are few and run one by one.
+case-sensitive keys; whether a whole-word key's match counts is ``domain.recall.found``'s
+question, under the rule the caller names: ``match(texts, spaceless=False)`` is the rule of
+packet compilers 1-6 (no letter or digit of any script on either side), ``spaceless=True``
+SillyTavern's (a key with no ASCII letter or digit, as in Chinese, Japanese, Thai or Korean,
+matches as a substring; see ``domain.recall``). The automata are the same for both: one index
+serves every compiler. Regular-expression keys (``/pattern/flags``) are few and run one by one.
 """
 
 from __future__ import annotations
@@ -20,17 +24,14 @@ from typing import Any
 import ahocorasick
 
 from canon_ledger.application.packets.ports import Always, Mention
-from canon_ledger.domain.recall import Rule, default_rule, regex_key
+from canon_ledger.domain.recall import Rule, bounded, default_rule, regex_key, spaceless_key
 from canon_ledger.projections.driver_sql import json_column
 
 Step = tuple[str, str, int]  # (kind, key, step)
 
 
-_Key = tuple[int, bool, str, bool]  # (rule: an index into the part's rules, secondary, the key as written, whole words)
-
-
-def _word(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"
+# (rule: an index into the part's rules, secondary, the key as written, whole words, a spaceless key)
+_Key = tuple[int, bool, str, bool, bool]
 
 
 class _Part:
@@ -55,7 +56,7 @@ class _Part:
                 constant.append(Always(*step, rule.tier))
             for secondary, keys in ((False, rule.keys), (True, rule.secondary)):
                 for text in keys:
-                    key = (i, secondary, text, rule.whole_words)
+                    key = (i, secondary, text, rule.whole_words, spaceless_key(text))
                     pattern = regex_key(text, rule.case_sensitive) if text.startswith("/") else None
                     if pattern is not None:
                         self.regexes.append((pattern, key))
@@ -66,12 +67,12 @@ class _Part:
         self.constant, self.never = constant, never
         self.folded, self.exact = _automaton(folded), _automaton(exact)
 
-    def match(self, texts: list[tuple[str, str]]) -> list[Mention]:
+    def match(self, texts: list[tuple[str, str]], spaceless: bool) -> list[Mention]:
         first: dict[int, tuple[str, str]] = {}
         secondary: dict[int, set[str]] = {}
         for where, text in texts:
             here: dict[int, tuple[int, int, str]] = {}
-            for start, length, (n, is_secondary, said, _) in self._found(text):
+            for start, length, (n, is_secondary, said, _, _) in self._found(text, spaceless):
                 if is_secondary:
                     secondary.setdefault(n, set()).add(said)
                 elif n not in first and (n not in here or (start, -length) < here[n][:2]):
@@ -84,16 +85,16 @@ class _Part:
                 out.append(Mention(*step, where, said))
         return out
 
-    def _found(self, text: str) -> Iterable[tuple[int, int, _Key]]:
-        """Each key found in ``text``: where it starts, its length, and the key."""
+    def _found(self, text: str, spaceless: bool) -> Iterable[tuple[int, int, _Key]]:
+        """Each key found in ``text``: where it starts, its length, and the key (whole-word keys
+        only where ``domain.recall.found`` counts them, under the ``spaceless`` rule or not)."""
         for automaton, haystack in ((self.folded, text.casefold()), (self.exact, text)):
             if automaton is None:
                 continue
             for end, (length, keys) in automaton.iter(haystack):
                 start = end - length + 1
-                whole = (start == 0 or not _word(haystack[start - 1])) and (
-                    end + 1 == len(haystack) or not _word(haystack[end + 1]))
-                yield from ((start, length, k) for k in keys if whole or not k[3])
+                whole = bounded(haystack, start, end + 1, spaceless=spaceless)
+                yield from ((start, length, k) for k in keys if whole or not k[3] or (spaceless and k[4]))
         for pattern, key in self.regexes:
             m = pattern.search(text)
             if m is not None:
@@ -126,12 +127,18 @@ class LoreIndex:
         self.constant: tuple[Always, ...] = tuple(sorted(a for p in self._parts for a in p.constant))
         self.never: frozenset[Step] = frozenset(s for p in self._parts for s in p.never)
 
-    def match(self, texts: list[tuple[str, str]]) -> list[Mention]:
+    def match(self, texts: list[tuple[str, str]], *, spaceless: bool = False) -> list[Mention]:
         """The steps mentioned in ``texts`` (``(where, text)`` pairs, in the order a reason should
         name them): a primary key found, and the secondary keys found satisfy the rule's logic.
         Each names the first text it was found in and, there, the key found first (the longer
-        of two starting together); sorted by (kind, key, step)."""
-        return sorted(m for p in self._parts for m in p.match(texts))
+        of two starting together); sorted by (kind, key, step).
+
+        ``spaceless``: False, whole words as packet compilers 1-6 matched them (a key touching a
+        letter or digit of any script is no match: Chinese and Japanese keys never match inside
+        their own text); True, SillyTavern's rule across scripts (``domain.recall``: a key with no
+        ASCII letter or digit matches as a substring; a neighbour in a script without spaces is
+        a word boundary)."""
+        return sorted(m for p in self._parts for m in p.match(texts, spaceless))
 
 
 def _automaton(patterns: dict[str, list[_Key]]) -> Any:

@@ -30,11 +30,18 @@ def test_every_version_compiles_through_the_replay_entry(projected_demo):
     with projected_demo.packets.reader.snapshot() as snap:
         tokens, retriever = projected_demo.packets.tokens, projected_demo.packets.retriever
         packets = {v: replay.compile_packet(snap, request, tokens, retriever, compiler=v)
-                   for v in (1, 2, 3, 4, 5, compiler.COMPILER)}
+                   for v in (1, 2, 3, 4, 5, 6, compiler.COMPILER)}
         assert compiler.compile_packet(snap, request, tokens, retriever).hash == packets[compiler.COMPILER].hash
-    assert {v: p.compiler for v, p in packets.items()} == {1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 6}
+    assert {v: p.compiler for v, p in packets.items()} == {1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 6, 7: 7}
     # all read, nothing hidden as history; the demo's entries carry no recall rule and its goals
     # and summaries mention none that is not tagged
     assert packets[2].to_json() == packets[3].to_json() == packets[4].to_json() == packets[5].to_json() \
         == packets[6].to_json()
+    # 7: P2 opens with chapter 4's ending (the demo's chapter is short: whole), so L1's chunk of
+    # chapter 4 is a duplicate; the truncate stage says what is left and why
+    ending = [i for i in packets[7].items if i.tier == "P2"][0]
+    assert (ending.kind, ending.key, ending.status) == ("chapter_ending", "4", "included")
+    assert not any(i.key.startswith("story:lamplight/chapter-00004") for i in packets[7].items)
+    assert any(i.key.startswith("story:lamplight/chapter-00004") for i in packets[6].items)
+    assert packets[7].stages[-1].detail.endswith("left: L1 found no more passages in the chapters before 5")
     assert [s.step for s in packets[1].stages] == ["scene-keys", "l0-recall", "l1-retrieval", "wiki", "budget"]

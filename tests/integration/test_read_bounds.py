@@ -24,11 +24,10 @@ from fastapi.testclient import TestClient
 from canon_ledger.infrastructure.http.app import create_app
 from canon_ledger.infrastructure.http.recording import DEFAULT_RECORDS, RECORDS_ENV, RecordBudgets, records_per_minute
 from canon_ledger.infrastructure.web import session
-from tests.helpers import apply_demo
+from tests.helpers import DEMO_PACKET, apply_demo
 
 STORY = "lamplight"
 BOUND = 10  # the worker key's recordings in these tests (the clock stands still: no refill)
-DEMO_PACKET = "pkt_d3b8861f18ea71b1f88494e5"  # what ./scripts/demo prints: the demo's writer packet, chapter 5
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 

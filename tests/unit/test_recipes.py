@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from canon_ledger.application.packets import compiler_v1, compiler_v2, compiler_v3, compiler_v4, compiler_v5, recipes
+from canon_ledger.application.packets import (compiler_v1, compiler_v2, compiler_v3, compiler_v4, compiler_v5,
+                                              compiler_v6, recipes)
 from canon_ledger.application.packets.recipes import FETCH, RECIPES, RETRIEVAL, Read, check, first_reads, staged
 from canon_ledger.domain.story import ROLES
 
@@ -40,6 +41,8 @@ RECIPES_V3 = {
              Read("P2", "chapter_summary", "latest chapter summaries", "latest chapter summary"),
              Read("P3", "thread", "active threads", "open thread")),
 }
+# Before compiler 7 a key was found as a whole word only (``Read.spaceless``, new with 7).
+RECIPES_V3 = {role: tuple(replace(r, spaceless=False) for r in recipe) for role, recipe in RECIPES_V3.items()}
 
 
 # Compiler 4's: compiler 3's, an earlier character state hidden until a later chapter dropped
@@ -47,13 +50,19 @@ RECIPES_V3 = {
 # entries, as compiler 5 pins it below: ``hides=False``), so the tables above say False for it.
 RECIPES_V4 = {role: tuple(replace(r, hides=r.read != "role lists") for r in recipe)
               for role, recipe in RECIPES_V3.items()}
-# Compiler 5's: the current recipes with the role lists naming hidden entries too (compiler 6
-# leaves them out).
-RECIPES_V5 = {role: tuple(replace(r, hides=False) if r.read == "role lists" else r for r in recipe)
+# Compiler 6's: the current recipes without the end of the previous chapter (compiler 7's P2),
+# and mentioned keys found as whole words only (compiler 7 finds them across scripts).
+RECIPES_V6 = {role: tuple(replace(r, spaceless=False) for r in recipe if r.read != "previous chapter ending")
               for role, recipe in RECIPES.items()}
+# Compiler 5's: compiler 6's with the role lists naming hidden entries too (compiler 6 leaves them out).
+RECIPES_V5 = {role: tuple(replace(r, hides=False) if r.read == "role lists" else r for r in recipe)
+              for role, recipe in RECIPES_V6.items()}
 
 
 def test_earlier_compilers_recipes_are_pinned() -> None:
+    assert compiler_v6.RECIPES == RECIPES_V6
+    assert [[r.read for r in recipe if r.tier == "P2"][:1] for recipe in RECIPES.values()] == [
+        ["previous chapter ending"]] * 3 + [[], ["latest chapter summaries"]]
     assert compiler_v5.RECIPES == RECIPES_V5
     assert [r for recipe in RECIPES.values() for r in recipe if r.read == "role lists"][0].hides
     assert compiler_v4.RECIPES == RECIPES_V4
@@ -88,8 +97,9 @@ def _first(role: str) -> list[tuple[str, tuple[object, ...]]]:
 
 def test_first_reads_are_derived_from_the_recipe() -> None:
     writer = _first("writer")
-    assert [name for name, _ in writer] == ["story", "chapter", "scenes", "lore", "active_entries",
+    assert [name for name, _ in writer] == ["story", "chapter", "scenes", "lore", "active_entries", "chapter",
                                             "chapter_summaries", "volume_summaries", "entries_since", "entries_page"]
+    assert writer[5][1] == ("s", 8)  # the previous chapter, for its ending
     assert writer[-1][1] == ("s", 9, "world_rule", "", recipes.WORLD_RULE_PAGE)
     assert [name for name, _ in _first("summarizer")] == ["story", "chapter", "scenes", "lore"]
     assert [name for name, _ in _first("chat")] == ["story", "lore", "volume_summaries", "chapter_summaries",

@@ -27,22 +27,32 @@ from canon_ledger.application.packets.recipes import (RECIPES, REVIEW, Candidate
 from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound
 from canon_ledger.domain.tokens import TokenCounter
 
-__all__ = ["COMPILER", "MIN_TRIM_TOKENS", "PacketError", "Packing", "Query", "compile_packet", "compile_with", "fill",
-           "l1_query", "refuse_over_budget", "start"]
+__all__ = ["COMPILER", "L1_MAX_HITS", "MIN_TRIM_TOKENS", "PacketError", "Packing", "Query", "compile_packet",
+           "compile_with", "fill", "l1_hits", "l1_query", "refuse_over_budget", "start"]
 
 # Which compiler built a packet (recorded in PacketIssued; an audit replays with the same one).
-# 6: the summarizer's role lists leave out an entry hidden at the chapter (its name can be the
+# 7: P2 opens with the end of the previous chapter's accepted text (the planner, writer and qa
+# packets); L1 asks for as many passages as the room L0 left can hold (``l1_hits``), packs them
+# while room is left (the rest are counted in the merge stage, not listed), and the truncate
+# stage says what is left and why. 6: the summarizer's role lists leave out an entry hidden at the chapter (its name can be the
 # reveal; 5 named it). 5: mention-activated recall (entries whose keys the goals or scene
 # summaries mention join P1; always-on entries join every packet; an entry whose rule says never
 # joins none), and L1's query read from the goals and summaries as written. 1-5: compiler_v1 ..
 # compiler_v5.
-COMPILER = 6
+COMPILER = 7
 # L1 searches with the chapter's goals and scene summaries, cut to this many words: search
 # cost grows with query length while the first sentences already say what the chapter is
 # about. Tag lines are left out: L0 has already fetched every tagged entry by key.
 QUERY_WORDS = 64
 # The least room worth reading or trimming into: less holds no useful item.
 MIN_TRIM_TOKENS = 32
+# L1 fills the room L0 left (compiler 7 on): one passage asked per L1_HIT_TOKENS of room (a
+# story's chunks hold at most 256 tokens, most 150-250: asking for more than fit leaves none of
+# the room empty), at least L1_MIN_HITS and at most L1_MAX_HITS, the cap: ~12,000 tokens of
+# earlier chapters, the writer's whole default budget. Compilers 2-6 asked for 8.
+L1_HIT_TOKENS = 128
+L1_MIN_HITS = 8
+L1_MAX_HITS = 48
 _TIER = attrgetter("tier")  # tier names sort in tier order (a unit test holds TIERS sorted)
 Load = Callable[[list[tuple[Any, ...]]], dict[tuple[Any, ...], str]]
 
@@ -117,11 +127,19 @@ def l1_query(reading: Reading, candidates: list[Candidate]) -> str:
 Query = Callable[[Reading, list[Candidate]], str]  # what L1 searches with, from the packet's reads
 
 
+def l1_hits(room: int) -> int:
+    """How many passages L1 asks for to fill ``room`` tokens (compiler 7 on)."""
+    return max(L1_MIN_HITS, min(L1_MAX_HITS, -(-room // L1_HIT_TOKENS)))
+
+
 def compile_with(recipes: dict[str, Recipe], version: int, snap: CanonSnapshot, req: Request,
                  tokens: TokenCounter, retriever: Retriever | None, *, query: Query = l1_query,
                  draft: DraftView | None = None) -> Packet:
-    """The packet ``recipes`` give, recorded as built by compiler ``version``; L1 searches
-    with ``query`` (an earlier version's own, for the packets it issued)."""
+    """The packet ``recipes`` give, built as compiler ``version`` built it; L1 searches with
+    ``query`` (an earlier version's own, for the packets it issued). From version 7, L1 fills
+    the room L0 left (``l1_hits``) and the truncate stage says what is left and why; before
+    it, L1 asked for the retriever's default and every hit was a candidate."""
+    fills = version >= 7
     recipe, story, budget, reading = start(recipes, snap, req, tokens, draft)
     first, later, l1 = staged(recipe)
     candidates = reading.whole(first)
@@ -131,20 +149,24 @@ def compile_with(recipes: dict[str, Recipe], version: int, snap: CanonSnapshot, 
     unread = _read_while_room(packing, candidates, reading, later)
     spent = render.no_room(packing.remaining, MIN_TRIM_TOKENS)
     l0 = len(candidates)
+    why = f"nothing else for the {req.role} role to read" + (f" ({', '.join(unread)} not read)" if unread else "")
     if l1 is None:
         recall, l1_stages = None, [Stage("l1-retrieval", "skipped", render.no_retrieval(req.role))]
     elif l1.while_room and packing.remaining < MIN_TRIM_TOKENS:
         recall, l1_stages = None, [Stage("l1-retrieval", "skipped", f"not run: {spent}")]
     else:
-        recall, l1_stages = _l1(req, l1, candidates, retriever, tokens, query(reading, candidates))
+        room = packing.remaining if fills else None
+        recall, l1_stages, why = _l1(req, l1, candidates, retriever, tokens, query(reading, candidates), room)
     packing.add(candidates[l0:])
+    if packing.remaining < MIN_TRIM_TOKENS:
+        why = f"under the {MIN_TRIM_TOKENS} tokens an item needs"
     items = packing.finish()
     stages = [*([Stage("quarantined", "error", render.quarantined(*story.quarantined))] if story.quarantined else []),
               *([Stage("review", "done", render.reviewing(reading.draft))] if reading.draft else []),
               Stage("scene-keys", "done", reading.detail),
               Stage("l0-recall", "done", render.l0_recall(l0, req.chapter, unread, spent)),
               *l1_stages,
-              Stage("truncate", "done", render.usage(items, budget))]
+              Stage("truncate", "done", render.room_left(items, budget, why) if fills else render.usage(items, budget))]
     return Packet(req.story_id, req.role, req.chapter, req.scene, story.position, budget, tokens.name,
                   tuple(items), tuple(stages), recall=recall, compiler=version, draft=reading.draft).sealed()
 
@@ -166,27 +188,48 @@ def _read_while_room(packing: Packing, candidates: list[Candidate], reading: Rea
 
 
 def _l1(req: Request, l1: Read, candidates: list[Candidate], retriever: Retriever | None,
-        tokens: TokenCounter, query: str) -> tuple[Recall | None, list[Stage]]:
-    """L1 hits join ``l1.tier`` after L0's own; fill gives them what budget is left, in rank order."""
+        tokens: TokenCounter, query: str, room: int | None) -> tuple[Recall | None, list[Stage], str]:
+    """L1 hits join ``l1.tier`` after L0's own; fill gives them what budget is left, in rank
+    order. ``room`` (compiler 7 on): the tokens L0 left; ``l1_hits(room)`` are asked for and
+    hits join only while they fit (the first that does not is trimmed into what is left), the
+    rest counted in the merge stage. Also returns why the budget is not spent (when it is not)."""
     if retriever is None:
-        return None, [Stage("l1-retrieval", "skipped", "no retriever configured: L0 structured recall only")]
+        return None, [Stage("l1-retrieval", "skipped", "no retriever configured: L0 structured recall only")], \
+            "no retriever configured (L0 structured recall only)"
     if not query.strip():
-        return None, [Stage("l1-retrieval", "skipped", "nothing to search with: no scene card or chapter goals")]
-    recall = retriever.recall(req.story_id, req.chapter, query)
+        return None, [Stage("l1-retrieval", "skipped", "nothing to search with: no scene card or chapter goals")], \
+            "L1 had nothing to search with (no scene card or chapter goals)"
+    asked = None if room is None else l1_hits(room)
+    recall = retriever.recall(req.story_id, req.chapter, query) if asked is None else \
+        retriever.recall(req.story_id, req.chapter, query, asked)
     seen = {c.identity for c in candidates}
-    added = duplicates = 0
+    # A passage the previous chapter's ending already holds whole is a duplicate too.
+    endings = [c.fact.text for c in candidates if c.kind == "chapter_ending" and c.fact.text]
+    added = duplicates = unpacked = 0
+    left = room
     for rank, hit in enumerate(recall.hits, 1):
         candidate = Candidate(l1.tier, hit.kind, hit.id, Fact(hit.text, tokens.count(hit.text), hit.sources),
                               f"{l1.reason}, rank {rank}")
-        if candidate.identity in seen:
+        body = hit.text.partition("\n\n")[2] if hit.kind == "chunk" else ""
+        if candidate.identity in seen or body and any(body in ending for ending in endings):
             duplicates += 1
+            continue
+        if left is not None and left < MIN_TRIM_TOKENS:
+            unpacked += 1
             continue
         seen.add(candidate.identity)
         candidates.append(candidate)
         added += 1
-    merge = Stage("merge", "done" if recall.hits else "skipped",
-                  render.merged(added, duplicates) if recall.hits else "retrieval found nothing")
-    return recall, [*recall.stages, merge]
+        if left is not None:
+            left -= candidate.fact.tokens
+    detail = render.merged(added, duplicates) + (f"; {unpacked} more had no room" if unpacked else "")
+    merge = Stage("merge", "done" if recall.hits else "skipped", detail if recall.hits else "retrieval found nothing")
+    if asked is not None and len(recall.hits) >= asked:
+        why = (f"L1 stops at {L1_MAX_HITS} passages (its cap)" if asked == L1_MAX_HITS
+               else f"L1's {asked} passages were shorter than the room")
+    else:
+        why = f"L1 found no more passages in the chapters before {req.chapter}"
+    return recall, [*recall.stages, merge], why
 
 
 # -- filling by tier ---------------------------------------------------------------------------

@@ -99,8 +99,10 @@ class Lore(Protocol):
     constant: tuple[Always, ...]
     never: frozenset[tuple[str, str, int]]  # (kind, key, step) no packet may hold
 
-    def match(self, texts: list[tuple[str, str]]) -> list[Mention]:
-        """The steps mentioned in ``texts`` (``(where, text)``), whatever chapter they are in force at."""
+    def match(self, texts: list[tuple[str, str]], *, spaceless: bool = False) -> list[Mention]:
+        """The steps mentioned in ``texts`` (``(where, text)``), whatever chapter they are in force
+        at. ``spaceless``: SillyTavern's rule across scripts (``domain.recall.found``); False:
+        whole words only, the rule compilers 5 and 6 matched with."""
         ...
 
 
@@ -238,6 +240,7 @@ class Recall:
 
 
 class Retriever(Protocol):
-    def recall(self, story_id: str, chapter: int, query: str) -> Recall:
-        """L1 candidates from canon that precedes ``chapter``; never raises (errors are stages)."""
+    def recall(self, story_id: str, chapter: int, query: str, top_k: int | None = None) -> Recall:
+        """L1 candidates from canon that precedes ``chapter``, at most ``top_k`` passages (None:
+        the retriever's own default); never raises (errors are stages)."""
         ...

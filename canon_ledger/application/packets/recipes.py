@@ -30,6 +30,9 @@ RECENT_SUMMARIES = 3
 RECENT_TIMELINE = 5
 WORLD_RULE_PAGE = 64  # world rules read per statement, while the budget has room
 HISTORY_STEPS = 3  # earlier states per tagged character: the latest shifts, not the whole life
+# The end of chapter K-1's accepted text a chapter-K packet carries (heading included): the
+# prose a writer continues, ~600 English words, cut to start at a sentence (``render.ending``).
+ENDING_TOKENS = 800
 RETRIEVAL = "L1 retrieval"  # the read the compiler makes through its Retriever, last in a recipe
 ALWAYS = "always-on entries"  # a recipe with this read also keeps out every entry whose rule says never
 REVIEW = "draft under review"  # a recipe with this read may be asked for a packet holding one submitted draft
@@ -42,7 +45,9 @@ class Read:
     candidates' kind ("canon": each entry's own); ``reason`` starts every candidate's reason.
     ``while_room``: read only after every other read, and only while the budget has room.
     ``page``: entries of ``kind`` read this many at a time, in key order. ``hides``: an entry
-    hidden until a later chapter is listed without its text (the role lists leave it out)."""
+    hidden until a later chapter is listed without its text (the role lists leave it out).
+    ``spaceless``: a key is found as SillyTavern finds it across scripts (``domain.recall``: a
+    key with no ASCII letter or digit as a substring); False, whole words only (compilers 5, 6)."""
 
     tier: Tier
     kind: str
@@ -51,6 +56,7 @@ class Read:
     while_room: bool = False
     page: int = 0
     hides: bool = True
+    spaceless: bool = True
 
 
 Recipe = tuple[Read, ...]
@@ -63,6 +69,7 @@ _SCENE: Recipe = (
     Read("P1", "canon", "mentioned entries", "mentioned"),
     Read("P1", "canon", ALWAYS, "always on"),
     Read("P1", "thread", "active threads", "active thread"),
+    Read("P2", "chapter_ending", "previous chapter ending", "the end of the previous chapter's accepted text"),
     Read("P2", "chapter_summary", "recent chapter summaries", "recent chapter summary"),
     Read("P2", "volume_summary", "current volume summary", "current volume summary"),
     Read("P2", "timeline_event", "recent timeline", "recent timeline"),
@@ -121,6 +128,7 @@ class Request:
 Fetch = Callable[[Request], Call]
 FETCH: dict[str, Fetch] = {
     "chapter": lambda r: Call("chapter", (r.story_id, r.chapter)),
+    "previous chapter": lambda r: Call("chapter", (r.story_id, r.chapter - 1)),
     "scenes": lambda r: Call("scenes", (r.story_id, r.chapter)),
     "threads": lambda r: Call("active_entries", (r.story_id, r.chapter, "thread")),
     "recent summaries": lambda r: Call("chapter_summaries", (r.story_id, max(1, r.chapter - RECENT_SUMMARIES),
@@ -268,7 +276,8 @@ def _mentioned(r: Reading, read: Read) -> list[Candidate]:
     """Entries in force whose keys the goals, the scene summaries or the draft under review
     mention (no tag named them)."""
     texts = query_texts(r) + ([("the draft under review", r.draft.text)] if r.draft is not None else [])
-    mentions = {(m.kind, m.key, m.step): m for m in r.get("lore").match(texts) if (m.kind, m.key) not in r.tagged}
+    mentions = {(m.kind, m.key, m.step): m for m in r.get("lore").match(texts, spaceless=read.spaceless)
+                if (m.kind, m.key) not in r.tagged}
     return [_entry(read.tier, e, f'{read.reason} in {m.where} as "{m.said}"', r.k) for e, m in _in_force(r, mentions)]
 
 
@@ -299,6 +308,16 @@ def _chains(r: Reading, read: Read) -> list[Candidate]:
         out.append(Candidate(read.tier, read.kind, f"{node.chain}/{node.node_id}", node.fact,
                              f"{read.reason} {node.chain} ({node.node_kind})", blocked))
     return out
+
+
+def _ending(r: Reading, read: Read) -> list[Candidate]:
+    """The last ENDING_TOKENS of chapter K-1's accepted text, from a sentence's start; nothing
+    when K-1 has no accepted text (not planned yet, or not written)."""
+    previous: ChapterView | None = r.get("previous chapter") if r.k > 1 else None
+    if previous is None or previous.text is None or not previous.text.text:
+        return []
+    text = render.ending(r.k - 1, previous.text.text, ENDING_TOKENS, r.tokens)
+    return _one(read, str(r.k - 1), Fact(text, r.tokens.count(text), previous.text.sources))
 
 
 def _chapter_text(r: Reading, read: Read) -> list[Candidate]:
@@ -345,6 +364,7 @@ SOURCES: dict[str, tuple[tuple[str, ...], Source]] = {
     "output contract": ((), lambda r, read: _one(read, r.story.story_id, r.story.contract)),
     "tagged entries": (("chapter", "scenes"), _tagged),
     "active threads": (("threads",), lambda r, read: [_entry(read.tier, e, read.reason, r.k) for e in r.get("threads")]),
+    "previous chapter ending": (("previous chapter",), _ending),
     "recent chapter summaries": (("recent summaries",), lambda r, read: _numbered(read, reversed(r.get("recent summaries")))),
     "latest chapter summaries": (("latest summaries",), lambda r, read: _numbered(read, reversed(r.get("latest summaries")))),
     "volume summaries": (("volumes",), lambda r, read: _numbered(read, reversed(r.get("volumes")))),
