@@ -6,6 +6,12 @@ the Character Card V3 spec's Lorebook object (SPEC_V3.md, "Lorebook Fields"; sta
 ``{"spec": "lorebook_v3", "data": Lorebook}``); NovelAI's ``.lorebook`` (``lorebookVersion``,
 ``entries`` of ``LoreEntry`` with its ``contextConfig``, ``settings``, ``categories``). What a
 format documents as required is required here; optional fields are typed when present.
+
+Builders (``risu_export``, ``world_info_list``, ``novelai_story``) write the shapes of other
+tools that the reader takes, as small fixtures: RisuAI's export (its ``loreBook`` type and
+``exportLoreBook``, kwaroran/RisuAI src/ts/storage/database.svelte.ts and
+src/ts/process/lorebook.svelte.ts), a world info whose ``entries`` is a list (SillyTavern PR
+#5921), a NovelAI ``.story`` container.
 """
 
 from __future__ import annotations
@@ -118,3 +124,36 @@ def problems(fmt: str, doc: Any) -> list[str]:
     entries = doc["data"]["entries"] if fmt == "lorebook_v3" else doc["entries"]
     ids = [str(e["id"]) for e in entries if "id" in e]
     return found + [f"id {i} is used twice" for i in sorted({i for i in ids if ids.count(i) > 1})]
+
+
+# -- builders of the shapes other tools write that the reader takes (not schemas: no spec) -------
+def risu_entry(key: str, content: str, *, comment: str = "", secondkey: str = "", selective: bool = False,
+               always: bool = False, insertorder: int = 100, mode: str = "normal", **extra: Any) -> dict[str, Any]:
+    """A RisuAI lorebook item (``loreBook`` in its database.svelte.ts): ``key`` and ``secondkey``
+    are comma-separated strings, ``alwaysActive`` is its constant, ``insertorder`` its order."""
+    return {"key": key, "secondkey": secondkey, "insertorder": insertorder, "comment": comment, "content": content,
+            "mode": mode, "alwaysActive": always, "selective": selective, **extra}
+
+
+def risu_folder(folder_id: str, comment: str) -> dict[str, Any]:
+    """A folder of RisuAI's lorebook editor (an item, not an entry): its key names it, its
+    entries name it in their ``folder``."""
+    return risu_entry(f"\uf000folder:{folder_id}", "", comment=comment, mode="folder")
+
+
+def risu_export(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """RisuAI's lorebook export file (``exportLoreBook``)."""
+    return {"type": "risu", "ver": 1, "data": items}
+
+
+def world_info_list(entries: list[dict[str, Any]], name: str = "") -> dict[str, Any]:
+    """A world info whose ``entries`` is a list (a character book without its card, as
+    SillyTavern's PR #5921 reads it)."""
+    return {"name": name, "entries": entries}
+
+
+def novelai_story(title: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """A NovelAI ``.story`` container holding a lorebook."""
+    return {"storyContainerVersion": 1, "metadata": {"storyMetadataVersion": 1, "title": title},
+            "content": {"storyContentVersion": 6, "story": {}, "context": [],
+                        "lorebook": {"lorebookVersion": 4, "entries": entries, "settings": {}, "categories": []}}}

@@ -184,6 +184,10 @@ def record_volume_summary(cmd: c.RecordVolumeSummary, uow: UnitOfWork) -> None:
     volume.record_summary(cmd.text)
 
 
+def set_lore_cap(cmd: c.SetLoreCap, uow: UnitOfWork) -> None:
+    _story(uow, cmd.story_id).set_lore_cap(cmd.share)
+
+
 def ingest_document(cmd: c.IngestDocument, uow: UnitOfWork, tokens: TokenCounter) -> None:
     doc_key = f"{cmd.collection_id}/{cmd.document_id}"
     sections, chunks = chunk_document(doc_key, cmd.title, cmd.text, tokens, cmd.max_chunk_tokens)
@@ -221,6 +225,7 @@ HANDLERS: dict[type, Callable[[Any, UnitOfWork], None]] = {
     c.RejectDraft: reject_draft,
     c.RecordChapterSummary: record_chapter_summary,
     c.RecordVolumeSummary: record_volume_summary,
+    c.SetLoreCap: set_lore_cap,
 }
 
 

@@ -367,6 +367,20 @@ class RecordVolumeSummary(_StoryCommand):
         "and qa packets of the volume's chapters, P3 of later volumes' chapters, P1 of chat packets."))
 
 
+class SetLoreCap(_StoryCommand):
+    """Cap the share of a packet's budget that lore may take: the entries brought in by their own
+    rule (mentioned in the goals, scene summaries or draft; always-on), like SillyTavern's
+    world-info budget. Appends `Story.LoreCapSet`; the cap the story has already is `unchanged`."""
+
+    type: Literal["set_lore_cap"] = Field(description="The command type: `set_lore_cap`.")
+    share: Annotated[int, Field(ge=1, le=100, strict=True)] | None = Field(description=(
+        "Percent of each packet's budget (1..100) those entries may take together, in their order (the source's "
+        "`order` / `insertion_order` / `priority`, or `fields.recall.order`; higher first, then as mentioned); one "
+        "past the cap is trimmed into what is left of it, or listed `dropped` (\"no space: needs N tokens, lore cap "
+        "M\"). An entry whose source says \"ignore budget\" (`fields.recall.ignore_budget`) is outside the cap. "
+        "null: no cap (the default)."))
+
+
 CollectionId = Annotated[str, _length(b.MAX_COLLECTION_ID, 1, r"^[^\s/#\x00-\x1f]+$"), _STORABLE]
 DocumentId = Annotated[str, _length(b.MAX_DOCUMENT_ID, 1, r"^[^\s#\x00-\x1f]+$"), _STORABLE]
 
@@ -421,6 +435,7 @@ Command = Annotated[
         RejectDraft,
         RecordChapterSummary,
         RecordVolumeSummary,
+        SetLoreCap,
         IngestDocument,
         EditChunk,
     ],

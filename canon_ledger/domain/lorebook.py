@@ -3,11 +3,23 @@
 Formats: SillyTavern world info (``{"entries": {uid: {key, keysecondary, comment, content,
 disable, ...}}}``), a CCv3 lorebook (``{"spec": "lorebook_v3", "data": {"entries": [...]}}``), a
 character card (``chara_card_v2`` / ``chara_card_v3``, as JSON or inside a PNG's ``chara`` /
-``ccv3`` text chunk: its ``data.character_book``) and a NovelAI ``.lorebook``
-(``{"lorebookVersion": n, "entries": [{text, keys, displayName, enabled, ...}]}``).
+``ccv3`` text chunk: its ``data.character_book``), a NovelAI ``.lorebook``
+(``{"lorebookVersion": n, "entries": [{text, keys, displayName, enabled, ...}]}``, or the
+``lorebook`` inside a NovelAI ``.story`` container: ``{"storyContainerVersion": n, "content":
+{"lorebook": {...}}}``) and a RisuAI lorebook export (``{"type": "risu", "ver": 1, "data":
+[{key, secondkey, comment, content, alwaysActive, selective, insertorder, mode, ...}]}``: its
+keys are comma-separated strings; a ``mode: "folder"`` item is a folder of the editor, not an
+entry; content is kept as written, ``{{char}}`` templates and ``@@`` decorators included).
+
+A world info whose ``entries`` is a list (as SillyTavern reads it since its PR #5921) is a
+character book without its card: read as ``lorebook_v3`` when its entries have the CCv3 spec's
+names (``keys``, ``content``, ``insertion_order``, ...), as ``sillytavern`` when they have
+SillyTavern's own (``key``, ``keysecondary``, ``uid``, ``order``, ...). Anything else is an
+``unknown_lorebook_format`` error that names what the file holds.
 
 Invariant: nothing of an entry is dropped. ``LoreEntry.source`` is the entry as the file holds
-it, minus its content (which is ``text``), so an export can write it back as it came.
+it, minus its content (which is ``text``), so an export can write it back as it came. So the
+source's budget settings stay where its format writes them (``budget`` reads them back).
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ from typing import Any
 
 PNG = b"\x89PNG\r\n\x1a\n"
 CARD_CHUNKS = ("ccv3", "chara")  # the CCv3 chunk wins when a card carries both
-FORMATS = ("sillytavern", "lorebook_v3", "chara_card_v2", "chara_card_v3", "novelai")
+FORMATS = ("sillytavern", "lorebook_v3", "chara_card_v2", "chara_card_v3", "novelai", "risu")
 
 
 class LorebookError(ValueError):
@@ -42,6 +54,7 @@ class LoreEntry:
     text: str
     enabled: bool
     source: dict[str, Any] = field(default_factory=dict)  # the entry as written, without its content
+    index: int = 0  # where the file lists it among its entries (0: the first), folders counted
 
 
 @dataclass(frozen=True)
@@ -72,7 +85,10 @@ def read(data: bytes) -> Lorebook:
 
 def _from_json(doc: Any) -> Lorebook:
     if not isinstance(doc, dict):
-        raise LorebookError("unknown_lorebook_format", "the file holds no JSON object")
+        hint = ("; a list of entries needs its book around it, as in {\"entries\": [...]}"
+                if isinstance(doc, list) and doc and all(isinstance(v, dict) for v in doc) else "")
+        raise LorebookError("unknown_lorebook_format", f"the file holds {_holds(doc)}, not a lorebook (a JSON object)"
+                            + hint)
     spec = doc.get("spec")
     if spec in ("chara_card_v2", "chara_card_v3"):
         data = _object(doc.get("data"), "data")
@@ -87,12 +103,92 @@ def _from_json(doc: Any) -> Lorebook:
     if "lorebookVersion" in doc:
         entries = _list(doc.get("entries"), "entries")
         return Lorebook("novelai", str(doc.get("name") or ""), [_novelai(e, i) for i, e in enumerate(entries)])
+    if doc.get("type") == "risu" and isinstance(doc.get("data"), list):
+        found = (_risu(e, i) for i, e in enumerate(doc["data"]))
+        return Lorebook("risu", str(doc.get("name") or ""), [e for e in found if e is not None])
+    story = _novelai_container(doc)
+    if story is not None:
+        title, where, book = story
+        entries = _list(book.get("entries", []), f"{where}.entries")
+        return Lorebook("novelai", title, [_novelai(e, i) for i, e in enumerate(entries)])
     if isinstance(doc.get("entries"), dict):
         items = doc["entries"]
         return Lorebook("sillytavern", str(doc.get("name") or ""),
-                        [_sillytavern(_object(e, f"entries.{uid}"), str(uid)) for uid, e in items.items()])
-    raise LorebookError("unknown_lorebook_format", "not SillyTavern world info, a CCv3 lorebook, a character card "
-                        "or a NovelAI lorebook (no `entries` object, `spec` or `lorebookVersion`)")
+                        [_sillytavern(_object(e, f"entries.{uid}"), str(uid), i)
+                         for i, (uid, e) in enumerate(items.items())])
+    if isinstance(doc.get("entries"), list):
+        items = doc["entries"]
+        if _sillytavern_names(items):
+            return Lorebook("sillytavern", str(doc.get("name") or ""),
+                            [_sillytavern(_object(e, f"entries[{i}]"), str(i), i) for i, e in enumerate(items)])
+        return Lorebook("lorebook_v3", str(doc.get("name") or ""), [_ccv3(e, i) for i, e in enumerate(items)])
+    raise LorebookError("unknown_lorebook_format", f"the file holds {_holds(doc)}: no lorebook this reader knows "
+                        "(SillyTavern world info, a CCv3 lorebook or character card, a NovelAI lorebook, story or "
+                        "scenario, a RisuAI lorebook export)")
+
+
+def _novelai_container(doc: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | None:
+    """A NovelAI ``.story`` (``content.lorebook``) or ``.scenario`` (``lorebook``): its title, where
+    its lorebook is, the lorebook; None for anything else."""
+    content = doc.get("content")
+    if "storyContainerVersion" in doc and isinstance(content, dict) and isinstance(content.get("lorebook"), dict):
+        meta = doc.get("metadata")
+        title = meta.get("title") if isinstance(meta, dict) else None
+        return str(title or ""), "content.lorebook", content["lorebook"]
+    if "scenarioVersion" in doc and isinstance(doc.get("lorebook"), dict):
+        return str(doc.get("title") or ""), "lorebook", doc["lorebook"]
+    return None
+
+
+# Fields only SillyTavern's own entries have (a CCv3 entry has ``keys``, ``secondary_keys``, ``insertion_order``).
+_SILLYTAVERN_ONLY = ("key", "keysecondary", "uid", "order", "disable", "selectiveLogic")
+_CCV3_ONLY = ("keys", "secondary_keys", "insertion_order", "enabled", "use_regex")
+
+
+def _sillytavern_names(entries: list[Any]) -> bool:
+    """Does a list of entries use SillyTavern's own field names (else the CCv3 spec's)?"""
+    objects = [e for e in entries if isinstance(e, dict)]
+    return any(any(k in e for k in _SILLYTAVERN_ONLY) for e in objects) and not any(
+        any(k in e for k in _CCV3_ONLY) for e in objects)
+
+
+def _holds(doc: Any) -> str:
+    """What a JSON document that is no lorebook holds, in a few words."""
+    if isinstance(doc, list):
+        kinds = sorted({_kind(v)[_kind(v).index(" ") + 1:] for v in doc})
+        return f"a JSON list of {len(doc)} item{'s' if len(doc) != 1 else ''}" + (
+            f" ({', '.join(kinds)})" if kinds else "")
+    if not isinstance(doc, dict):
+        return "JSON null" if doc is None else f"a JSON {_kind(doc).split(' ', 1)[1]}"
+    if doc.get("type") == "risu":
+        return f"a RisuAI export whose `data` is {_kind(doc.get('data'))}, not a list of lorebook entries"
+    if "storyContainerVersion" in doc:
+        return "a NovelAI story container without a lorebook (`content.lorebook`)"
+    if "spec" in doc:
+        return f"an object whose `spec` is {json.dumps(doc['spec'], ensure_ascii=False)[:60]}"
+    if "entries" in doc:
+        return f"an object whose `entries` is {_kind(doc['entries'])}"
+    if "worldinfo" in doc:
+        return "a KoboldAI story (its `worldinfo` is not read: export the world info as SillyTavern's)"
+    if "first_mes" in doc or "char_name" in doc:
+        return "a character card without a `spec` (V1 cards carry no lorebook)"
+    keys = list(doc)
+    shown = ", ".join(json.dumps(k, ensure_ascii=False)[:40] for k in keys[:8])
+    return f"an object with keys {shown}{', ...' if len(keys) > 8 else ''}" if keys else "an empty object"
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "null"
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:
@@ -126,15 +222,15 @@ def _text(value: Any, where: str) -> str:
 
 
 def _entry(uid: str, name: Any, keys: list[str], text: str, enabled: bool, entry: dict[str, Any],
-           content_key: str) -> LoreEntry:
+           content_key: str, index: int = 0) -> LoreEntry:
     named = _text(name, f"entry {uid}: name").strip() or (keys[0] if keys else f"entry {uid}")
-    return LoreEntry(uid, named, keys, text, enabled, {k: v for k, v in entry.items() if k != content_key})
+    return LoreEntry(uid, named, keys, text, enabled, {k: v for k, v in entry.items() if k != content_key}, index)
 
 
-def _sillytavern(e: dict[str, Any], uid: str) -> LoreEntry:
+def _sillytavern(e: dict[str, Any], uid: str, index: int = 0) -> LoreEntry:
     keys = _strings(e.get("key"), f"entries.{uid}.key")
     return _entry(str(e.get("uid", uid)), e.get("comment"), keys, _text(e.get("content"), f"entries.{uid}.content"),
-                  not bool(e.get("disable", False)), e, "content")
+                  not bool(e.get("disable", False)), e, "content", index)
 
 
 def _ccv3_entries(book: dict[str, Any], spec: str) -> list[LoreEntry]:
@@ -145,14 +241,59 @@ def _ccv3(raw: Any, i: int) -> LoreEntry:
     e = _object(raw, f"entries[{i}]")
     keys = _strings(e.get("keys"), f"entries[{i}].keys")
     return _entry(str(e.get("id", i)), e.get("name") or e.get("comment"), keys,
-                  _text(e.get("content"), f"entries[{i}].content"), bool(e.get("enabled", True)), e, "content")
+                  _text(e.get("content"), f"entries[{i}].content"), bool(e.get("enabled", True)), e, "content", i)
 
 
 def _novelai(raw: Any, i: int) -> LoreEntry:
     e = _object(raw, f"entries[{i}]")
     keys = _strings(e.get("keys"), f"entries[{i}].keys")
     return _entry(str(e.get("id", i)), e.get("displayName"), keys, _text(e.get("text"), f"entries[{i}].text"),
-                  bool(e.get("enabled", True)), e, "text")
+                  bool(e.get("enabled", True)), e, "text", i)
+
+
+def _risu(raw: Any, i: int) -> LoreEntry | None:
+    """A RisuAI lorebook item (None for a folder). Risu has no disabled entries: every one is
+    enabled (one with neither keys nor ``alwaysActive`` never fires there, nor here)."""
+    e = _object(raw, f"data[{i}]")
+    if e.get("mode") == "folder":
+        return None
+    keys = _strings(e.get("key"), f"data[{i}].key")
+    uid = e.get("id")
+    return _entry(str(uid) if isinstance(uid, (str, int)) and uid != "" else str(i), e.get("comment"), keys,
+                  _text(e.get("content"), f"data[{i}].content"), True, e, "content", i)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """An imported entry's budget settings as its source wrote them: ``order`` (its place among
+    the entries a budget keeps, higher first as SillyTavern and RisuAI sort; None if the source
+    has none) and ``ignore_budget`` (the source promises it is inserted whatever the budget)."""
+
+    order: float | None
+    ignore_budget: bool
+
+
+def budget(fmt: str, entry: dict[str, Any]) -> Budget:
+    """The budget settings of a ``fmt`` entry as ``fields.lorebook.entry`` keeps it: SillyTavern's
+    ``order`` and ``ignoreBudget``; a CCv3 book's or card's ``insertion_order`` (else
+    ``priority``) and ``extensions.ignore_budget`` (SillyTavern's name for it there); NovelAI's
+    ``contextConfig.budgetPriority`` (no ignore-budget flag); RisuAI's ``insertorder`` (none)."""
+    def number(value: Any) -> float | None:
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    extensions = entry.get("extensions")
+    extensions = extensions if isinstance(extensions, dict) else {}
+    if fmt == "sillytavern":
+        return Budget(number(entry.get("order")), entry.get("ignoreBudget") is True)
+    if fmt == "novelai":
+        config = entry.get("contextConfig")
+        return Budget(number(config.get("budgetPriority")) if isinstance(config, dict) else None, False)
+    if fmt == "risu":
+        return Budget(number(entry.get("insertorder")), False)
+    order = number(entry.get("insertion_order"))
+    if order is None:
+        order = number(entry.get("priority"))
+    return Budget(order, extensions.get("ignore_budget") is True)
 
 
 def read_entry(fmt: str, raw: Any) -> LoreEntry:
@@ -162,6 +303,11 @@ def read_entry(fmt: str, raw: Any) -> LoreEntry:
         return _sillytavern(_object(raw, "the entry"), "0")
     if fmt == "novelai":
         return _novelai(raw, 0)
+    if fmt == "risu":
+        entry = _risu(raw, 0)
+        if entry is None:
+            raise LorebookError("malformed_lorebook", "a RisuAI folder is not an entry")
+        return entry
     if fmt in FORMATS:
         return _ccv3(raw, 0)
     raise LorebookError("unknown_lorebook_format", f"{fmt!r} is not one of {', '.join(FORMATS)}")

@@ -18,11 +18,12 @@ same entries.
 
 Any other entry (another format's, or canon never imported) is mapped through SillyTavern's
 entry, as SillyTavern converts between its world info, character books and NovelAI lorebooks:
-from the source what has a counterpart (order = ``insertion_order`` = NovelAI's ``budgetPriority``,
-position, the settings a character book keeps under ``extensions``), then the activation the entry has
-in packets (``domain.recall``: keys = name and aliases unless a source or ``fields.recall``
-says otherwise; secondary keys and their logic, constant, case sensitivity, whole words; a
-``never`` rule is a 0% trigger chance, or a disabled entry in NovelAI, which has no chance).
+from the source what has a counterpart (order = ``insertion_order`` = NovelAI's ``budgetPriority`` =
+RisuAI's ``insertorder``, position, the settings a character book keeps under ``extensions``), then
+the activation the entry has in packets (``domain.recall``: keys = name and aliases unless a
+source or ``fields.recall`` says otherwise; secondary keys and their logic, constant, case
+sensitivity, whole words; a ``never`` rule is a 0% trigger chance, or a disabled entry in
+NovelAI, which has no chance).
 NovelAI has no secondary keys, case or whole-word settings: those are not written there.
 """
 
@@ -276,6 +277,10 @@ def _sillytavern_of(source: _Source | None, index: int) -> dict[str, Any]:
         budget_priority = _object(src.get("contextConfig")).get("budgetPriority")
         if _number(budget_priority):
             entry["order"] = budget_priority
+        return entry
+    if source.format == "risu":  # no target is RisuAI's: its order, then the activation packets read
+        if _number(src.get("insertorder")):
+            entry["order"] = src["insertorder"]
         return entry
     extensions = _object(src.get("extensions"))
     entry.update(uid=src.get("id"), keysecondary=src.get("secondary_keys") or [], constant=src.get("constant") is True,

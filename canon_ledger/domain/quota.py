@@ -19,6 +19,12 @@ from canon_ledger.domain.errors import CanonError
 GENERATE, EMBED = "generate", "embed"
 
 
+def purpose_family(purpose: str) -> str:
+    """What a purpose's cap counts it as: the purpose up to its first ``:`` (a call reserved for
+    ``summarize:<story>:<chapter>`` is one of ``summarize``'s, and says which chapter it was for)."""
+    return purpose.split(":", 1)[0]
+
+
 class QuotaRefused(CanonError):
     """No call may be made now; ``code`` says why (``quota_spent``, ``provider_exhausted``)."""
 
@@ -59,20 +65,24 @@ class QuotaDay(Aggregate):
         self.exhausted: str | None = None  # why, once a 429 said so
 
     def used(self, kind: str, purpose: str | None = None) -> int:
-        """Calls of ``kind`` reserved or spent (a reservation counts until settled as failed-free)."""
+        """Calls of ``kind`` reserved or spent (a reservation counts until settled as failed-free), of
+        ``purpose``'s family (``purpose_family``) when one is given."""
+        family = None if purpose is None else purpose_family(purpose)
         return sum(1 for c in self.calls.values()
                    if c["kind"] == kind and c["state"] in ("reserved", "spent")
-                   and (purpose is None or c["purpose"] == purpose))
+                   and (family is None or purpose_family(c["purpose"]) == family))
 
     def reserve(self, call_id: str, kind: str, purpose: str, caps: dict[str, int]) -> None:
-        """``caps``: the day's cap for ``kind`` (key ``kind``) and for this purpose (``kind:purpose``)."""
+        """``caps``: the day's cap for ``kind`` (key ``kind``) and for this purpose's family
+        (``kind:family``, ``purpose_family``)."""
+        capped = f"{kind}:{purpose_family(purpose)}"
         reason = None
         if self.exhausted:
             reason = ("provider_exhausted", f"{self.provider} is exhausted for {self.day}: {self.exhausted}")
         elif self.used(kind) >= caps.get(kind, 0):
             reason = ("quota_spent", f"{self.provider} {kind} calls for {self.day}: {self.used(kind)} of {caps.get(kind, 0)} used")
-        elif f"{kind}:{purpose}" in caps and self.used(kind, purpose) >= caps[f"{kind}:{purpose}"]:
-            reason = ("quota_spent", f"{purpose} may use {caps[f'{kind}:{purpose}']} {kind} calls a day; all are used")
+        elif capped in caps and self.used(kind, purpose) >= caps[capped]:
+            reason = ("quota_spent", f"{purpose_family(purpose)} may use {caps[capped]} {kind} calls a day; all are used")
         if reason is not None:
             self._refuse(call_id=call_id, kind=kind, purpose=purpose, reason=reason[1])
             raise QuotaRefused(reason[0], reason[1])

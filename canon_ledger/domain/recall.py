@@ -35,6 +35,16 @@ word is decided here (``found``), under one of two rules the caller chooses (``s
   substring; here its two ends still need boundaries, as before.
 
 Case is folded by Unicode rules (``str.casefold``: ``Straße`` matches ``STRASSE``) under both.
+
+A rule may be ``gated`` (issue 41): the entry joins a packet only as its rule brings it in
+(its keys mentioned, always-on) or when a scene card tags it, never through a read that lists
+its kind wholesale (the world rules of P3, the active threads, the recent timeline). Every
+imported lorebook entry is gated, as its source meant: a lorebook entry is inserted when it
+is triggered. An author gates any entry with ``fields.recall.gated``. A rule's ``order`` (the
+source's ``order`` / ``insertion_order`` / ``priority`` / ``insertorder``, or
+``fields.recall.order``; DEFAULT_ORDER when none, SillyTavern's default) ranks the entries its
+rule brings in when they share a budget, higher first; ``ignore_budget`` (SillyTavern's
+"ignore budget") keeps an entry outside a story's lore cap.
 """
 
 from __future__ import annotations
@@ -45,6 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from canon_ledger.domain.errors import RuleViolated
+from canon_ledger.domain.lorebook import budget
 
 LOGICS = ("and_any", "not_all", "not_any", "and_all")  # SillyTavern's selectiveLogic 0, 1, 2, 3
 RECALL_TIERS = ("P1", "P2", "P3", "P4")  # where an always-on entry goes (P0 is for hard constraints)
@@ -52,7 +63,10 @@ MAX_KEYS = 200  # keys (and secondary keys) per entry
 MAX_KEY = 400  # characters per key
 _REGEX_KEY = re.compile(r"^/(.+)/([a-z]*)$", re.S)
 _FLAGS = {"i": re.IGNORECASE, "s": re.DOTALL, "m": re.MULTILINE}
-_SETTINGS = {"keys", "secondary_keys", "logic", "case_sensitive", "whole_words", "constant", "never", "tier"}
+_SETTINGS = {"keys", "secondary_keys", "logic", "case_sensitive", "whole_words", "constant", "never", "tier", "gated",
+             "order", "ignore_budget"}
+DEFAULT_ORDER = 100.0  # an entry's order when its source gives none (SillyTavern's default)
+MAX_ORDER = 1e9  # |order| an author may write
 
 
 @dataclass(frozen=True)
@@ -68,16 +82,23 @@ class Rule:
     constant: bool = False
     never: bool = False
     tier: str = "P1"
+    gated: bool = False
+    order: float = DEFAULT_ORDER
+    ignore_budget: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {"keys": list(self.keys), "secondary_keys": list(self.secondary), "logic": self.logic,
                 "case_sensitive": self.case_sensitive, "whole_words": self.whole_words, "constant": self.constant,
-                "never": self.never, "tier": self.tier}
+                "never": self.never, "tier": self.tier, "gated": self.gated, "order": self.order,
+                "ignore_budget": self.ignore_budget}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Rule:
+        """A rule as ``as_dict`` stored it; one stored before issue 41 has no ``gated``, ``order``
+        or ``ignore_budget`` and reads ungated (``canon rebuild`` projects it again, gated)."""
         return cls(tuple(d["keys"]), tuple(d["secondary_keys"]), d["logic"], d["case_sensitive"], d["whole_words"],
-                   d["constant"], d["never"], d["tier"])
+                   d["constant"], d["never"], d["tier"], d.get("gated", False), d.get("order", DEFAULT_ORDER),
+                   d.get("ignore_budget", False))
 
     def selected(self, secondary_found: int) -> bool:
         """Do ``secondary_found`` of the secondary keys satisfy ``logic`` (a primary key matched)?"""
@@ -181,7 +202,8 @@ def rule(name: str, aliases: list[str], fields: dict[str, Any]) -> Rule | None:
     return Rule(tuple(own.get("keys", base.keys)), tuple(own.get("secondary_keys", base.secondary)),
                 own.get("logic", base.logic), own.get("case_sensitive", base.case_sensitive),
                 own.get("whole_words", base.whole_words), own.get("constant", base.constant),
-                own.get("never", base.never), own.get("tier", base.tier))
+                own.get("never", base.never), own.get("tier", base.tier), own.get("gated", base.gated),
+                float(own.get("order", base.order)), own.get("ignore_budget", base.ignore_budget))
 
 
 def default_rule(name: str, aliases: list[str] | tuple[str, ...]) -> Rule:
@@ -236,8 +258,18 @@ def _from_lorebook(lore: dict[str, Any]) -> Rule:
     logic = LOGICS[logic_code] if isinstance(logic_code, int) and 0 <= logic_code < len(LOGICS) else "and_any"
     # SillyTavern: a trigger chance of 0% never inserts the entry
     never = zero_chance(entry if fmt == "sillytavern" else ext)
+    settings = budget(fmt if isinstance(fmt, str) else "", entry)
     return Rule(keys, secondary if selective else (), logic, _flag(case, False), _flag(whole, True),
-                _flag(constant, False), never)
+                _flag(constant, False), never, gated=True,
+                order=_order(settings.order),
+                ignore_budget=settings.ignore_budget)
+
+
+def _order(value: float | None) -> float:
+    """A source's order, within +-MAX_ORDER (NaN, or none: DEFAULT_ORDER)."""
+    if value is None or value != value:
+        return DEFAULT_ORDER
+    return max(-MAX_ORDER, min(MAX_ORDER, float(value)))
 
 
 def check(recall: Any) -> None:
@@ -259,6 +291,9 @@ def check(recall: Any) -> None:
         raise bad(f"logic must be one of {', '.join(LOGICS)}")
     if recall.get("tier", "P1") not in RECALL_TIERS:
         raise bad(f"tier must be one of {', '.join(RECALL_TIERS)}")
-    for name in ("case_sensitive", "whole_words", "constant", "never"):
+    for name in ("case_sensitive", "whole_words", "constant", "never", "gated", "ignore_budget"):
         if not isinstance(recall.get(name, False), bool):
             raise bad(f"{name} must be true or false")
+    order = recall.get("order", DEFAULT_ORDER)
+    if isinstance(order, bool) or not isinstance(order, (int, float)) or not abs(order) <= MAX_ORDER:
+        raise bad(f"order must be a number from {-MAX_ORDER:,.0f} to {MAX_ORDER:,.0f}")

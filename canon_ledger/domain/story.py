@@ -40,6 +40,10 @@ class Story(Aggregate):
             # are in the global namespace (``receipt.CommandReceipt``), so they are read too.
             state["receipts_scoped"] = False
 
+    class LoreCapSet(Aggregate.Event):
+        story_id: str
+        share: int | None  # percent of a packet's budget; None: no cap
+
     @staticmethod
     def create_id(story_id: str, **_: Any) -> UUID:
         return ids.story_id(story_id)
@@ -60,6 +64,7 @@ class Story(Aggregate):
         self.style_guardrails = list(style_guardrails)
         self.output_contract = output_contract
         self.budgets = with_default_budgets(budgets)
+        self.lore_share: int | None = None
 
     @classmethod
     def start(
@@ -78,3 +83,15 @@ class Story(Aggregate):
             budgets=dict(budgets or {}),
             receipts_scoped=True,
         )
+
+    def set_lore_cap(self, share: int | None) -> None:
+        """The share of every packet's budget (percent, 1..100) the entries brought in by their
+        own rule (mentioned, always-on) may take together; None: no cap. The cap it has already
+        decides nothing."""
+        if share == self.lore_share:
+            return
+        self._set_lore_cap(story_id=self.story_id, share=share)
+
+    @event(LoreCapSet)
+    def _set_lore_cap(self, story_id: str, share: int | None) -> None:
+        self.lore_share = share

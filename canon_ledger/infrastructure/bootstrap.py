@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +133,8 @@ class Services:
     fed: bool = False
     # Texts each pending entry brings the retrieval models: counted once per process.
     text_counts: TextCounts = field(default_factory=TextCounts)
+    # A CLI verb's eye on the catch-ups its reads make themselves (``indexing.CatchUpWatch``).
+    watch: Any = None
     _views: StoryViews | None = None
 
     @property
@@ -200,10 +203,20 @@ class Services:
             return (lambda goal: None), (lambda goal: None), self.index_lag
 
         def catch_up(goal: int) -> None:
-            self.knowledge.reach(goal)
-            self.retrieval.reach(goal)
+            with self._watched():
+                self.knowledge.reach(goal)
+                self.retrieval.reach(goal)
 
-        return catch_up, self.catch_up_vectors, None
+        def catch_up_vectors(goal: int) -> None:
+            with self._watched() as progress:
+                self.catch_up_vectors(goal, progress)
+
+        return catch_up, catch_up_vectors, None
+
+    def _watched(self) -> Any:
+        """Around a read's own catch-up: timed by ``watch`` (yielding its embedding progress),
+        or nothing (yielding None)."""
+        return nullcontext() if self.watch is None else self.watch.timed()
 
     def status(self, *, explain_outdated: bool = False) -> dict[str, ModelStatus]:
         """Each read model's position and how far it trails the log (``projections.model_status``).
@@ -259,6 +272,22 @@ class Services:
             raise ValueError(f"unknown provider {provider!r} (offline or gemini)")
         return WikiCompiler(self.ledger, self.knowledge_reader, self.knowledge.catch_up, writer, embedder,
                             self.quota, provider)
+
+    def summarizer(self, provider: str = "offline", **options: Any) -> Any:
+        """``canon summarize``'s use case (``application.summaries.Summarizer``) with the named
+        writer: ``offline`` (extractive, ``domain.summary``: no network, no quota) or ``gemini``
+        (``GeminiProvider(**options)``: $GEMINI_API_KEY unless given, every call reserved in the
+        quota ledger)."""
+        from canon_ledger.application.summaries import Summarizer
+        from canon_ledger.domain.summary import ExtractiveSummariser
+
+        if provider == "offline":
+            return Summarizer(self.ledger, self.views, ExtractiveSummariser(), self.quota)
+        if provider == "gemini":
+            from canon_ledger.infrastructure.providers.gemini import GeminiProvider
+
+            return Summarizer(self.ledger, self.views, GeminiProvider(**options), self.quota, "gemini")
+        raise ValueError(f"unknown provider {provider!r} (offline or gemini)")
 
     def views(self, after: int | None = None) -> StoryViews:
         """Browsing views (stories, canon as of a chapter, entries, chapters, proposals,

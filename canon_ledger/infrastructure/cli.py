@@ -241,13 +241,26 @@ def cmd_packet(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
     services = bootstrap(args.db)
+    services.watch = _catch_up_watch(args)  # L1's own catch-up of a backlog: a bar, then a line on stderr
     try:
         request = Request(args.story, args.role, args.chapter, args.scene, args.budget, args.draft)
         packet = services.packet(request, after=args.after, at=args.at, record=not args.no_record)
     finally:
         services.close()
     print(packet.to_json() if args.format == "json" else render_text(packet))
+    # Not in the packet: its bytes are hashed, the same whichever request caught the indexes up.
+    note = services.watch.note("before this packet's L1 retrieval (not part of the packet)")
+    if note:
+        print(note, file=sys.stderr)
     return OK
+
+
+def _catch_up_watch(args: argparse.Namespace) -> Any:
+    """What a read's own catch-up of the indexes costs (``indexing.CatchUpWatch``): a bar on a terminal."""
+    from canon_ledger.infrastructure.indexing import CatchUpWatch
+    from canon_ledger.infrastructure.progress import quiet
+
+    return CatchUpWatch(shown=not quiet(args.format))
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -411,9 +424,15 @@ def cmd_search(args: argparse.Namespace) -> int:
         if unknown:
             raise Failure(USAGE, f"no documents in collection {', '.join(unknown)} "
                                  f"(known: {', '.join(sorted(known)) or 'none'})", "unknown_collection")
+        services.watch = _catch_up_watch(args)
         result = service.search(args.collection, args.query, args.top, feedback=args.feedback)
     finally:
         services.close()
+    note = services.watch.note("first") if services.watch is not None else None
+    if note:  # a search's stages are not hashed: the catch-up it paid for is one of them
+        from canon_ledger.application.packets.packet import Stage
+
+        result.stages.insert(0, Stage("catch-up", "done", note))
     if args.format == "json":
         _emit(result.as_dict())
         return OK
@@ -672,7 +691,7 @@ def build_parser() -> argparse.ArgumentParser:
                  "missing), then show its packets, an audit, a search and a rebuild.")
     p.set_defaults(run=cmd_demo)
 
-    from canon_ledger.infrastructure import cli_export, cli_import, cli_mcp, cli_worker
+    from canon_ledger.infrastructure import cli_export, cli_import, cli_mcp, cli_summarize, cli_worker
     from canon_ledger.infrastructure.cli_service import add_verbs
 
     add_verbs(verbs, common, bounded)
@@ -680,6 +699,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_mcp.add_verbs(verbs, common)
     cli_import.add_verbs(verbs, common)
     cli_export.add_verbs(verbs, common)
+    cli_summarize.add_verbs(verbs, common)
     return parser
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from canon_ledger.domain.errors import CanonError
-from canon_ledger.infrastructure.cli_errors import OK, REJECTED, USAGE, Failure
+from canon_ledger.infrastructure.cli_errors import OK, REJECTED, UNAVAILABLE, USAGE, Failure
 from canon_ledger.domain.bounds import MAX_CHAPTER
 from canon_ledger.infrastructure.cli_parsing import add_verb, bounded
 from canon_ledger.infrastructure.jsonout import dumps
@@ -59,11 +59,12 @@ def cmd_import_manuscript(args: argparse.Namespace) -> int:
             raise Failure(USAGE, f"{args.file}: {e.message}", e.code) from None
         finally:
             shown.close()
+        indexed = _index(services, args)
     finally:
         services.close()
     return _shown(args.format, report, lambda counts: [
         f"{report.chapters} chapter(s) in {report.volumes} volume(s) into {args.story}: {counts}; "
-        f"{len(report.new_drafts)} chapter text(s) accepted; log at {report.position}"])
+        f"{len(report.new_drafts)} chapter text(s) accepted; log at {report.position}"], indexed)
 
 
 def cmd_import_lorebook(args: argparse.Namespace) -> int:
@@ -79,6 +80,10 @@ def cmd_import_lorebook(args: argparse.Namespace) -> int:
         book = read(data)
     except LorebookError as e:
         raise Failure(USAGE, f"{args.file}: {e}", e.code) from None
+    from canon_ledger.infrastructure import cli_lorebook
+
+    if args.dry_run:
+        return cli_lorebook.dry_run(args, book)
     from canon_ledger.application.lorebook_import import import_lorebook
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
@@ -89,30 +94,47 @@ def cmd_import_lorebook(args: argparse.Namespace) -> int:
             report = import_lorebook(services.ledger, book, args.story, kind=args.kind, confirm=args.confirm,
                                      valid_from=args.valid_from, new_story=new_story,
                                      title=args.title or Path(args.file).stem)
-        except CanonError as e:  # an entry out of bounds: nothing was applied
+        except CanonError as e:  # the story's start out of bounds: nothing was applied (an entry's is in the report)
             raise Failure(USAGE, f"{args.file}: {e.message}", e.code) from None
+        indexed = _index(services, args)
     finally:
         services.close()
-    return _shown(args.format, report, lambda counts: [
+    _shown(args.format, report, lambda counts: [
         f"{report.entries} entr{'y' if report.entries == 1 else 'ies'} from a {book.format} lorebook into "
         f"{args.story} ({'proposed and confirmed' if args.confirm else 'proposed'}): {counts}; log at "
-        f"{report.position}", *(f"  disabled, not imported: {name}" for name in report.disabled)])
+        f"{report.position}", *(f"  disabled, not imported: {name}" for name in report.disabled),
+        *cli_lorebook.refused_lines(report)], indexed)
+    return cli_lorebook.refused(args.format, report)
 
 
-def _shown(fmt: str, report: Any, lines: Callable[[str], list[str]]) -> int:
-    """The report, as JSON or as ``lines(counts)``; then OK, or the ``Failure`` of an import that
-    stopped at a refused batch."""
+def _index(services: Any, args: argparse.Namespace) -> Any:
+    """What the import's commands left behind brought into every read model now (a bar on a
+    terminal), left to a running worker, or (``--no-index``) to the next read: ``indexing.Indexed``."""
+    from canon_ledger.infrastructure.indexing import index_now
+
+    return index_now(services, shown=not quiet(args.format), skip=args.no_index)
+
+
+def _shown(fmt: str, report: Any, lines: Callable[[str], list[str]], indexed: Any) -> int:
+    """The report and what was ``indexed``, as JSON or as ``lines(counts)`` and a line; then OK,
+    or the ``Failure`` of an import that stopped at a refused batch, or whose indexing failed
+    (its commands stand: exit 3, and importing again indexes)."""
     if fmt == "json":
-        print(dumps(report.as_dict()))
+        print(dumps({**report.as_dict(), "indexed": indexed.as_dict()}))
     else:
         for line in lines(", ".join(f"{n} {s}" for s, n in sorted(report.counts.items())) or "nothing"):
             print(line)
-    if report.failed is None:
-        return OK
-    error = report.failed.get("error", {})
-    print(f"refused: {error.get('code')}: {error.get('message')}", file=sys.stderr)
-    raise Failure(REJECTED, "the import stopped at a refused batch (earlier batches are applied; "
-                  "importing again resumes)", error.get("code", "rejected"), reported=fmt == "json")
+        print(indexed.line())
+    if report.failed is not None:
+        error = report.failed.get("error", {})
+        print(f"refused: {error.get('code')}: {error.get('message')}", file=sys.stderr)
+        raise Failure(REJECTED, "the import stopped at a refused batch (earlier batches are applied; "
+                      "importing again resumes)", error.get("code", "rejected"), reported=fmt == "json")
+    if indexed.error is not None:
+        raise Failure(UNAVAILABLE, f"indexing failed after the import, whose commands are applied: {indexed.error} "
+                      "(importing again appends nothing and indexes; so does the next packet or a worker)",
+                      "indexing_failed", reported=fmt == "json")
+    return OK
 
 
 def _print_structure(structure: dict[str, Any]) -> None:
@@ -125,6 +147,13 @@ def _print_structure(structure: dict[str, Any]) -> None:
             c = chapters[n]
             title = f" {c['title']}" if c["title"] else ""
             print(f"  chapter {n:>4} ({c['heading']}){title}: {c['words']:,} words")
+
+
+def _no_index(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-index", action="store_true",
+                   help="do not bring the read models and the search indexes (keyword, vectors) up to date before "
+                        "returning (the default, with a bar on a terminal, unless a running `canon worker` follows "
+                        "them: then it is left to it); the next packet or search catches up first")
 
 
 def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
@@ -144,16 +173,20 @@ def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
     m.add_argument("--chapter-pattern", metavar="REGEX",
                    help="a chapter heading line (whole line, case-insensitive; group 1, if any, is its title)")
     m.add_argument("--volume-pattern", metavar="REGEX", help="a volume heading line (as --chapter-pattern)")
+    _no_index(m)
     m.set_defaults(run=cmd_import_manuscript)
 
     from canon_ledger.domain.canon import KINDS
 
     lb = add_verb(kinds, "lorebook", common, "a lorebook's enabled entries as canon proposals (--confirm: confirmed)",
-                  "Reads SillyTavern world info, a CCv3 lorebook (lorebook_v3), a character card (chara_card_v2/v3, "
-                  "JSON or PNG: its character_book) and a NovelAI .lorebook. Each enabled entry becomes propose_canon "
-                  "(key: a slug of its name; aliases: its keys; text: its content; fields.lorebook: the source's "
-                  "settings, whole: its keys then bring it into packets when mentioned); disabled entries are "
-                  "reported, not imported. Ids derive from the content: importing again appends nothing.")
+                  "Reads SillyTavern world info (its entries an object or a list), a CCv3 lorebook (lorebook_v3), a "
+                  "character card (chara_card_v2/v3, JSON or PNG: its character_book), a NovelAI .lorebook (or the "
+                  "lorebook of a .story or .scenario) and a RisuAI lorebook export. Each enabled entry becomes "
+                  "propose_canon (key: a slug of its name; aliases: its keys; text: its content; fields.lorebook: "
+                  "the source's settings, whole: its keys then bring it into packets when mentioned); disabled "
+                  "entries are reported, not imported; an entry out of bounds (content, keys) is reported by index "
+                  "and name, not imported, and the others are (exit 1). Ids derive from the content: importing "
+                  "again appends nothing.")
     lb.add_argument("file", help="the lorebook (.json, .lorebook or a .png character card)")
     lb.add_argument("--story", required=True, help="the story (started by the import if it is new)")
     lb.add_argument("--title", help="the new story's title (default: the file's name)")
@@ -161,4 +194,7 @@ def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
     lb.add_argument("--confirm", action="store_true", help="confirm every proposal in the same atomic batch")
     lb.add_argument("--valid-from", type=bounded(1, MAX_CHAPTER), default=1, metavar="N",
                     help="the chapter the entries are in force from (default 1)")
+    _no_index(lb)
+    lb.add_argument("--dry-run", action="store_true",
+                    help="print each entry as it would be imported (or why not); write nothing")
     lb.set_defaults(run=cmd_import_lorebook)

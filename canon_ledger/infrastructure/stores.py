@@ -329,16 +329,23 @@ def require_store(url: str | None) -> None:
     create an empty store, and a mistyped path would then take commands into the wrong file.
     ``canon init`` (and the demo) create stores; a PostgreSQL URL is checked when connected."""
     config = store_config(resolve_url(url))
-    if config.is_postgres:
+    path = sqlite_path(config)
+    if path is None:
         return
-    name = config.env["SQLITE_DBNAME"]
-    if name.startswith("file:"):  # an SQLite URI filename (file:PATH?mode=ro&uri=true): its path
-        name = unquote(name[len("file:"):].split("?", 1)[0])
-    path = Path(name)
     if not path.is_file():
         where = "there is no such file" if not path.exists() else "it is not a file"
         raise CanonError("store_not_found", f"no store at {config.display}: {where} (run `canon init --db "
                          f"{config.display}` to create one, or check the path)", "db")
+
+
+def sqlite_path(config: StoreConfig) -> Path | None:
+    """The SQLite store's file (None on PostgreSQL)."""
+    if config.is_postgres:
+        return None
+    name = config.env["SQLITE_DBNAME"]
+    if name.startswith("file:"):  # an SQLite URI filename (file:PATH?mode=ro&uri=true): its path
+        name = unquote(name[len("file:"):].split("?", 1)[0])
+    return Path(name)
 
 
 def open_ledger(url: str | None = None) -> CanonLedger:

@@ -71,7 +71,7 @@ class ProjectionWorker:
         # A name it has no model for is refused (a CanonError), before anything runs.
         self.names = list(dict.fromkeys(n for name in names or ("all",) for n in services.named_models(name)))
         self._own_wakeup = wakeup is None
-        self.wakeup = wakeup or LogWakeup(services.ledger, services.config)
+        self._wakeup = wakeup  # made when ``run`` starts: ``catch_up_to`` waits for nothing (no listener)
         self.progress = progress or Progress()
         self.vector_slice = vector_slice
         self._stop = threading.Event()
@@ -102,6 +102,19 @@ class ProjectionWorker:
     @property
     def stopping(self) -> bool:
         return self._stop.is_set()
+
+    @property
+    def wakeup(self) -> LogWakeup:
+        if self._wakeup is None:
+            self._wakeup = LogWakeup(self.services.ledger, self.services.config)
+        return self._wakeup
+
+    def catch_up_to(self, goal: int) -> None:
+        """Every model this worker serves brought to ``goal`` at least, here and now, step by
+        step as ``run`` does (the vector index a slice at a time, each committed), but once:
+        a fault is raised, never retried (``canon import`` reports it)."""
+        while not self._stop.is_set() and not all(self.services.read_models[n].knows(goal) for n in self.names):
+            self.step()
 
     def _catch_up(self, name: str, models: Any, end: int) -> None:
         busy = self._busy.get(name)
@@ -135,7 +148,24 @@ class ProjectionWorker:
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self, until: Callable[[], bool] | None = None) -> None:
-        """Follow the log until ``stop()`` (or ``until()`` says so after a pass)."""
+        """Follow the log until ``stop()`` (or ``until()`` says so after a pass). Following
+        until stopped, it marks its models followed (``following``): an import leaves their
+        indexing to it."""
+        from canon_ledger.infrastructure.following import Marks
+
+        self.wakeup  # made now, so that a stop() from another thread closes it
+        marks = Marks(self.services.config)
+        if until is None:
+            try:
+                marks.hold(self.services.read_models[n].spec.name for n in self.names)
+            except Exception as e:  # noqa: BLE001 - a store fault: unmarked, an import indexes itself
+                log.warning("projection worker: not marked as following (%s: %s)", type(e).__name__, e)
+        try:
+            self._follow(until)
+        finally:
+            marks.release()
+
+    def _follow(self, until: Callable[[], bool] | None) -> None:
         pause = 0.5
         while not self._stop.is_set():
             try:
@@ -164,8 +194,8 @@ class ProjectionWorker:
 
     def stop(self, timeout: float = 30.0) -> None:
         self._stop.set()
-        if self._own_wakeup:
-            self.wakeup.close()
+        if self._own_wakeup and self._wakeup is not None:
+            self._wakeup.close()
         if self._thread is not None:
             self._thread.join(timeout)
         if self.split is not None:

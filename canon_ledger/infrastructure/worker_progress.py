@@ -65,3 +65,43 @@ class JsonProgress(Progress):
 
     def fault(self, model: str, error: str) -> None:
         print(dumps({"model": model, "status": "fault", "error": error}), flush=True)
+
+
+class IndexProgress(TerminalProgress):
+    """A verb's own catch-up of every read model before it returns (``canon import``,
+    ``indexing.index_now``): on a terminal (``shown``), a bar of log positions per model while it
+    catches up, as the worker shows, and one bar for the texts the vector index embeds, whose
+    total (``texts``, counted before the first slice) spans every slice, so its ETA is the
+    whole embedding's. It counts what was embedded (``embedded``) and prints nothing else."""
+
+    def __init__(self, shown: bool, texts: int = 0) -> None:
+        super().__init__()
+        self.shown = shown
+        self.texts = texts
+        self.embedded = 0  # texts embedded in the slices done
+        self._slice = 0  # texts of the slice in flight
+
+    def behind(self, model: str, position: int, goal: int) -> None:
+        if self.shown:
+            super().behind(model, position, goal)
+
+    def moved(self, model: str, position: int, goal: int) -> None:
+        if model == "vectors":  # a slice is written: its texts are embedded
+            self.embedded += self._slice
+            self._slice = 0
+        if self.shown:
+            super().moved(model, position, goal)
+
+    def embedding(self, model: str, done: int, total: int) -> None:
+        self._slice = total
+        if self.shown:
+            shown = self._bar(f"{model}:embed", "embed", "text")
+            bar_to(shown, self.embedded + done, max(self.texts, self.embedded + total))
+
+    def caught_up(self, model: str, position: int, events: int, seconds: float) -> None:
+        for key in [k for k in self.bars if k == model or k.startswith(f"{model}:")]:
+            self.bars.pop(key).close()
+
+    def close(self) -> None:
+        while self.bars:
+            self.bars.popitem()[1].close()

@@ -128,6 +128,10 @@ class CanonProjection:
                                                       ("contract_tokens", row["contract_text"])))]
 
     @on.register
+    def _(self, e: Story.LoreCapSet, p: int, page: _Page) -> list[Op | Counted]:
+        return [Update(self.t.stories, {"story_id": e.story_id}, {"lore_share": e.share})]
+
+    @on.register
     def _(self, e: Chapter.Planned, p: int, page: _Page) -> list[Op | Counted]:
         row: dict[str, Any] = {"story_id": e.story_id, "chapter": e.number, "volume": e.volume,
                                "goals_text": r.goals(e.number, e.goals), "goals_source": p, "goal_items": list(e.goals)}

@@ -41,6 +41,11 @@ NULL while it is still in force. A step is in force at K iff ``valid_from <= K``
 projection writes it (``valid_to_update``, and on PostgreSQL ``valid_to_update_many``, the same
 rule for many entries bound as arrays); every read only tests the stored column (``IN_FORCE``,
 or its two index ranges ``IN_FORCE_CURRENT`` and ``IN_FORCE_SUPERSEDED_LATER``).
+- v7: lore gated and capped (issue 41). ``rm_stories`` gains ``lore_share`` (the story's
+  ``set_lore_cap``: percent of a packet's budget its lore may take; NULL: no cap), and the
+  ``recall`` rule of ``rm_canon`` says ``gated``, ``order`` and ``ignore_budget`` (every
+  imported lorebook entry is gated: it joins a packet only as its rule or a tag brings it in).
+  A v6 build's rules read ungated; the rebuild projects them again.
 
 Only the current version's shape is defined: a store whose active build is older refuses to
 serve until ``canon rebuild`` (``read_models.Outdated``).
@@ -54,7 +59,7 @@ from typing import Any
 from sqlalchemy import (JSON, Boolean, Column, Index, Integer, MetaData, String, Table, Text, TextClause, and_, false,
                         func, literal_column, text)
 
-VERSION = 6
+VERSION = 7
 # What a packet candidate needs besides its text, in the order the reader selects it.
 IN_FORCE_COVERS = ("key", "step", "retired", "name", "state", "hidden_until", "tokens", "source")
 
@@ -105,6 +110,7 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("contract_text", Text, nullable=False),
         Column("contract_tokens", Integer, nullable=False),
         Column("budgets", JSON, nullable=False),
+        Column("lore_share", Integer),  # percent of a packet's budget lore may take (set_lore_cap); NULL: no cap
         Column("source", Integer, nullable=False),
         # The last position that changed this story's canon: a packet reflects this.
         Column("position", Integer, nullable=False),

@@ -52,7 +52,8 @@ if TYPE_CHECKING:  # the automaton is imported once a story is matched
 ENTRY = "story_id, kind, key, step, valid_from, retired, name, state, hidden_until, tokens, source"
 
 STORY = """
-SELECT story_id, title, guardrails_text, guardrails_tokens, contract_text, contract_tokens, budgets, source, position,
+SELECT story_id, title, guardrails_text, guardrails_tokens, contract_text, contract_tokens, budgets, lore_share, source,
+       position,
        (SELECT count(*) FROM rm_quarantine q WHERE q.projection = :projection AND q.scope = s.story_id) AS poisoned,
        (SELECT min(q.position) FROM rm_quarantine q WHERE q.projection = :projection AND q.scope = s.story_id)
            AS first_poisoned,
@@ -358,7 +359,7 @@ class SqlCanonSnapshot(CanonSnapshot):
         r = rows[0]
         return StoryView(r.story_id, r.title, _fact(r.guardrails_text, r.guardrails_tokens, r.source),
                          _fact(r.contract_text, r.contract_tokens, r.source), dict(driver_sql.json_column(r.budgets)), r.position,
-                         (r.poisoned, r.first_poisoned, r.last_poisoned) if r.poisoned else None)
+                         (r.poisoned, r.first_poisoned, r.last_poisoned) if r.poisoned else None, r.lore_share)
 
     def chapter(self, story_id: str, number: int) -> ChapterView | None:
         [rows] = self._read("chapter", story_id, number)

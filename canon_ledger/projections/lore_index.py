@@ -42,7 +42,7 @@ class _Part:
         folded: dict[str, list[_Key]] = {}
         exact: dict[str, list[_Key]] = {}
         self.regexes: list[tuple[Any, _Key]] = []
-        constant, never = [], set()
+        constant, never, gated = [], set(), set()
         for r in rows:
             d = json_column(r.recall)
             rule = Rule.from_dict(d) if d else default_rule(r.name, json_column(r.aliases) or [])
@@ -50,10 +50,12 @@ class _Part:
             if rule.never:
                 never.add(step)
                 continue
+            if rule.gated:
+                gated.add(step)
             i = len(self.rules)
             self.rules.append((step, rule))
             if rule.constant:
-                constant.append(Always(*step, rule.tier))
+                constant.append(Always(*step, rule.tier, rule.order, rule.ignore_budget))
             for secondary, keys in ((False, rule.keys), (True, rule.secondary)):
                 for text in keys:
                     key = (i, secondary, text, rule.whole_words, spaceless_key(text))
@@ -64,25 +66,25 @@ class _Part:
                         exact.setdefault(text, []).append(key)
                     else:
                         folded.setdefault(text.casefold(), []).append(key)
-        self.constant, self.never = constant, never
+        self.constant, self.never, self.gated = constant, never, gated
         self.folded, self.exact = _automaton(folded), _automaton(exact)
 
     def match(self, texts: list[tuple[str, str]], spaceless: bool) -> list[Mention]:
-        first: dict[int, tuple[str, str]] = {}
+        first: dict[int, tuple[str, str, tuple[int, int]]] = {}
         secondary: dict[int, set[str]] = {}
-        for where, text in texts:
+        for t, (where, text) in enumerate(texts):
             here: dict[int, tuple[int, int, str]] = {}
             for start, length, (n, is_secondary, said, _, _) in self._found(text, spaceless):
                 if is_secondary:
                     secondary.setdefault(n, set()).add(said)
                 elif n not in first and (n not in here or (start, -length) < here[n][:2]):
                     here[n] = (start, -length, said)
-            first.update((i, (where, said)) for i, (_, _, said) in here.items())
+            first.update((i, (where, said, (t, start))) for i, (start, _, said) in here.items())
         out = []
-        for i, (where, said) in first.items():
+        for i, (where, said, at) in first.items():
             step, rule = self.rules[i]
             if rule.selected(len(secondary.get(i, ()))):
-                out.append(Mention(*step, where, said))
+                out.append(Mention(*step, where, said, rule.order, rule.ignore_budget, at))
         return out
 
     def _found(self, text: str, spaceless: bool) -> Iterable[tuple[int, int, _Key]]:
@@ -103,7 +105,8 @@ class _Part:
 
 class LoreIndex:
     """``match(texts)``: the mentioned steps; ``constant``: the always-on steps; ``never``: the
-    steps no packet may hold.
+    steps no packet may hold; ``gated``: the steps only their rule (or a tag) may bring into a
+    packet (``domain.recall.Rule.gated``).
 
     Built from every step of the story up to ``source`` (its highest source position), and
     extended by ``with_newer``: steps are immutable rows, so the steps added since are exactly
@@ -126,6 +129,7 @@ class LoreIndex:
     def _settle(self) -> None:
         self.constant: tuple[Always, ...] = tuple(sorted(a for p in self._parts for a in p.constant))
         self.never: frozenset[Step] = frozenset(s for p in self._parts for s in p.never)
+        self.gated: frozenset[Step] = frozenset(s for p in self._parts for s in p.gated)
 
     def match(self, texts: list[tuple[str, str]], *, spaceless: bool = False) -> list[Mention]:
         """The steps mentioned in ``texts`` (``(where, text)`` pairs, in the order a reason should

@@ -39,6 +39,7 @@ VERBS_WITH_A_STORE = {
     "mcp": ["mcp"],
     "import": ["import", "manuscript", "book.md", "--story", "s"],
     "export": ["export", "lorebook", "--story", "s", "--as-of", "1", "--as", "sillytavern"],
+    "summarize": ["summarize", "--story", "s"],
 }
 
 

@@ -24,7 +24,8 @@ RetryInfo of 7 s), ``invalid_json`` (candidate text that is not JSON),
 ``finishReason: CONTINUATION`` and a ``continuationToken``: the SDK's automatic continuation, on by
 default, sends the request again with the token, and the fake answers the rest without taking a
 behaviour from the queue). A step-back prompt (``Step back from this question ... Question: Q``) is answered
-``{"query": server.generalised(Q)}`` instead of a page. Every request is logged in ``server.requests``.
+``{"query": server.generalised(Q)}`` instead of a page, a summary prompt (``Summarise chapter N ...``, ``Summarise
+volume N ...``) ``{"summary": server.summary("chapter", N)}``. Every request is logged in ``server.requests``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ BEHAVIOURS = ("ok", "503", "429", "429_minute", "invalid_json", "wrong_schema", 
 KINDS = {"generateContent": "generate", "batchEmbedContents": "embed", "embedContent": "embed"}
 _PATH = re.compile(r"^/(?P<version>v1\w*)/models/(?P<model>[^/:]+):(?P<action>\w+)$")
 _STEP_BACK = re.compile(r"^Step back from this question.*\nQuestion: (?P<query>.*)$", re.DOTALL)
+_SUMMARY = re.compile(r"^Summarise (?P<what>chapter|volume) (?P<number>\d+) ")
 _TOPIC = re.compile(r'about the topic "(?P<title>[^"\n]*)"')
 _RELATED = re.compile(r"^- (?P<id>\S+): ", re.MULTILINE)
 
@@ -188,6 +190,10 @@ class FakeGemini:
         """The fake's step-back answer: recognisably derived from the question."""
         return f"the big picture behind: {query.strip()}"
 
+    def summary(self, what: str, number: int) -> str:
+        """The fake's summary of a chapter or volume: it names what it summarises."""
+        return f"The fake Gemini server's summary of {what} {number}."
+
     def answer(self, kind: str | None, behaviour: str, body: Any) -> tuple[int, Any]:
         if behaviour == "503":
             return 503, ERROR_503
@@ -211,6 +217,8 @@ class FakeGemini:
             text = json.dumps({"name": "not a page", "summary": "the schema's fields are missing"})
         elif (step_back := _STEP_BACK.match(prompt)) is not None:
             text = json.dumps({"query": self.generalised(step_back.group("query"))})
+        elif (summary := _SUMMARY.match(prompt)) is not None:
+            text = json.dumps({"summary": self.summary(summary.group("what"), int(summary.group("number")))})
         else:
             text = json.dumps(self.page(prompt))
         if behaviour == "continuation":

@@ -82,7 +82,7 @@ def test_an_old_release_s_store_is_refused_until_rebuilt_then_serves_and_audits(
     rebuilt = canon("--db", url, "rebuild")
     assert rebuilt.returncode == 0, rebuilt.stderr
     reports = {r["projection"]: r for r in map(json.loads, rebuilt.stdout.splitlines())}
-    assert reports["canon"]["old"] == "v5_1" and reports["canon"]["new"].startswith("v6_"), reports
+    assert reports["canon"]["old"] == "v5_1" and reports["canon"]["new"].startswith("v7_"), reports
 
     # (c) It serves the packet a fresh store of today's demo serves, byte for byte.
     served = canon("--db", url, *WRITER)
@@ -117,7 +117,7 @@ def test_status_explains_an_outdated_build_and_how_to_rebuild(old_store: Path) -
     assert status == 0, err
     body = json.loads(out)
     canon_model = body["read_models"]["canon"]
-    assert canon_model["outdated"] == {"build": "v5_1", "schema_version": 5, "reads_schema_version": 6,
+    assert canon_model["outdated"] == {"build": "v5_1", "schema_version": 5, "reads_schema_version": 7,
                                        "remedy": "canon rebuild"}, canon_model
     assert "canon" in body["outdated"]  # (and any other model whose schema moved on since that release)
     assert {n for n, m in body["read_models"].items() if "outdated" in m} == set(body["outdated"])

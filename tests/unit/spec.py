@@ -136,6 +136,10 @@ def volume_summary(volume: int, text: str = "summary") -> dict[str, Any]:
     return {"type": "record_volume_summary", "story_id": S, "volume": volume, "text": text}
 
 
+def lore_cap(share: int | None) -> dict[str, Any]:
+    return {"type": "set_lore_cap", "story_id": S, "share": share}
+
+
 def ingest(document_id: str, text: str, collection: str = "kb", title: str = "Doc", **kw: Any) -> dict[str, Any]:
     return {"type": "ingest_document", "collection_id": collection, "document_id": document_id, "title": title,
             "text": text, **kw}

@@ -21,7 +21,10 @@ def test_sillytavern_settings_are_read_as_the_format_writes_them() -> None:
     entry = {"key": ["Eldoria", "forest"], "keysecondary": ["night"], "selective": True, "selectiveLogic": 3,
              "caseSensitive": True, "matchWholeWords": False, "constant": True}
     r = rule("eldoria", [], {"lorebook": {"format": "sillytavern", "entry": entry}})
-    assert r == Rule(("Eldoria", "forest"), ("night",), "and_all", True, False, True, False, "P1")
+    assert r == Rule(("Eldoria", "forest"), ("night",), "and_all", True, False, True, False, "P1", gated=True)
+    entry |= {"order": 250, "ignoreBudget": True}  # its place in a budget, and SillyTavern's "ignore budget"
+    r = rule("eldoria", [], {"lorebook": {"format": "sillytavern", "entry": entry}})
+    assert r is not None and (r.gated, r.order, r.ignore_budget) == (True, 250.0, True)
 
 
 def test_a_sillytavern_entry_with_a_zero_trigger_chance_is_never_included() -> None:
@@ -35,7 +38,7 @@ def test_ccv3_settings_and_their_sillytavern_extensions() -> None:
     entry = {"keys": ["Seraphina"], "secondary_keys": ["glade", "forest"], "selective": True, "use_regex": True,
              "extensions": {"selectiveLogic": 2, "match_whole_words": False, "case_sensitive": True}}
     r = rule("seraphina", [], {"lorebook": {"format": "lorebook_v3", "entry": entry}})
-    assert r == Rule(("/Seraphina/",), ("glade", "forest"), "not_any", True, False, False, False, "P1")
+    assert r == Rule(("/Seraphina/",), ("glade", "forest"), "not_any", True, False, False, False, "P1", gated=True)
     entry["selective"] = False  # not selective: secondary keys do not count
     assert rule("s", [], {"lorebook": {"format": "chara_card_v2", "entry": entry}}).secondary == ()  # type: ignore[union-attr]
 
@@ -49,15 +52,21 @@ def test_novelai_force_activation_is_always_on() -> None:
 def test_malformed_imported_settings_fall_back_to_defaults() -> None:
     entry = {"key": "a, b ,", "selectiveLogic": 9, "caseSensitive": "yes", "constant": 1}
     r = rule("x", [], {"lorebook": {"format": "sillytavern", "entry": entry}})
-    assert r == Rule(("a", "b"))
+    assert r == Rule(("a", "b"), gated=True)
 
 
 def test_the_author_s_settings_override_an_import_s() -> None:
     lore = {"format": "sillytavern", "entry": {"key": ["forest"], "constant": True}}
     r = rule("eldoria", ["wood"], {"lorebook": lore, "recall": {"constant": False, "tier": "P3"}})
-    assert r == Rule(("forest",), tier="P3")
+    assert r == Rule(("forest",), tier="P3", gated=True)  # imported: gated (issue 41) unless the author says
+    r = rule("eldoria", ["wood"], {"lorebook": lore, "recall": {"gated": False, "order": 7}})
+    assert r is not None and (r.gated, r.order) == (False, 7.0)
     r = rule("eldoria", ["wood"], {"recall": {"secondary_keys": ["night"], "logic": "not_all"}})
     assert r == Rule(("eldoria", "wood"), ("night",), "not_all")
+    assert rule("eldoria", [], {"recall": {"gated": True}}) == Rule(("eldoria",), gated=True)  # any entry may be gated
+    for bad in ({"gated": "yes"}, {"order": "high"}, {"order": 1e12}, {"ignore_budget": 1}):
+        with pytest.raises(RuleViolated):
+            check(bad)
 
 
 @pytest.mark.parametrize(("logic", "found", "selected"), [

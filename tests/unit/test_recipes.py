@@ -41,8 +41,9 @@ RECIPES_V3 = {
              Read("P2", "chapter_summary", "latest chapter summaries", "latest chapter summary"),
              Read("P3", "thread", "active threads", "open thread")),
 }
-# Before compiler 7 a key was found as a whole word only (``Read.spaceless``, new with 7).
-RECIPES_V3 = {role: tuple(replace(r, spaceless=False) for r in recipe) for role, recipe in RECIPES_V3.items()}
+# Before compiler 7 a key was found as a whole word only and no read was gated (``Read.spaceless``
+# and ``Read.gate``, new with 7).
+RECIPES_V3 = {role: tuple(replace(r, spaceless=False, gate=False) for r in recipe) for role, recipe in RECIPES_V3.items()}
 
 
 # Compiler 4's: compiler 3's, an earlier character state hidden until a later chapter dropped
@@ -50,10 +51,41 @@ RECIPES_V3 = {role: tuple(replace(r, spaceless=False) for r in recipe) for role,
 # entries, as compiler 5 pins it below: ``hides=False``), so the tables above say False for it.
 RECIPES_V4 = {role: tuple(replace(r, hides=r.read != "role lists") for r in recipe)
               for role, recipe in RECIPES_V3.items()}
-# Compiler 6's: the current recipes without the end of the previous chapter (compiler 7's P2),
-# and mentioned keys found as whole words only (compiler 7 finds them across scripts).
-RECIPES_V6 = {role: tuple(replace(r, spaceless=False) for r in recipe if r.read != "previous chapter ending")
-              for role, recipe in RECIPES.items()}
+# Compiler 6's, as it issued packets with them. Never edit: freeze a compiler instead.
+_SCENE_V6 = (
+    Read("P0", "scene_card", "scene cards", "scene card"),
+    Read("P0", "chapter_goals", "chapter goals", "chapter goals"),
+    Read("P0", "style_guardrails", "style guardrails", "style guardrails"),
+    Read("P0", "output_contract", "output contract", "output contract"),
+    Read("P1", "canon", "tagged entries", "tagged"),
+    Read("P1", "canon", "mentioned entries", "mentioned"),
+    Read("P1", "canon", "always-on entries", "always on"),
+    Read("P1", "thread", "active threads", "active thread"),
+    Read("P2", "chapter_summary", "recent chapter summaries", "recent chapter summary"),
+    Read("P2", "volume_summary", "current volume summary", "current volume summary"),
+    Read("P2", "timeline_event", "recent timeline", "recent timeline"),
+    Read("P3", "volume_summary", "earlier volume summaries", "earlier volume summary"),
+    Read("P3", "world_rule", "world rules", "world rule", while_room=True, page=64),
+    Read("P3", "history", "earlier character states", "earlier state", while_room=True),
+    Read("P4", "development_chain", "development chains", "development chain", while_room=True),
+    Read("P4", "chunk", RETRIEVAL, RETRIEVAL, while_room=True),
+)
+RECIPES_V6 = {
+    "planner": (Read("P0", "scene_card", "scene cards, if planned", "scene card"), *_SCENE_V6[1:]),
+    "writer": _SCENE_V6,
+    "qa": (*_SCENE_V6[:4], Read("P0", "draft_under_review", "draft under review",
+                                "the draft under review: unconfirmed text, not canon"), *_SCENE_V6[4:]),
+    "summarizer": (Read("P0", "chapter_text", "chapter text", "accepted chapter text"),
+                   Read("P1", "role_lists", "role lists", "names the summary must use"),
+                   Read("P1", "canon", "always-on entries", "always on")),
+    "chat": (Read("P0", "story", "story", "project"),
+             Read("P0", "style_guardrails", "style guardrails", "style guardrails"),
+             Read("P1", "canon", "always-on entries", "always on"),
+             Read("P1", "volume_summary", "volume summaries", "project overview"),
+             Read("P2", "chapter_summary", "latest chapter summaries", "latest chapter summary"),
+             Read("P3", "thread", "active threads", "open thread")),
+}
+RECIPES_V6 = {role: tuple(replace(r, spaceless=False, gate=False) for r in recipe) for role, recipe in RECIPES_V6.items()}
 # Compiler 5's: compiler 6's with the role lists naming hidden entries too (compiler 6 leaves them out).
 RECIPES_V5 = {role: tuple(replace(r, hides=False) if r.read == "role lists" else r for r in recipe)
               for role, recipe in RECIPES_V6.items()}

@@ -15,7 +15,7 @@ import pytest
 from canon_ledger.domain.commands import json_schema
 from tests.unit.spec import (
     accept, chapter_summary, confirm, edit, given, ingest, plan, propose, reject, reject_draft, retire, scene, start,
-    submit, volume_summary,
+    lore_cap, submit, volume_summary,
 )
 
 GUIDE = "# Lamps\nLamps keep memory.\n\n## Oil\nWhale oil only.\n"
@@ -37,6 +37,7 @@ SAME: dict[str, tuple[tuple[dict[str, Any], ...], dict[str, Any]]] = {
     "reject_draft": ((start(), plan(1), submit(1, "d")), reject_draft("d", "off voice")),
     "record_chapter_summary": ((start(), plan(1)), chapter_summary(1, "it rained")),
     "record_volume_summary": ((start(),), volume_summary(1, "the first volume")),
+    "set_lore_cap": ((start(),), lore_cap(25)),
     "ingest_document": ((), ingest("guide.md", GUIDE)),
     "edit_chunk": ((ingest("guide.md", GUIDE),), edit(OIL, "Colza oil only.")),
 }

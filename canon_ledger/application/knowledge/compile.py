@@ -154,29 +154,39 @@ class WikiCompiler:
     def _call(self, kind: str, call: Callable[[], Any], metered: bool) -> Any:
         if not metered:
             return call()
-        for attempt in range(RETRIES_5XX + 1):
-            try:
-                call_id = self.quota.reserve(self.provider, kind, "compile")
-            except QuotaRefused as e:
-                raise StopBatch("quota", e.message) from None
-            try:
-                result = call()
-            except ProviderExhausted as e:
-                self.quota.settle(self.provider, call_id, "error")
-                self.quota.exhaust(self.provider, str(e))
-                raise StopBatch("quota", str(e)) from None
-            except ProviderThrottled as e:
-                self.quota.settle(self.provider, call_id, "error")
-                raise StopBatch("quota", str(e)) from None
-            except ProviderError as e:
-                self.quota.settle(self.provider, call_id, "error" if e.sent else "not_sent")
-                if getattr(e, "retryable", False) and attempt < RETRIES_5XX:
-                    self.sleep(min(8.0, 0.5 * 2**attempt))
-                    continue
-                raise
-            self.quota.settle(self.provider, call_id, "ok")
-            return result
-        raise AssertionError("unreachable")
+        return metered_call(self.quota, self.provider, kind, "compile", call, self.sleep)
+
+
+def metered_call(quota: Quota, provider: str, kind: str, purpose: str, call: Callable[[], Any],
+                 sleep: Callable[[float], None] = time.sleep) -> Any:
+    """``call()`` as one or more reserved calls of ``provider`` in the quota ledger: reserved for
+    ``purpose`` before it is sent, settled after (``not_sent`` when it never reached the provider).
+    A 5xx is retried (each retry its own reservation) up to ``RETRIES_5XX`` times; a refused
+    reservation or a 429 raises ``StopBatch("quota")`` (a daily one marks the provider exhausted
+    for the day); any other ``ProviderError`` is raised as it is."""
+    for attempt in range(RETRIES_5XX + 1):
+        try:
+            call_id = quota.reserve(provider, kind, purpose)
+        except QuotaRefused as e:
+            raise StopBatch("quota", e.message) from None
+        try:
+            result = call()
+        except ProviderExhausted as e:
+            quota.settle(provider, call_id, "error")
+            quota.exhaust(provider, str(e))
+            raise StopBatch("quota", str(e)) from None
+        except ProviderThrottled as e:
+            quota.settle(provider, call_id, "error")
+            raise StopBatch("quota", str(e)) from None
+        except ProviderError as e:
+            quota.settle(provider, call_id, "error" if e.sent else "not_sent")
+            if getattr(e, "retryable", False) and attempt < RETRIES_5XX:
+                sleep(min(8.0, 0.5 * 2**attempt))
+                continue
+            raise
+        quota.settle(provider, call_id, "ok")
+        return result
+    raise AssertionError("unreachable")
 
 
 def _neighbours(topics: list[TopicView], topic_id: str) -> list[TopicView]:

@@ -24,13 +24,15 @@ class QuotaPolicy:
     generate_per_day: int = 20  # the Gemini free tier
     compile_per_day: int = 15  # of those, the nightly compile may use this many; the rest is chat headroom
     step_back_per_day: int = 5  # and search's step-back this many: one broad query spends one, once (cached)
+    summarize_per_day: int = 15  # and `canon summarize` this many: one per chapter (or volume) summarised
     embed_per_day: int = 1000
     # Gemini's per-day quotas reset at midnight Pacific time: the ledger's days follow them.
     reset_zone: str = "America/Los_Angeles"
 
     def caps(self) -> dict[str, int]:
         return {GENERATE: self.generate_per_day, f"{GENERATE}:compile": self.compile_per_day,
-                f"{GENERATE}:step-back": self.step_back_per_day, EMBED: self.embed_per_day}
+                f"{GENERATE}:step-back": self.step_back_per_day, f"{GENERATE}:summarize": self.summarize_per_day,
+                EMBED: self.embed_per_day}
 
 
 def today_in(zone: str) -> date:
@@ -95,7 +97,9 @@ class Quota:
                          "left": max(0, caps[GENERATE] - aggregate.used(GENERATE)) if not aggregate.exhausted else 0,
                          "compile_spent": aggregate.used(GENERATE, "compile"), "compile_cap": caps[f"{GENERATE}:compile"],
                          "step_back_spent": aggregate.used(GENERATE, "step-back"),
-                         "step_back_cap": caps[f"{GENERATE}:step-back"]},
+                         "step_back_cap": caps[f"{GENERATE}:step-back"],
+                         "summarize_spent": aggregate.used(GENERATE, "summarize"),
+                         "summarize_cap": caps[f"{GENERATE}:summarize"]},
             "embed": {"spent": aggregate.used(EMBED), "cap": caps[EMBED],
                       "left": max(0, caps[EMBED] - aggregate.used(EMBED)) if not aggregate.exhausted else 0},
             "refused": aggregate.refused,

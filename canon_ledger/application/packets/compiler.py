@@ -144,7 +144,8 @@ def compile_with(recipes: dict[str, Recipe], version: int, snap: CanonSnapshot, 
     first, later, l1 = staged(recipe)
     candidates = reading.whole(first)
     refuse_over_budget(candidates, budget, req.role)
-    packing = Packing(budget, tokens, snap.texts)
+    cap = budget * story.lore_share // 100 if fills and story.lore_share is not None else None
+    packing = Packing(budget, tokens, snap.texts, lore_cap=cap)
     packing.add(candidates)
     unread = _read_while_room(packing, candidates, reading, later)
     spent = render.no_room(packing.remaining, MIN_TRIM_TOKENS)
@@ -260,10 +261,13 @@ class Packing:
     (each call's candidates come after the previous call's, tier for tier). Called after
     ``refuse_over_budget``, P0 always fits: only later tiers are ever trimmed."""
 
-    def __init__(self, budget: int, tokens: TokenCounter, load: Load) -> None:
+    def __init__(self, budget: int, tokens: TokenCounter, load: Load, lore_cap: int | None = None) -> None:
         self.remaining = budget
         self.tokens = tokens
         self.load = load
+        # Compiler 7: the tokens lore may take together (``Candidate.lore``; None: no cap).
+        self.lore_cap = lore_cap
+        self.lore_left = lore_cap
         self.items: list[Item] = []
         self._packed: dict[tuple[str, str], str] = {}
         self._unread: list[tuple[int, Any]] = []  # (item index, ref): included texts, fetched once at the end
@@ -276,30 +280,37 @@ class Packing:
             fact = c.fact
             size = fact.tokens
             identity = (c.kind, c.key)
+            capped = c.lore and self.lore_left is not None and self.lore_left < remaining
+            room = cast(int, self.lore_left) if capped else remaining
             if c.blocked:
                 items.append(_dropped(c, f"{c.blocked} ({c.reason})"))
             elif identity in packed:
                 items.append(_dropped(c, f"duplicate of the {packed[identity]} item ({c.reason})"))
-            elif size <= remaining:
+            elif size <= room:
                 if fact.text is None:
                     self._unread.append((len(items), fact.ref))
                 items.append(Item(c.tier, c.kind, c.key, fact.text or "", size, "included", c.reason, fact.sources))
                 remaining -= size
                 packed[identity] = c.tier
-            elif remaining >= MIN_TRIM_TOKENS:
+            elif room >= MIN_TRIM_TOKENS:
                 if fact.text is not None:
                     full = fact.text
                 else:  # a fact left without its text has its ref (ports.Fact)
                     ref = cast("tuple[Any, ...]", fact.ref)
                     full = self.load([ref])[ref]
-                text = render.trimmed(full, remaining, tokens)
+                text = render.trimmed(full, room, tokens)
                 used = tokens.count(text)
+                fit = f"to fit the lore cap of {self.lore_cap}" if capped else "to fit"
                 items.append(Item(c.tier, c.kind, c.key, text, used, "trimmed",
-                                  f"trimmed from {size} to {used} tokens to fit ({c.reason})", fact.sources))
+                                  f"trimmed from {size} to {used} tokens {fit} ({c.reason})", fact.sources))
                 remaining -= used
                 packed[identity] = c.tier
             else:
-                items.append(_dropped(c, f"no space: needs {size} tokens, {remaining} left ({c.reason})"))
+                left = f"lore cap {self.lore_cap}, {room} of it left" if capped else f"{remaining} left"
+                items.append(_dropped(c, f"no space: needs {size} tokens, {left} ({c.reason})"))
+                continue
+            if c.lore and self.lore_left is not None:
+                self.lore_left -= items[-1].tokens
         self.remaining = remaining
 
     def finish(self) -> list[Item]:

@@ -39,6 +39,7 @@ class StoryView:
     position: int
     # (count, first position, last position) of the story's events the read model quarantined
     quarantined: tuple[int, int, int] | None = None
+    lore_share: int | None = None  # percent of a packet's budget its lore may take (set_lore_cap); None: no cap
 
 
 @dataclass(frozen=True)
@@ -74,23 +75,30 @@ class EntryView:
 
 @dataclass(frozen=True, order=True)
 class Mention:
-    """A step whose keys ``match`` found: where first, and as which key (``domain.recall``)."""
+    """A step whose keys ``match`` found: where first, and as which key (``domain.recall``);
+    its rule's ``order`` and ``ignore_budget``, and ``at``: (text, offset) of that first find."""
 
     kind: str
     key: str
     step: int
     where: str
     said: str
+    order: float = 100.0
+    ignore_budget: bool = False
+    at: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True, order=True)
 class Always:
-    """A step its rule includes in every packet of its story, at ``tier``."""
+    """A step its rule includes in every packet of its story, at ``tier``; its rule's ``order``
+    and ``ignore_budget``."""
 
     kind: str
     key: str
     step: int
     tier: str
+    order: float = 100.0
+    ignore_budget: bool = False
 
 
 class Lore(Protocol):
@@ -98,6 +106,7 @@ class Lore(Protocol):
 
     constant: tuple[Always, ...]
     never: frozenset[tuple[str, str, int]]  # (kind, key, step) no packet may hold
+    gated: frozenset[tuple[str, str, int]]  # (kind, key, step) only its rule or a tag brings in
 
     def match(self, texts: list[tuple[str, str]], *, spaceless: bool = False) -> list[Mention]:
         """The steps mentioned in ``texts`` (``(where, text)``), whatever chapter they are in force

@@ -35,6 +35,12 @@ HISTORY_STEPS = 3  # earlier states per tagged character: the latest shifts, not
 ENDING_TOKENS = 800
 RETRIEVAL = "L1 retrieval"  # the read the compiler makes through its Retriever, last in a recipe
 ALWAYS = "always-on entries"  # a recipe with this read also keeps out every entry whose rule says never
+# Compiler 7's reads of lore, the entries brought in by their own rule (also keeping out every
+# entry whose rule says never): the mentioned and always-on entries together, in their rules'
+# order, under the story's lore cap; and the always-on ones alone (chat, summarizer).
+LORE = "lore entries"
+LORE_ALWAYS = "always-on lore"
+RULED = (ALWAYS, LORE, LORE_ALWAYS)
 REVIEW = "draft under review"  # a recipe with this read may be asked for a packet holding one submitted draft
 
 
@@ -47,7 +53,10 @@ class Read:
     ``page``: entries of ``kind`` read this many at a time, in key order. ``hides``: an entry
     hidden until a later chapter is listed without its text (the role lists leave it out).
     ``spaceless``: a key is found as SillyTavern finds it across scripts (``domain.recall``: a
-    key with no ASCII letter or digit as a substring); False, whole words only (compilers 5, 6)."""
+    key with no ASCII letter or digit as a substring); False, whole words only (compilers 5, 6).
+    ``gate``: an entry its rule gates (an imported lorebook entry: ``Lore.gated``) is left out
+    of this read; False for the reads that bring entries in by their rule or a tag, and for
+    every read of compilers 1-6."""
 
     tier: Tier
     kind: str
@@ -57,6 +66,7 @@ class Read:
     page: int = 0
     hides: bool = True
     spaceless: bool = True
+    gate: bool = True
 
 
 Recipe = tuple[Read, ...]
@@ -65,9 +75,8 @@ _SCENE: Recipe = (
     Read("P0", "chapter_goals", "chapter goals", "chapter goals"),
     Read("P0", "style_guardrails", "style guardrails", "style guardrails"),
     Read("P0", "output_contract", "output contract", "output contract"),
-    Read("P1", "canon", "tagged entries", "tagged"),
-    Read("P1", "canon", "mentioned entries", "mentioned"),
-    Read("P1", "canon", ALWAYS, "always on"),
+    Read("P1", "canon", "tagged entries", "tagged", gate=False),
+    Read("P1", "canon", LORE, "mentioned", gate=False),  # "mentioned ...", or "always on"
     Read("P1", "thread", "active threads", "active thread"),
     Read("P2", "chapter_ending", "previous chapter ending", "the end of the previous chapter's accepted text"),
     Read("P2", "chapter_summary", "recent chapter summaries", "recent chapter summary"),
@@ -87,10 +96,10 @@ RECIPES: dict[str, Recipe] = {
            *_SCENE[4:]),
     "summarizer": (Read("P0", "chapter_text", "chapter text", "accepted chapter text"),
                    Read("P1", "role_lists", "role lists", "names the summary must use"),
-                   Read("P1", "canon", ALWAYS, "always on")),
+                   Read("P1", "canon", LORE_ALWAYS, "always on", gate=False)),
     "chat": (Read("P0", "story", "story", "project"),
              Read("P0", "style_guardrails", "style guardrails", "style guardrails"),
-             Read("P1", "canon", ALWAYS, "always on"),
+             Read("P1", "canon", LORE_ALWAYS, "always on", gate=False),
              Read("P1", "volume_summary", "volume summaries", "project overview"),
              Read("P2", "chapter_summary", "latest chapter summaries", "latest chapter summary"),
              Read("P3", "thread", "active threads", "open thread")),
@@ -107,6 +116,7 @@ class Candidate:
     reason: str
     blocked: str | None = None  # a reason it may not be packed at all (hidden, not yet canon)
     step: int | None = None  # an entry's step (a rule may keep it out of every packet)
+    lore: bool = False  # brought in by its rule and counted against the story's lore cap (compiler 7)
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -156,7 +166,7 @@ class Reading:
         self.detail = f"{req.role} reads no scene keys"
         self.characters: list[EntryView] = []
         self.tagged: set[tuple[str, str]] = set()  # the entries a tag brought in (a mention never repeats one)
-        self.rules = any(read.read == ALWAYS for read in recipe)  # do entries' recall rules apply?
+        self.rules = any(read.read in RULED for read in recipe)  # do entries' recall rules apply?
         self._got: dict[str, Any] = {}
 
     def get(self, name: str) -> Any:
@@ -171,16 +181,19 @@ class Reading:
         while more and read.page:
             rows: list[EntryView] = _page(self.req, read, after).of(self.snap)
             after, more = rows[-1].key if rows else after, len(rows) == read.page
-            yield self._allowed([_entry(read.tier, e, read.reason, self.k) for e in rows if not e.retired]), more
+            yield self._allowed([_entry(read.tier, e, read.reason, self.k) for e in rows if not e.retired],
+                                read.gate), more
         if not read.page:
-            yield self._allowed(SOURCES[read.read][1](self, read)), False
+            yield self._allowed(SOURCES[read.read][1](self, read), read.gate), False
 
-    def _allowed(self, candidates: list[Candidate]) -> list[Candidate]:
-        """``candidates`` less the entries whose rule says never (``domain.recall``)."""
+    def _allowed(self, candidates: list[Candidate], gate: bool) -> list[Candidate]:
+        """``candidates`` less the entries whose rule says never (``domain.recall``) and, when
+        ``gate``, those only their rule or a tag may bring in (``Lore.gated``)."""
         if not self.rules or not any(c.step is not None for c in candidates):
             return candidates
-        never = self.get("lore").never
-        return [c for c in candidates if c.step is None or (c.kind, c.key, c.step) not in never] if never else candidates
+        lore = self.get("lore")
+        out = lore.never | lore.gated if gate else lore.never
+        return [c for c in candidates if c.step is None or (c.kind, c.key, c.step) not in out] if out else candidates
 
     def whole(self, reads: Recipe | list[Read]) -> list[Candidate]:
         return [c for read in reads for page, _ in self.pages(read) for c in page]
@@ -287,6 +300,36 @@ def _always(r: Reading, read: Read) -> list[Candidate]:
     return [_entry(a.tier, e, read.reason, r.k) for e, a in _in_force(r, steps)]
 
 
+def _lore(r: Reading, read: Read) -> list[Candidate]:
+    """The entries in force that their rule brings in: those whose keys the goals, the scene
+    summaries or the draft under review mention (``LORE`` only; none a tag brought) and the
+    always-on ones (at their rule's tier), in their rules' order (higher first), an always-on
+    one before a mentioned one of the same order, mentions as they come in the texts. Each
+    counts against the story's lore cap unless its rule ignores the budget. One hidden at the
+    chapter is not listed (as compilers 5 and 6: its key, in a packet, could be the reveal)."""
+    lore = r.get("lore")
+    found: dict[tuple[str, str, int], tuple[tuple[Any, ...], Any, str, bool]] = {}  # step -> rank, tier, reason, capped
+    if read.read == LORE:
+        texts = query_texts(r) + ([("the draft under review", r.draft.text)] if r.draft is not None else [])
+        for m in lore.match(texts, spaceless=read.spaceless):
+            if (m.kind, m.key) not in r.tagged:
+                found[(m.kind, m.key, m.step)] = ((-m.order, 1, m.at), "P1", f'mentioned in {m.where} as "{m.said}"',
+                                                  not m.ignore_budget)
+    for a in lore.constant:
+        found[(a.kind, a.key, a.step)] = ((-a.order, 0, (0, 0)), a.tier, "always on", not a.ignore_budget)
+    keys = tuple(sorted({key for _, key, _ in found}))
+    entries = r.snap.entries_by_key(r.req.story_id, r.k, keys) if keys else []
+    picked = []
+    for e in entries:
+        step = (e.kind, e.key, e.step)
+        if step in found and not e.retired and _hidden(e, r.k) is None:
+            rank, tier, reason, capped = found[step]
+            candidate = _entry(tier, e, reason + ("" if capped else " (outside the lore cap, as its source asks)"), r.k)
+            candidate.lore = capped
+            picked.append((rank, e.kind, e.key, candidate))
+    return [c for *_, c in sorted(picked, key=lambda p: p[:3])]
+
+
 def _timeline(r: Reading, read: Read) -> list[Candidate]:
     timeline = [e for e in r.get("timeline") if not e.retired]
     return [_entry(read.tier, e, read.reason, r.k) for e in sorted(timeline, key=lambda e: (-e.valid_from, e.key))]
@@ -381,6 +424,8 @@ SOURCES: dict[str, tuple[tuple[str, ...], Source]] = {
     REVIEW: ((), _draft),
     "mentioned entries": (("chapter", "scenes", "lore"), _mentioned),
     ALWAYS: (("lore",), _always),
+    LORE: (("chapter", "scenes", "lore"), _lore),
+    LORE_ALWAYS: (("lore",), _lore),
 }
 
 

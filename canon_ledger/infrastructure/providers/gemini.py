@@ -1,4 +1,5 @@
-"""Gemini through the real google-genai SDK: structured page generation, step-back queries, embeddings.
+"""Gemini through the real google-genai SDK: structured page generation, step-back queries, chapter and
+volume summaries, embeddings.
 
 The SDK does not retry by default, and its retry options ignore the server's retry delay;
 we retry nothing here. A 5xx is raised as retryable and the compiler retries it (each
@@ -44,6 +45,24 @@ class PageSchema(BaseModel):
 
 class StepBackSchema(BaseModel):
     query: str = Field(description="The more general question, in one line")
+
+
+class SummarySchema(BaseModel):
+    summary: str = Field(description="The summary, in prose, in the language of the text")
+
+
+# ``canon summarize`` (application/summaries.py): one call per chapter, one per volume.
+SUMMARY_WORDS = 150
+CHAPTER_PROMPT = (
+    "Summarise chapter {number} of \"{title}\" for a writer who will continue the story: in at most {words} words,\n"
+    "what happens, who takes part, where, and how things stand at its end. Use only what the text says; keep\n"
+    "names as written; write in the language of the text.\n\nChapter text:\n{text}"
+)
+VOLUME_PROMPT = (
+    "Summarise volume {number} of \"{title}\" from its chapters' summaries, for a writer who will continue the\n"
+    "story: in at most {words} words, its main events, who takes part, and how things stand at its end. Use only\n"
+    "what the summaries say; keep names as written; write in their language.\n\nChapter summaries:\n{summaries}"
+)
 
 
 STEP_BACK_PROMPT = (
@@ -165,6 +184,22 @@ class GeminiProvider(PageWriter, Embedder, QueryGeneraliser):
         if page is None:
             raise ProviderError("gemini returned no valid page JSON (parsed is None); no page written")
         return PageDraft(page.title, page.tldr, page.body, [t.casefold() for t in page.tags][:6], list(page.wikilinks))
+
+    def summarise_chapter(self, title: str, number: int, text: str) -> str:
+        """One generate call: chapter ``number``'s summary from its accepted text."""
+        return self._summary(CHAPTER_PROMPT.format(number=number, title=title, words=SUMMARY_WORDS, text=text))
+
+    def summarise_volume(self, title: str, number: int, summaries: list[tuple[int, str]]) -> str:
+        """One generate call: volume ``number``'s summary from its chapters' summaries."""
+        shown = "\n\n".join(f"Chapter {chapter}: {summary}" for chapter, summary in summaries)
+        return self._summary(VOLUME_PROMPT.format(number=number, title=title, words=2 * SUMMARY_WORDS,
+                                                  summaries=shown))
+
+    def _summary(self, prompt: str) -> str:
+        answer = self._generate(prompt, SummarySchema)
+        if answer is None or not answer.summary.strip():
+            raise ProviderError("gemini returned no valid summary JSON (parsed is None or empty); nothing written")
+        return answer.summary.strip()
 
     # -- embeddings ----------------------------------------------------------------------------
     def embed(self, texts: list[str]) -> list[list[float]]:
