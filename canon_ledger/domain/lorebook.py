@@ -83,12 +83,24 @@ def read(data: bytes) -> Lorebook:
     return _from_json(doc)
 
 
+# Fields of a RisuAI lorebook item no other format's entry has: RisuAI keeps a character's or
+# module's lorebook as a bare list of them (``exportLoreBook`` wraps it in {"type": "risu", ...}).
+_RISU_ONLY = ("secondkey", "alwaysActive", "insertorder")
+# Where a format this reader does not know keeps an entry's text instead of ``content``.
+_OTHER_TEXT = ("entry", "text", "value")
+
+
 def _from_json(doc: Any) -> Lorebook:
+    if isinstance(doc, list) and doc and all(isinstance(v, dict) for v in doc) and all(
+            "key" in v and "content" in v for v in doc) and any(k in v for v in doc for k in _RISU_ONLY):
+        found = (_risu(e, i) for i, e in enumerate(doc))  # a RisuAI lorebook as Risu saves it: a bare list
+        return Lorebook("risu", "", [e for e in found if e is not None])
     if not isinstance(doc, dict):
+        entries = isinstance(doc, list) and doc and all(isinstance(v, dict) for v in doc)
         hint = ("; a list of entries needs its book around it, as in {\"entries\": [...]}"
-                if isinstance(doc, list) and doc and all(isinstance(v, dict) for v in doc) else "")
+                if entries and _content_elsewhere(doc) is None else "")
         raise LorebookError("unknown_lorebook_format", f"the file holds {_holds(doc)}, not a lorebook (a JSON object)"
-                            + hint)
+                            + hint + _elsewhere_hint(doc if entries else []))
     spec = doc.get("spec")
     if spec in ("chara_card_v2", "chara_card_v3"):
         data = _object(doc.get("data"), "data")
@@ -118,6 +130,8 @@ def _from_json(doc: Any) -> Lorebook:
                          for i, (uid, e) in enumerate(items.items())])
     if isinstance(doc.get("entries"), list):
         items = doc["entries"]
+        if _content_elsewhere(items) is not None:  # its texts would be read as empty: refused, not lost
+            raise LorebookError("unknown_lorebook_format", f"the file holds {_holds(doc)}" + _elsewhere_hint(items))
         if _sillytavern_names(items):
             return Lorebook("sillytavern", str(doc.get("name") or ""),
                             [_sillytavern(_object(e, f"entries[{i}]"), str(i), i) for i, e in enumerate(items)])
@@ -125,6 +139,21 @@ def _from_json(doc: Any) -> Lorebook:
     raise LorebookError("unknown_lorebook_format", f"the file holds {_holds(doc)}: no lorebook this reader knows "
                         "(SillyTavern world info, a CCv3 lorebook or character card, a NovelAI lorebook, story or "
                         "scenario, a RisuAI lorebook export)")
+
+
+def _content_elsewhere(entries: list[Any]) -> str | None:
+    """The field the entries keep their text in when none has ``content`` (AI Dungeon's world
+    info writes ``entry``), or None."""
+    objects = [e for e in entries if isinstance(e, dict)]
+    if not objects or any("content" in e for e in objects):
+        return None
+    return next((f for f in _OTHER_TEXT if any(isinstance(e.get(f), str) and e[f].strip() for e in objects)), None)
+
+
+def _elsewhere_hint(entries: list[Any]) -> str:
+    field = _content_elsewhere(entries)
+    return ("" if field is None else f"; its entries keep their text in `{field}`, not `content` (AI Dungeon world "
+            "info, or another format this reader does not know): not read, so that no entry is imported empty")
 
 
 def _novelai_container(doc: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | None:

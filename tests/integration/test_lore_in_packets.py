@@ -140,3 +140,15 @@ def test_a_lore_cap_out_of_bounds_is_refused_and_changes_nothing(s: Any) -> None
                                                "share": 10})])
     assert unknown.status == "rejected" and unknown.as_dict()["error"]["code"] == "unknown_story"
     assert s.ledger.position() == before
+
+
+def test_at_equal_order_the_scene_s_own_lore_comes_before_the_always_on(s: Any) -> None:
+    """The 947-entry world info of issue 41: large always-on entries of the default order must
+    not push out, under a cap, the entries the scene names."""
+    _import(s, [*(_st(n, [f"law{n}"], f"Law {n}. {FILLER}", constant=True) for n in range(4)),
+                _st(9, ["dragon"], f"Dragons. {FILLER}")])
+    _plan(s, 1, ["The dragon wakes"])
+    _apply(s, {"type": "set_lore_cap", "command_id": "cap", "story_id": STORY, "share": 15})
+    lore = [i for i in _packet(s, 1, budget=4000).items if i.kind == "world_rule"]
+    assert [i.key for i in lore] == ["dragon", "law0", "law1", "law2", "law3"]
+    assert lore[0].status in ("included", "trimmed") and all(i.status == "dropped" for i in lore[2:])

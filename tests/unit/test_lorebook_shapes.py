@@ -150,3 +150,23 @@ def test_a_risu_entry_exports_through_sillytavern_s_entry_with_its_order() -> No
     assert problems("sillytavern", doc) == []
     [written] = doc["entries"].values()
     assert written["order"] == 300 and written["key"] == ["先灵之镜", "镜子"] and written["comment"] == "先灵之镜"
+
+
+def test_a_risu_lorebook_as_risu_saves_it_a_bare_list_is_read() -> None:
+    """RisuAI keeps a lorebook as a bare list of its items (tammy3211/RisuAI_bot_test, MIT):
+    read as Risu, its folders skipped, not as SillyTavern with the folders as entries."""
+    items = [risu_entry("엘리아, 엘리", "엘리아는 검을 든다.", comment="Elia", secondkey="검", selective=True),
+             risu_folder("f1", "Places")]
+    book = read(json.dumps(items).encode())
+    assert book.format == "risu" and [(e.name, e.keys) for e in book.entries] == [("Elia", ["엘리아", "엘리"])]
+
+
+def test_entries_whose_text_is_not_in_content_are_refused_not_imported_empty() -> None:
+    """AI Dungeon's world info keeps an entry's text in `entry`: wrapped as the first hint said,
+    it imported every entry with an empty text. Now both shapes are refused, naming the field."""
+    aid = [{"keys": "jarl, skyrim", "entry": "The jarl rules Whiterun."}]
+    for doc in (aid, {"entries": aid}):
+        with pytest.raises(LorebookError) as refused:
+            read(json.dumps(doc).encode())
+        assert refused.value.code == "unknown_lorebook_format" and "`entry`, not `content`" in str(refused.value)
+        assert "needs its book around it" not in str(refused.value)

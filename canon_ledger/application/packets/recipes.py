@@ -303,8 +303,9 @@ def _always(r: Reading, read: Read) -> list[Candidate]:
 def _lore(r: Reading, read: Read) -> list[Candidate]:
     """The entries in force that their rule brings in: those whose keys the goals, the scene
     summaries or the draft under review mention (``LORE`` only; none a tag brought) and the
-    always-on ones (at their rule's tier), in their rules' order (higher first), an always-on
-    one before a mentioned one of the same order, mentions as they come in the texts. Each
+    always-on ones (at their rule's tier), in their rules' order (higher first), a mentioned
+    one before an always-on one of the same order (the scene's own lore first: always-on
+    entries must not starve it under a lore cap), mentions as they come in the texts. Each
     counts against the story's lore cap unless its rule ignores the budget. One hidden at the
     chapter is not listed (as compilers 5 and 6: its key, in a packet, could be the reveal)."""
     lore = r.get("lore")
@@ -313,10 +314,10 @@ def _lore(r: Reading, read: Read) -> list[Candidate]:
         texts = query_texts(r) + ([("the draft under review", r.draft.text)] if r.draft is not None else [])
         for m in lore.match(texts, spaceless=read.spaceless):
             if (m.kind, m.key) not in r.tagged:
-                found[(m.kind, m.key, m.step)] = ((-m.order, 1, m.at), "P1", f'mentioned in {m.where} as "{m.said}"',
+                found[(m.kind, m.key, m.step)] = ((-m.order, 0, m.at), "P1", f'mentioned in {m.where} as "{m.said}"',
                                                   not m.ignore_budget)
     for a in lore.constant:
-        found[(a.kind, a.key, a.step)] = ((-a.order, 0, (0, 0)), a.tier, "always on", not a.ignore_budget)
+        found.setdefault((a.kind, a.key, a.step), ((-a.order, 1, (0, 0)), a.tier, "always on", not a.ignore_budget))
     keys = tuple(sorted({key for _, key, _ in found}))
     entries = r.snap.entries_by_key(r.req.story_id, r.k, keys) if keys else []
     picked = []
