@@ -44,6 +44,6 @@ def test_a_writer_packet_on_a_real_book_uses_its_budget(rs) -> None:
     assert 8 < len(passages) <= L1_MAX_HITS and all(i.status != "dropped" for i in passages)
     assert all(document_chapter(_document(i.key)) < 11 for i in passages)
     truncate = stage_of(packet, "truncate").detail
-    assert " left" in truncate and ("L1 stops at" in truncate or "no more passages" in truncate
-                                    or "an item needs" in truncate), truncate
+    assert truncate.endswith("; 0 left") or any(why in truncate for why in (
+        "left: L1 stops at", "left: L1 found no more passages", "left: under the 32 tokens an item needs")), truncate
     assert rs.auditor.audit(packet.packet_id).ok
