@@ -13,7 +13,6 @@ batch is applied: a manuscript that cannot be imported whole writes nothing.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,9 +28,6 @@ from canon_ledger.domain.manuscript import Manuscript
 BATCH_CHAPTERS = 20  # chapters per atomic batch (3 commands each)
 
 
-def _digest(*parts: object) -> str:
-    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8", "surrogatepass")).hexdigest()[:24]
-
 
 Accepted = dict[int, tuple[str, str]]  # chapter -> (the accepted draft's id, its text): the chapter's canon text
 
@@ -40,7 +36,7 @@ def draft_id(story_id: str, chapter: int, text: str, replacing: str | None = Non
     """The imported draft of ``chapter`` with exactly ``text``, replacing the accepted draft
     ``replacing`` (None: the chapter has no text yet)."""
     parts = (story_id, chapter, text) if replacing is None else (story_id, chapter, text, replacing)
-    return f"import-{chapter}-{_digest(*parts)}"
+    return f"import-{chapter}-{ids.content_digest(*parts)}"
 
 
 def accepted(ledger: CanonLedger, story_id: str, chapters: list[int]) -> Accepted:
@@ -65,14 +61,16 @@ def commands(manuscript: Manuscript, story_id: str, *, title: str | None, new_st
     batches: list[list[dict[str, Any]]] = []
     head: list[dict[str, Any]] = []
     if new_story:
-        head.append({"type": "start_story", "command_id": f"import:start:{_digest(story_id)}", "story_id": story_id,
+        head.append({"type": "start_story", "command_id": f"import:start:{ids.content_digest(story_id)}",
+                     "story_id": story_id,
                      "title": title or story_id, "style_guardrails": [], "output_contract": ""})
     chapters = manuscript.chapters
     for i in range(0, len(chapters), BATCH_CHAPTERS):
         batch = list(head) if i == 0 else []
         for ch in chapters[i:i + BATCH_CHAPTERS]:
             batch.append({"type": "plan_chapter", "story_id": story_id, "chapter": ch.number, "volume": ch.volume,
-                          "goals": [], "command_id": f"import:plan:{ch.number}:{_digest(story_id, ch.number, ch.volume)}"})
+                          "goals": [],
+                          "command_id": f"import:plan:{ch.number}:{ids.content_digest(story_id, ch.number, ch.volume)}"})
             if not ch.text.strip():
                 continue  # a heading with no text: planned, nothing to accept
             now = current.get(ch.number)

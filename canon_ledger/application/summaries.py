@@ -35,7 +35,6 @@ Contract and invariants:
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.domain import ids
 from canon_ledger.domain.bounds import MAX_CHAPTER
 from canon_ledger.domain.chapter import Chapter
+from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound
 from canon_ledger.domain.quota import GENERATE
 from canon_ledger.domain.summary import length
@@ -77,18 +77,16 @@ class StoryListing(Protocol):
     def story(self, story_id: str) -> dict[str, Any] | None: ...
 
 
-def _digest(*parts: object) -> str:
-    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8", "surrogatepass")).hexdigest()[:24]
-
 
 def chapter_command_id(story_id: str, chapter: int, text: str, method: str, summary: str) -> str:
     """The id of the command recording ``summary`` of ``chapter`` whose accepted text is ``text``."""
-    return f"summarize:chapter:{chapter}:{_digest(story_id, chapter, text, method, summary)}"
+    return f"summarize:chapter:{chapter}:{ids.content_digest(story_id, chapter, text, method, summary)}"
 
 
 def volume_command_id(story_id: str, volume: int, sources: list[tuple[int, str]], method: str, summary: str) -> str:
     """The id of the command recording ``summary`` of ``volume`` made from ``sources`` (its chapters' summaries)."""
-    return f"summarize:volume:{volume}:{_digest(story_id, volume, method, summary, *(f'{n}:{s}' for n, s in sources))}"
+    parts = (story_id, volume, method, summary, *(f"{n}:{s}" for n, s in sources))
+    return f"summarize:volume:{volume}:{ids.content_digest(*parts)}"
 
 
 @dataclass
@@ -208,7 +206,7 @@ class Summarizer:
         try:
             summary = self._write(f"summarize:{story_id}:{number}",
                                   lambda: self.writer.summarise_chapter(title, number, text))
-            command = _parse({"type": "record_chapter_summary", "story_id": story_id, "chapter": number,
+            command = parse_command({"type": "record_chapter_summary", "story_id": story_id, "chapter": number,
                               "text": summary,
                               "command_id": chapter_command_id(story_id, number, text, self.writer.name, summary)})
         except (ProviderError, CanonError) as e:
@@ -248,7 +246,7 @@ class Summarizer:
             try:
                 summary = self._write(f"summarize:{story_id}:volume-{number}",
                                       lambda: self.writer.summarise_volume(title, number, texts))
-                command = _parse({"type": "record_volume_summary", "story_id": story_id, "volume": number,
+                command = parse_command({"type": "record_volume_summary", "story_id": story_id, "volume": number,
                                   "text": summary, "command_id": volume_command_id(story_id, number, texts,
                                                                                    self.writer.name, summary)})
             except (ProviderError, CanonError) as e:
@@ -319,12 +317,6 @@ def _bounds(first: int | None, last: int | None) -> tuple[int, int]:
 
 def _shown(chapters: list[int]) -> str:
     return ", ".join(str(n) for n in chapters[:5]) + (f" ... ({len(chapters)} in all)" if len(chapters) > 5 else "")
-
-
-def _parse(raw: dict[str, Any]) -> Any:
-    from canon_ledger.domain.commands import parse_command
-
-    return parse_command(raw)
 
 
 def _said(error: Exception) -> str:

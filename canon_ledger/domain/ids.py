@@ -7,10 +7,18 @@ the same thing collide on the store's unique (id, version=1) instead of both win
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
 from uuid import UUID, uuid5
 
 NAMESPACE = UUID("6f1c2c5e-3b7a-4c56-9a39-0c7e8f0b7a11")
+
+
+def content_digest(*parts: object) -> str:
+    """24 hex digits of the sha256 of ``parts``: the content part of the command ids an importer
+    derives (a manuscript's chapters, ``canon summarize``'s summaries), so that the same content
+    gives the same id and applying it again is a duplicate. Never change it: stores hold its ids."""
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 @lru_cache(maxsize=65536)

@@ -163,9 +163,13 @@ def found(key: str, text: str, start: int, end: int, *, whole_words: bool = True
     rule does not ask for whole words (or, with ``spaceless``, for a ``spaceless_key``), else
     only with no ``word_character`` just before or just after it. ``text`` is the text the key
     was found in (casefolded when the key is)."""
-    if not whole_words or (spaceless and spaceless_key(key)):
-        return True
-    return bounded(text, start, end, spaceless=spaceless)
+    return anywhere(whole_words, spaceless, spaceless_key(key)) or bounded(text, start, end, spaceless=spaceless)
+
+
+def anywhere(whole_words: bool, spaceless: bool, key_is_spaceless: bool) -> bool:
+    """Does a key count wherever it is found, with no word boundary asked of it: its rule does
+    not ask for whole words, or, under the ``spaceless`` rule, it is a ``spaceless_key``."""
+    return not whole_words or (spaceless and key_is_spaceless)
 
 
 def bounded(text: str, start: int, end: int, *, spaceless: bool = False) -> bool:

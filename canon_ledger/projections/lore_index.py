@@ -24,7 +24,7 @@ from typing import Any
 import ahocorasick
 
 from canon_ledger.application.packets.ports import Always, Mention
-from canon_ledger.domain.recall import Rule, bounded, default_rule, regex_key, spaceless_key
+from canon_ledger.domain.recall import Rule, anywhere, bounded, default_rule, regex_key, spaceless_key
 from canon_ledger.projections.driver_sql import json_column
 
 Step = tuple[str, str, int]  # (kind, key, step)
@@ -96,7 +96,7 @@ class _Part:
             for end, (length, keys) in automaton.iter(haystack):
                 start = end - length + 1
                 whole = bounded(haystack, start, end + 1, spaceless=spaceless)
-                yield from ((start, length, k) for k in keys if whole or not k[3] or (spaceless and k[4]))
+                yield from ((start, length, k) for k in keys if whole or anywhere(k[3], spaceless, k[4]))
         for pattern, key in self.regexes:
             m = pattern.search(text)
             if m is not None:

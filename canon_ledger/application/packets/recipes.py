@@ -318,16 +318,11 @@ def _lore(r: Reading, read: Read) -> list[Candidate]:
                                                   not m.ignore_budget)
     for a in lore.constant:
         found.setdefault((a.kind, a.key, a.step), ((-a.order, 1, (0, 0)), a.tier, "always on", not a.ignore_budget))
-    keys = tuple(sorted({key for _, key, _ in found}))
-    entries = r.snap.entries_by_key(r.req.story_id, r.k, keys) if keys else []
     picked = []
-    for e in entries:
-        step = (e.kind, e.key, e.step)
-        if step in found and not e.retired and _hidden(e, r.k) is None:
-            rank, tier, reason, capped = found[step]
-            candidate = _entry(tier, e, reason + ("" if capped else " (outside the lore cap, as its source asks)"), r.k)
-            candidate.lore = capped
-            picked.append((rank, e.kind, e.key, candidate))
+    for e, (rank, tier, reason, capped) in _in_force(r, found):
+        candidate = _entry(tier, e, reason + ("" if capped else " (outside the lore cap, as its source asks)"), r.k)
+        candidate.lore = capped
+        picked.append((rank, e.kind, e.key, candidate))
     return [c for *_, c in sorted(picked, key=lambda p: p[:3])]
 
 
