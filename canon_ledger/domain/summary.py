@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 METHOD = "extractive-v1"  # changes with any change to what this module writes for a text
@@ -111,17 +111,29 @@ def sentences(text: str) -> list[str]:
     out: list[str] = []
     for paragraph in paragraphs(text):
         start = 0
-        for end in _END.finditer(paragraph):
-            if end.group()[0] in ".!?…" and not _ends_sentence(paragraph, end):
-                continue
-            piece = paragraph[start:end.end()].strip()
+        for end in _sentence_ends(paragraph):
+            piece = paragraph[start:end].strip()
             if piece:
                 out.append(piece)
-            start = end.end()
+            start = end
         rest = paragraph[start:].strip()
         if rest:
             out.append(rest)
     return out
+
+
+def sentence_starts(text: str) -> list[int]:
+    """Where a sentence (step 2) or a paragraph (step 1: after a blank line) of ``text`` starts, as
+    offsets into ``text`` as it is (its line breaks kept), in order. A single line break is no
+    start: a wrapped line goes on (Project Gutenberg's books wrap at 70 characters)."""
+    return sorted({m.end() for m in _PARAGRAPHS.finditer(text)} | set(_sentence_ends(text)))
+
+
+def _sentence_ends(text: str) -> Iterator[int]:
+    """Where each sentence of ``text`` ends (step 2), after its closing marks and the space after them."""
+    for end in _END.finditer(text):
+        if end.group()[0] not in ".!?…" or _ends_sentence(text, end):
+            yield end.end()
 
 
 def _ends_sentence(paragraph: str, end: re.Match[str]) -> bool:

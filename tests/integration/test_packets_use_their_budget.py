@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from canon_ledger.application.manuscript_import import import_manuscript
 from canon_ledger.application.packets.compiler import COMPILER, L1_MAX_HITS
-from canon_ledger.application.packets.recipes import ENDING_TOKENS, Request
+from canon_ledger.application.packets.recipes import Request
+from canon_ledger.application.packets.render import ENDING_TOKENS
 from canon_ledger.domain.chunking import document_chapter
 from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.manuscript import split

@@ -30,9 +30,6 @@ RECENT_SUMMARIES = 3
 RECENT_TIMELINE = 5
 WORLD_RULE_PAGE = 64  # world rules read per statement, while the budget has room
 HISTORY_STEPS = 3  # earlier states per tagged character: the latest shifts, not the whole life
-# The end of chapter K-1's accepted text a chapter-K packet carries (heading included): the
-# prose a writer continues, ~600 English words, cut to start at a sentence (``render.ending``).
-ENDING_TOKENS = 800
 RETRIEVAL = "L1 retrieval"  # the read the compiler makes through its Retriever, last in a recipe
 ALWAYS = "always-on entries"  # a recipe with this read also keeps out every entry whose rule says never
 # Compiler 7's reads of lore, the entries brought in by their own rule (also keeping out every
@@ -138,7 +135,7 @@ class Request:
 Fetch = Callable[[Request], Call]
 FETCH: dict[str, Fetch] = {
     "chapter": lambda r: Call("chapter", (r.story_id, r.chapter)),
-    "previous chapter": lambda r: Call("chapter", (r.story_id, r.chapter - 1)),
+    "previous chapter ending": lambda r: Call("chapter_ending", (r.story_id, r.chapter - 1)),
     "scenes": lambda r: Call("scenes", (r.story_id, r.chapter)),
     "threads": lambda r: Call("active_entries", (r.story_id, r.chapter, "thread")),
     "recent summaries": lambda r: Call("chapter_summaries", (r.story_id, max(1, r.chapter - RECENT_SUMMARIES),
@@ -350,13 +347,9 @@ def _chains(r: Reading, read: Read) -> list[Candidate]:
 
 
 def _ending(r: Reading, read: Read) -> list[Candidate]:
-    """The last ENDING_TOKENS of chapter K-1's accepted text, from a sentence's start; nothing
-    when K-1 has no accepted text (not planned yet, or not written)."""
-    previous: ChapterView | None = r.get("previous chapter") if r.k > 1 else None
-    if previous is None or previous.text is None or not previous.text.text:
-        return []
-    text = render.ending(r.k - 1, previous.text.text, ENDING_TOKENS, r.tokens)
-    return _one(read, str(r.k - 1), Fact(text, r.tokens.count(text), previous.text.sources))
+    """The end of chapter K-1's accepted text (``render.ENDING_TOKENS`` from a sentence's start,
+    rendered when it was accepted); nothing when K-1 has none (not planned, or not written)."""
+    return _one(read, str(r.k - 1), r.get("previous chapter ending") if r.k > 1 else None)
 
 
 def _chapter_text(r: Reading, read: Read) -> list[Candidate]:
@@ -403,7 +396,7 @@ SOURCES: dict[str, tuple[tuple[str, ...], Source]] = {
     "output contract": ((), lambda r, read: _one(read, r.story.story_id, r.story.contract)),
     "tagged entries": (("chapter", "scenes"), _tagged),
     "active threads": (("threads",), lambda r, read: [_entry(read.tier, e, read.reason, r.k) for e in r.get("threads")]),
-    "previous chapter ending": (("previous chapter",), _ending),
+    "previous chapter ending": (("previous chapter ending",), _ending),
     "recent chapter summaries": (("recent summaries",), lambda r, read: _numbered(read, reversed(r.get("recent summaries")))),
     "latest chapter summaries": (("latest summaries",), lambda r, read: _numbered(read, reversed(r.get("latest summaries")))),
     "volume summaries": (("volumes",), lambda r, read: _numbered(read, reversed(r.get("volumes")))),
