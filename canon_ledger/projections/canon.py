@@ -155,10 +155,9 @@ class CanonProjection:
 
     @on.register
     def _(self, e: Chapter.TextAccepted, p: int, page: _Page) -> list[Op | Counted]:
-        values: dict[str, Any] = {"text": r.chapter_text(e.chapter, e.text), "text_source": p,
-                                  "ending_text": r.ending(e.chapter, e.text, r.ENDING_TOKENS, self.tokens)}
+        values: dict[str, Any] = {"text": r.chapter_text(e.chapter, e.text), "text_source": p}
         return [Counted(Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values),
-                        (("text_tokens", values["text"]), ("ending_tokens", values["ending_text"])))]
+                        (("text_tokens", values["text"]),))]
 
     @on.register
     def _(self, e: Chapter.SummaryRecorded, p: int, page: _Page) -> list[Op | Counted]:

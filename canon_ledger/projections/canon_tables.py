@@ -41,10 +41,7 @@ NULL while it is still in force. A step is in force at K iff ``valid_from <= K``
 projection writes it (``valid_to_update``, and on PostgreSQL ``valid_to_update_many``, the same
 rule for many entries bound as arrays); every read only tests the stored column (``IN_FORCE``,
 or its two index ranges ``IN_FORCE_CURRENT`` and ``IN_FORCE_SUPERSEDED_LATER``).
-- v7: lore gated and capped (issue 41), and the end of each accepted chapter (issue 40).
-  ``rm_chapters`` gains ``ending_text`` and ``ending_tokens`` (``render.ending``, rendered once
-  when the text is accepted: a packet reads those, not the whole text it was cut from, and
-  counts nothing). ``rm_stories`` gains ``lore_share`` (the story's
+- v7: lore gated and capped (issue 41). ``rm_stories`` gains ``lore_share`` (the story's
   ``set_lore_cap``: percent of a packet's budget its lore may take; NULL: no cap), and the
   ``recall`` rule of ``rm_canon`` says ``gated``, ``order`` and ``ignore_budget`` (every
   imported lorebook entry is gated: it joins a packet only as its rule or a tag brings it in).
@@ -133,8 +130,6 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("text", Text),
         Column("text_tokens", Integer),
         Column("text_source", Integer),
-        Column("ending_text", Text),  # the text's end, as a packet of the next chapter carries it (render.ending)
-        Column("ending_tokens", Integer),
     )
     volumes = Table(
         name("volumes"), md,

@@ -80,11 +80,6 @@ SELECT scene_id, tag_type, key
  WHERE story_id = :story AND chapter = :chapter
  ORDER BY scene_id, tag_type, ordinal"""
 
-CHAPTER_ENDING = """
-SELECT ending_text, ending_tokens, text_source
-  FROM {chapters}
- WHERE story_id = :story AND chapter = :chapter AND ending_text IS NOT NULL"""
-
 CHAPTER_SUMMARIES = """
 SELECT chapter, summary_text, summary_tokens, summary_source
   FROM {chapters}
@@ -198,7 +193,7 @@ ENTRY_READS = {"entries_of_keys": (OF_KEYS, False, False, False),
                "recent_entries_of_kind": (OF_KIND, False, False, True),
                "page_of_kind": (OF_KIND, False, True, False)}
 
-NAMED = {"story": STORY, "chapter": CHAPTER, "chapter_ending": CHAPTER_ENDING, "scene_cards": SCENE_CARDS, "scene_tags": SCENE_TAGS,
+NAMED = {"story": STORY, "chapter": CHAPTER, "scene_cards": SCENE_CARDS, "scene_tags": SCENE_TAGS,
          "chapter_summaries": CHAPTER_SUMMARIES, "volume_summaries": VOLUME_SUMMARIES, "canon_texts": CANON_TEXTS,
          "node_texts": NODE_TEXTS, "chain_nodes": CHAIN_NODES, "superseded": SUPERSEDED,
          "lore_version": LORE_VERSION, "lore": LORE, "lore_since": LORE_SINCE}
@@ -239,7 +234,6 @@ Statements = list[tuple[str, dict[str, Any]]]
 STATEMENTS: dict[str, Callable[..., Statements]] = {
     "story": lambda story_id: [("story", {"story": story_id})],
     "chapter": lambda story_id, number: [("chapter", {"story": story_id, "chapter": number})],
-    "chapter_ending": lambda story_id, number: [("chapter_ending", {"story": story_id, "chapter": number})],
     "scenes": lambda story_id, chapter: [("scene_cards", {"story": story_id, "chapter": chapter}),
                                          ("scene_tags", {"story": story_id, "chapter": chapter})],
     "entries_by_key": lambda story_id, chapter, keys: [
@@ -376,10 +370,6 @@ class SqlCanonSnapshot(CanonSnapshot):
         text = _fact(r.text, r.text_tokens, r.text_source) if r.text else None
         return ChapterView(r.chapter, r.volume, _fact(r.goals_text, r.goals_tokens, r.goals_source), summary, text,
                            tuple(driver_sql.json_column(r.goal_items) or ()))
-
-    def chapter_ending(self, story_id: str, number: int) -> Fact | None:
-        [rows] = self._read("chapter_ending", story_id, number)
-        return _fact(rows[0].ending_text, rows[0].ending_tokens, rows[0].text_source) if rows else None
 
     def scenes(self, story_id: str, chapter: int) -> list[SceneView]:
         cards, tag_rows = self._read("scenes", story_id, chapter)

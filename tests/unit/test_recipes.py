@@ -129,7 +129,7 @@ def _first(role: str) -> list[tuple[str, tuple[object, ...]]]:
 
 def test_first_reads_are_derived_from_the_recipe() -> None:
     writer = _first("writer")
-    assert [name for name, _ in writer] == ["story", "chapter", "scenes", "lore", "active_entries", "chapter_ending",
+    assert [name for name, _ in writer] == ["story", "chapter", "scenes", "lore", "active_entries", "chapter",
                                             "chapter_summaries", "volume_summaries", "entries_since", "entries_page"]
     assert writer[5][1] == ("s", 8)  # the previous chapter, for its ending
     assert writer[-1][1] == ("s", 9, "world_rule", "", recipes.WORLD_RULE_PAGE)

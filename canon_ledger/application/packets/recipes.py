@@ -135,7 +135,7 @@ class Request:
 Fetch = Callable[[Request], Call]
 FETCH: dict[str, Fetch] = {
     "chapter": lambda r: Call("chapter", (r.story_id, r.chapter)),
-    "previous chapter ending": lambda r: Call("chapter_ending", (r.story_id, r.chapter - 1)),
+    "previous chapter": lambda r: Call("chapter", (r.story_id, r.chapter - 1)),
     "scenes": lambda r: Call("scenes", (r.story_id, r.chapter)),
     "threads": lambda r: Call("active_entries", (r.story_id, r.chapter, "thread")),
     "recent summaries": lambda r: Call("chapter_summaries", (r.story_id, max(1, r.chapter - RECENT_SUMMARIES),
@@ -347,9 +347,14 @@ def _chains(r: Reading, read: Read) -> list[Candidate]:
 
 
 def _ending(r: Reading, read: Read) -> list[Candidate]:
-    """The end of chapter K-1's accepted text (``render.ENDING_TOKENS`` from a sentence's start,
-    rendered when it was accepted); nothing when K-1 has none (not planned, or not written)."""
-    return _one(read, str(r.k - 1), r.get("previous chapter ending") if r.k > 1 else None)
+    """The last ``render.ENDING_TOKENS`` of chapter K-1's accepted text, from a sentence's start;
+    nothing when K-1 has no accepted text (not planned yet, or not written)."""
+    previous: ChapterView | None = r.get("previous chapter") if r.k > 1 else None
+    if previous is None or previous.text is None or not previous.text.text:
+        return []
+    accepted = previous.text.text.removeprefix(render.chapter_text(r.k - 1, ""))
+    text = render.ending(r.k - 1, accepted, render.ENDING_TOKENS, r.tokens)
+    return _one(read, str(r.k - 1), Fact(text, r.tokens.count(text), previous.text.sources))
 
 
 def _chapter_text(r: Reading, read: Read) -> list[Candidate]:
@@ -396,7 +401,7 @@ SOURCES: dict[str, tuple[tuple[str, ...], Source]] = {
     "output contract": ((), lambda r, read: _one(read, r.story.story_id, r.story.contract)),
     "tagged entries": (("chapter", "scenes"), _tagged),
     "active threads": (("threads",), lambda r, read: [_entry(read.tier, e, read.reason, r.k) for e in r.get("threads")]),
-    "previous chapter ending": (("previous chapter ending",), _ending),
+    "previous chapter ending": (("previous chapter",), _ending),
     "recent chapter summaries": (("recent summaries",), lambda r, read: _numbered(read, reversed(r.get("recent summaries")))),
     "latest chapter summaries": (("latest summaries",), lambda r, read: _numbered(read, reversed(r.get("latest summaries")))),
     "volume summaries": (("volumes",), lambda r, read: _numbered(read, reversed(r.get("volumes")))),

@@ -1,6 +1,6 @@
 """Every string a packet carries, in two groups with two version numbers.
 
-Fact texts (``guardrails`` .. ``ending``) are rendered once, when their event is
+Fact texts (``guardrails`` .. ``chapter_text``) are rendered once, when their event is
 projected: the canon projection stores them with their token counts and a packet carries them
 as stored. Changing one changes packet bytes: bump the canon projection's schema VERSION and
 rebuild, so issued packets stay auditable against the version that made them.
@@ -94,48 +94,6 @@ def chapter_text(chapter: int, text: str) -> str:
     return f"Chapter {chapter} text:\n{text}"
 
 
-# The end of an accepted chapter a packet of the next chapter carries (``ending``, heading
-# included): the prose a writer continues, ~600 English words, from a sentence's start.
-ENDING_TOKENS = 800
-_WINDOW_CHARS = 6  # characters per token a tail is first cut to before it is counted (grown if short)
-
-
-def ending(chapter: int, text: str, room: int, tokens: TokenCounter) -> str:
-    """The end of ``chapter``'s accepted ``text``, headed "Chapter N ending:", at most ``room``
-    tokens in all: the whole text if it fits, else the longest tail that starts a sentence or a
-    paragraph (``domain.summary.sentence_starts``), marked with a leading ellipsis; a last
-    sentence longer than the room is cut at a space (or, in text without spaces, at a
-    character). Deterministic: the same text and room give the same bytes."""
-    text = text.strip()
-    head = f"Chapter {chapter} ending:\n"
-    whole = head + text
-    # A tail is cut unless the text could fit: prose runs ~4 characters a token, and no text
-    # anyone writes runs 32 (a whole one that would fit is cut the same way every time).
-    if len(whole) <= room * 32 and tokens.count(whole) <= room:
-        return whole
-    lead = head + ELLIPSIS.strip() + " "
-    keep = room - tokens.count(lead)
-    if keep <= 0:
-        return ""
-    width = keep * _WINDOW_CHARS
-    while width < len(text) and tokens.count(text[-width:]) <= keep:
-        width *= 2
-    window = text[-width:]
-
-    def fits(start: int) -> bool:
-        return tokens.count(lead + window[start:].strip()) <= room
-
-    for starts in (sentence_starts(window),
-                   [i + 1 for i, ch in enumerate(window) if ch.isspace()] or list(range(len(window)))):
-        # token counts of ever shorter tails do not grow: the first start that fits, by bisection
-        found = bisect_left(range(len(starts)), True, key=lambda i: fits(starts[i]))
-        while found < len(starts) and not fits(starts[found]):  # counts are not strictly monotone
-            found += 1
-        if found < len(starts) and window[starts[found]:].strip():
-            return lead + window[starts[found]:].strip()
-    return ""
-
-
 # -- compiler strings, made while a packet is built ------------------------------------------
 
 ELLIPSIS = " …"
@@ -174,6 +132,51 @@ def trimmed(text: str, room: int, tokens: TokenCounter) -> str:
         if tokens.count(cut) <= room:
             return cut
         keep -= 1
+    return ""
+
+
+# The end of chapter K-1's accepted text a chapter-K packet carries (``ending``, heading
+# included): the prose a writer continues, ~600 English words, from a sentence's start. Cut
+# while the packet is built: the canon projection cannot, as a warm rebuild counts no token
+# (``token_memo``) and the cut counts several; it costs a few ms a packet on a 40,000-character
+# chapter (docs/benchmarks.md, issue 40).
+ENDING_TOKENS = 800
+_WINDOW_CHARS = 6  # characters per token a tail is first cut to before it is counted (grown if short)
+
+
+def ending(chapter: int, text: str, room: int, tokens: TokenCounter) -> str:
+    """The end of ``chapter``'s accepted ``text``, headed "Chapter N ending:", at most ``room``
+    tokens in all: the whole text if it fits, else the longest tail that starts a sentence or a
+    paragraph (``domain.summary.sentence_starts``), marked with a leading ellipsis; a last
+    sentence longer than the room is cut at a space (or, in text without spaces, at a
+    character). Deterministic: the same text and room give the same bytes."""
+    text = text.strip()
+    head = f"Chapter {chapter} ending:\n"
+    whole = head + text
+    # A tail is cut unless the text could fit: prose runs ~4 characters a token, and no text
+    # anyone writes runs 32 (a whole one that would fit is cut the same way every time).
+    if len(whole) <= room * 32 and tokens.count(whole) <= room:
+        return whole
+    lead = head + ELLIPSIS.strip() + " "
+    keep = room - tokens.count(lead)
+    if keep <= 0:
+        return ""
+    width = keep * _WINDOW_CHARS
+    while width < len(text) and tokens.count(text[-width:]) <= keep:
+        width *= 2
+    window = text[-width:]
+
+    def fits(start: int) -> bool:
+        return tokens.count(lead + window[start:].strip()) <= room
+
+    for starts in (sentence_starts(window),
+                   [i + 1 for i, ch in enumerate(window) if ch.isspace()] or list(range(len(window)))):
+        # token counts of ever shorter tails do not grow: the first start that fits, by bisection
+        found = bisect_left(range(len(starts)), True, key=lambda i: fits(starts[i]))
+        while found < len(starts) and not fits(starts[found]):  # counts are not strictly monotone
+            found += 1
+        if found < len(starts) and window[starts[found]:].strip():
+            return lead + window[starts[found]:].strip()
     return ""
 
 
