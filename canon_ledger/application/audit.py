@@ -17,7 +17,7 @@ from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.application.packets.packet import Item, Packet, Stage
 from canon_ledger.application.packets.ports import CanonReader, CanonSnapshot, DraftView, Recall
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.packets.compiler import COMPILER
+from canon_ledger.application.packets.compiler import version_for
 from canon_ledger.application.packets.replay import RecordedRecall, compile_packet
 from canon_ledger.domain.draft import Draft
 from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound
@@ -90,7 +90,14 @@ def recorded_draft(record: PacketRecord, event_at: Callable[[int], Any]) -> Draf
     draft_id, position = record.draft["draft_id"], record.draft["position"]
     event = event_at(position)
     submitted = isinstance(event, Draft.Submitted) and (event.story_id, event.draft_id) == (record.story_id, draft_id)
-    return DraftView(draft_id, record.chapter, "submitted", event.text if submitted else "", position)
+    dismissed = []
+    for finding_id, at in record.draft.get("dismissed", ()):
+        was = event_at(at)  # a dismissal that is not one of this draft's reads as none
+        if isinstance(was, Draft.FindingDismissed) and (was.story_id, was.draft_id, was.finding_id) == (
+                record.story_id, draft_id, finding_id):
+            dismissed.append((finding_id, was.reason, at))
+    return DraftView(draft_id, record.chapter, "submitted", event.text if submitted else "", position,
+                     dismissed=tuple(dismissed))
 
 
 class Auditor:
@@ -148,7 +155,7 @@ class Auditor:
             page = self.ledger.read(start, 5000, end, topics)
             for _, e in page:
                 if (e.story_id, e.role, e.chapter, e.scene, e.budget, e.position, e.compiler) == (
-                        request.story_id, request.role, request.chapter, request.scene, budget, position, COMPILER):
+                        request.story_id, request.role, request.chapter, request.scene, budget, position, version_for(request)):
                     found = e
             if len(page) < 5000:
                 break

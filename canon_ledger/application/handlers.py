@@ -162,12 +162,17 @@ def submit_draft(cmd: c.SubmitDraft, uow: UnitOfWork) -> None:
 def accept_draft(cmd: c.AcceptDraft, uow: UnitOfWork) -> None:
     _story(uow, cmd.story_id)
     draft = _draft(uow, cmd.story_id, cmd.draft_id)
-    accept_into(draft, _chapter(uow, cmd.story_id, draft.chapter))
+    accept_into(draft, _chapter(uow, cmd.story_id, draft.chapter), cmd.override_reason)
 
 
 def reject_draft(cmd: c.RejectDraft, uow: UnitOfWork) -> None:
     _story(uow, cmd.story_id)
     _draft(uow, cmd.story_id, cmd.draft_id).reject(cmd.reason)
+
+
+def dismiss_finding(cmd: c.DismissFinding, uow: UnitOfWork) -> None:
+    _story(uow, cmd.story_id)
+    _draft(uow, cmd.story_id, cmd.draft_id).dismiss_finding(cmd.finding_id, cmd.reason)
 
 
 def record_chapter_summary(cmd: c.RecordChapterSummary, uow: UnitOfWork) -> None:
@@ -223,6 +228,7 @@ HANDLERS: dict[type, Callable[[Any, UnitOfWork], None]] = {
     c.SubmitDraft: submit_draft,
     c.AcceptDraft: accept_draft,
     c.RejectDraft: reject_draft,
+    c.DismissFinding: dismiss_finding,
     c.RecordChapterSummary: record_chapter_summary,
     c.RecordVolumeSummary: record_volume_summary,
     c.SetLoreCap: set_lore_cap,

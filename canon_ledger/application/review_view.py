@@ -211,3 +211,43 @@ def cards(pending: list[dict[str, Any]], steps: list[dict[str, Any]]) -> list[Ca
         by_entry.setdefault((step["kind"], step["key"]), []).append(step)
     rivals = competing(pending)
     return [card(p, by_entry.get((p["kind"], p["key"]), []), rivals.get(p["proposal_id"], [])) for p in pending]
+
+
+# -- a submitted draft's continuity findings (issue 42) --------------------------------------------
+
+@dataclass(frozen=True)
+class Segment:
+    """A run of a draft's text: plain, or inside the spans of ``findings`` (their ids), marked
+    with the gravest of their severities; ``anchors``: the findings whose span starts here."""
+
+    text: str
+    findings: tuple[str, ...] = ()
+    severity: str = ""
+    anchors: tuple[str, ...] = ()
+
+    @property
+    def mark_id(self) -> str | None:
+        """The finding whose anchor is the mark itself (the others get an empty anchor before it)."""
+        return next((fid for fid in self.anchors if fid in self.findings), None)
+
+
+def highlighted(text: str, findings: Sequence[dict[str, Any]]) -> list[Segment]:
+    """``text`` cut at every finding's span bounds (``span.start`` inclusive, ``span.end``
+    exclusive, clamped to the text), in order: joined, the segments give ``text`` back. Spans
+    may overlap; an empty span anchors where it stands, marking nothing."""
+    spans = []
+    for f in findings:
+        start = min(max(int(f["span"]["start"]), 0), len(text))
+        spans.append((start, min(max(int(f["span"]["end"]), start), len(text)), f["id"], f["severity"]))
+    cuts = sorted({0, len(text), *(s for s, _, _, _ in spans), *(e for _, e, _, _ in spans)})
+    out: list[Segment] = []
+    for a, b in zip(cuts, cuts[1:] + [None], strict=True):
+        anchors = tuple(fid for s, _, fid, _ in spans if s == a)
+        if b is None:  # the text's end: only spans starting there (empty ones) are left to anchor
+            if anchors:
+                out.append(Segment("", (), "", anchors))
+            continue
+        covering = [(fid, sev) for s, e, fid, sev in spans if s <= a and b <= e]
+        severity = "error" if any(sev == "error" for _, sev in covering) else "warning" if covering else ""
+        out.append(Segment(text[a:b], tuple(fid for fid, _ in covering), severity, anchors))
+    return [s for s in out if s.text or s.anchors]

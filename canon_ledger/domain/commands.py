@@ -18,7 +18,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
@@ -70,6 +70,8 @@ Line = Annotated[str, _length(b.MAX_LINE_TEXT), _STORABLE]
 Alias = Annotated[str, _length(b.MAX_ALIAS, 1), _STORABLE, _WORDS]
 Tag = Annotated[str, _length(b.MAX_ID, 1), _STORABLE, _WORDS]
 CanonText = Annotated[str, _length(b.MAX_CANON_TEXT), _STORABLE]
+Reason = Annotated[str, _length(b.MAX_LINE_TEXT, 1), _STORABLE, _WORDS]  # a reason that must say something
+FindingId = Annotated[str, _length(b.MAX_FINDING_ID, b.MAX_FINDING_ID, r"^fnd_[0-9a-f]{16}$")]
 Summary = Annotated[str, _length(b.MAX_CANON_TEXT, 1), _STORABLE]
 # Lists of at most MAX_LIST items.
 Lines = Annotated[list[Line], Field(max_length=b.MAX_LIST)]
@@ -164,9 +166,17 @@ class _Command(BaseModel):
         "`duplicate` and writes nothing); the same id on a different command is refused "
         "(`command_id_must_identify_one_command`)."))
 
+    # Optional fields added after commands of the type were stored: left out of the digest while
+    # None, so a retry of a command stored before the field existed keeps its digest.
+    digest_omits_when_none: ClassVar[tuple[str, ...]] = ()
+
     def digest(self) -> str:
         """Content hash used to tell a retry from a different command reusing the id."""
-        body = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        data = self.model_dump(mode="json")
+        for name in self.digest_omits_when_none:
+            if data.get(name) is None:
+                data.pop(name, None)
+        body = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -323,12 +333,22 @@ class SubmitDraft(_StoryCommand):
 class AcceptDraft(_StoryCommand):
     """Accept a submitted draft: its text becomes the chapter's canon text (the summarizer's P0,
     and searchable in `story:<story_id>` for later chapters' L1 retrieval). Appends `Draft.Accepted`
-    and `Chapter.TextAccepted`; accepting a later draft of the same chapter replaces the text."""
+    and `Chapter.TextAccepted` (with `override_reason`, `Draft.FindingsOverridden` first); accepting
+    a later draft of the same chapter replaces the text."""
+
+    # Added after accept_draft commands were stored: left out of the digest while it is absent.
+    digest_omits_when_none: ClassVar[tuple[str, ...]] = ("override_reason",)
 
     type: Literal["accept_draft"] = Field(description="The command type: `accept_draft`.")
     draft_id: Id = Field(description=(
         f"The submitted draft to accept, 1..{b.MAX_ID} {_ID_CHARS} (`unknown_draft`; "
         "`rejected_draft_cannot_be_accepted`, `draft_already_accepted`)."))
+    override_reason: Reason | None = Field(default=None, description=(
+        f"Why the author accepts the draft over the continuity check's error findings (`canon check`), "
+        f"1..{b.MAX_LINE_TEXT:,} characters, not blank; default null (none). Recorded as `Draft.FindingsOverridden` "
+        "just before `Draft.Accepted`, kept with the draft, never in a packet. Accepting again the draft whose text "
+        "the chapter has is `unchanged` with no override reason or the one recorded, `draft_already_accepted` with "
+        "another."))
 
 
 class RejectDraft(_StoryCommand):
@@ -341,6 +361,24 @@ class RejectDraft(_StoryCommand):
         "`rejected_draft_cannot_be_rejected` for another)."))
     reason: Line = Field(description=(
         f"Why it was rejected, at most {b.MAX_LINE_TEXT:,} characters; kept with the draft, never in a packet."))
+
+
+class DismissFinding(_StoryCommand):
+    """Dismiss one continuity finding of a submitted draft as intentional (`canon check`, issue 42): a person
+    says the draft departs from canon on purpose. Appends `Draft.FindingDismissed`; a dismissed finding is not
+    reported again for that draft. An author's decision, like `accept_draft`."""
+
+    type: Literal["dismiss_finding"] = Field(description="The command type: `dismiss_finding`.")
+    draft_id: Id = Field(description=(
+        f"The submitted draft the finding is about, 1..{b.MAX_ID} {_ID_CHARS} (`unknown_draft`; only a submitted "
+        "one: `accepted_draft_findings_cannot_be_dismissed`, `rejected_draft_findings_cannot_be_dismissed`)."))
+    finding_id: FindingId = Field(description=(
+        "The finding's id as the check reports it: `fnd_` and 16 lowercase hexadecimal digits, stable for the same "
+        "draft and canon. Dismissed already: `unchanged` for the same reason, `finding_already_dismissed` for "
+        "another."))
+    reason: Reason = Field(description=(
+        f"Why the departure is intentional, 1..{b.MAX_LINE_TEXT:,} characters, not blank; kept with the draft, "
+        "never in a packet."))
 
 
 class RecordChapterSummary(_StoryCommand):
@@ -433,6 +471,7 @@ Command = Annotated[
         SubmitDraft,
         AcceptDraft,
         RejectDraft,
+        DismissFinding,
         RecordChapterSummary,
         RecordVolumeSummary,
         SetLoreCap,

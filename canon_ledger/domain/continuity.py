@@ -8,7 +8,7 @@ structured facts a draft can contradict).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # Fields that steer the ledger rather than state a fact of the story.
@@ -66,12 +66,24 @@ class Step:
 
 @dataclass(frozen=True)
 class Evidence:
+    """A canon step that proves a finding: its text, the chapter it takes effect, and the log
+    position of its event (``source``). ``hidden_until``: the step's, when it has one."""
+
     text: str
     valid_from: int
     source: int
+    hidden_until: int | None = None
+
+    def shown_at(self, chapter: int) -> bool:
+        """May a reader at ``chapter`` (a worker's packet) see this step's text: it is in force
+        by then and not hidden past it."""
+        return self.valid_from <= chapter and not (self.hidden_until is not None and self.hidden_until > chapter)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "valid_from": self.valid_from, "source": self.source}
+        out: dict[str, Any] = {"text": self.text, "valid_from": self.valid_from, "source": self.source}
+        if self.hidden_until is not None:
+            out["hidden_until"] = self.hidden_until
+        return out
 
 
 @dataclass(frozen=True)
@@ -93,8 +105,24 @@ class Finding:
     evidence: tuple[Evidence, ...]
     message: str
 
+    def withheld(self, chapter: int) -> Finding:
+        """This finding as a reader at ``chapter`` may see it: the text of evidence not yet in
+        force or hidden past the chapter (a spoiler's secret, a later version) withheld, its
+        chapter and position kept. A worker's packet and a key that may not see spoilers get this."""
+        if all(e.shown_at(chapter) for e in self.evidence):
+            return self
+        evidence = tuple(e if e.shown_at(chapter) else replace(e, text=withheld_text(e, chapter))
+                         for e in self.evidence)
+        return replace(self, evidence=evidence)
+
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "type": self.type, "severity": self.severity,
                 "entry": {"kind": self.kind, "key": self.key, "name": self.name},
                 "span": {"start": self.start, "end": self.end, "text": self.text},
                 "evidence": [e.as_dict() for e in self.evidence], "message": self.message}
+
+
+def withheld_text(e: Evidence, chapter: int) -> str:
+    why = (f"hidden until chapter {e.hidden_until}" if e.hidden_until is not None and e.hidden_until > chapter
+           else f"in canon from chapter {e.valid_from}")
+    return f"(withheld at chapter {chapter}: {why}; the author sees it in `canon check`)"

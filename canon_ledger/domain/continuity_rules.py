@@ -54,6 +54,7 @@ import hashlib
 import json
 import math
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -82,9 +83,22 @@ _NEGATION = "not never no nor without nobody none neither nothing nowhere cannot
 _HYPOTHETICAL = ("if unless would might may could should wished wish wishing imagined imagine imagining "
                  "suppose supposed pretend pretended rumour rumours rumor rumors rumoured rumored legend legends "
                  "tale tales believed believe feared fearing hoped hoping perhaps maybe whether story stories "
-                 "thought wondered claimed")
-CUES = frozenset(f"{_MEMORY} {_NEGATION} {_HYPOTHETICAL}".split())
-_CUE_PHRASES = re.compile(r"\bas (?:if|though)\b|\bused to\b|\bthe late\b|\bhad (?:been|\w+ed)\b|n['’]t\b", re.I)
+                 "thought wondered claimed prophecy prophesied foretold")
+MEMORY, NEGATION, HYPOTHETICAL = frozenset(_MEMORY.split()), frozenset(_NEGATION.split()), frozenset(
+    _HYPOTHETICAL.split())
+CUES = MEMORY | NEGATION | HYPOTHETICAL
+# What keeps a not-yet mention from being one: hearsay of what is to come (foreshadowing).
+FORESHADOWING = frozenset("rumour rumours rumor rumors rumoured rumored legend legends tale tales prophecy "
+                          "prophesied foretold if unless".split())
+_IRREGULAR = frozenset(
+    "been worn grown known seen gone done taken given written spoken broken chosen fallen forgotten hidden ridden "
+    "risen driven eaten beaten born borne sworn torn thrown shown flown drawn sung begun swum run come become kept "
+    "left felt held told sold found bought brought thought fought caught taught sought made said paid laid led fed "
+    "met sat stood lost meant sent spent built lent bent dealt dreamt slept wept crept swept knelt heard hung "
+    "struck stuck won spun shot got gotten put set let cut hit hurt shut read understood wore grew knew saw".split())
+_NEGATION_PHRASE = re.compile(r"n['’]t\b", re.I)
+_MEMORY_PHRASES = re.compile(r"\bused to\b|\bthe late\b|\bhad\s+(?:once\s+|always\s+|never\s+)?([^\W\d_]+)", re.I)
+_HYPOTHETICAL_PHRASES = re.compile(r"\bas (?:if|though)\b", re.I)
 
 ACTIONS = frozenset(
     "said says asked asks replied replies answered answers whispered shouted called cried laughed laughs smiled "
@@ -95,7 +109,13 @@ ACTIONS = frozenset(
     "pointed reached held holds carried carries wrote writes read reads spoke speaks argued insisted ordered "
     "commanded demanded told tells met meets greeted hugged kissed killed kills attacked attacks watched watches "
     "waited waits moved moves crossed hurried strode marched slipped glanced stared paced poured drank ate "
-    "handed signed arrived arrives returned returns joined joins led leads followed follows crept sprinted".split())
+    "handed signed arrived arrives returned returns joined joins led leads followed follows crept sprinted kept "
+    "keeps brought brings sent sends found finds began begins tried tries stopped stops thanked sang sings shook "
+    "fed wore woke slept bent knocked lit tore set put cut hid hides dragged dropped pressed leaned leant counted "
+    "rowed sailed rushed fled appeared appears emerged limped staggered knelt listened heard sees saw".split())
+# Verbs after which a name is the subject in an inversion ("Beside the well stood Greta").
+_INVERTED = frozenset("said asked replied whispered shouted cried called answered stood sat came rode walked "
+                      "waited appeared".split())
 _NOT_VERBS = frozenset("red bed shed wed sled need seed feed breed weed steed creed hundred sacred naked wicked "
                        "ragged rugged beloved blessed cursed learned aged".split())
 
@@ -106,25 +126,33 @@ _SAME = {"gray": "grey", "blonde": "blond", "colour": "color"}
 _NUMBER_WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen".split())}
-_NUMBER_WORDS.update({w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety"
-                                                            .split())})
-# The words that name a fact in prose, for fact names a draft rarely writes as such.
+_TENS = {w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())}
+_NUMBER_WORDS.update(_TENS)
+# The words that name a fact in prose, for fact names a draft rarely writes as such (hyphens
+# split: "year-old" is the words "year" "old").
 FIELD_WORDS: dict[str, tuple[str, ...]] = {
     "eyes": ("eyes", "eye", "eyed"), "eye": ("eyes", "eye", "eyed"), "eye_color": ("eyes", "eye", "eyed"),
     "eye_colour": ("eyes", "eye", "eyed"), "hair": ("hair", "haired"), "hair_color": ("hair", "haired"),
-    "hair_colour": ("hair", "haired"), "age": ("age", "aged", "year-old", "years old", "years of age"),
+    "hair_colour": ("hair", "haired"), "age": ("age", "aged", "year old", "years old", "years of age"),
     "home": ("home", "lives in", "lived in", "living in", "hometown"), "hometown": ("home", "hometown"),
     "residence": ("home", "lives in", "lived in", "living in"),
 }
 _COLOUR_FIELDS = frozenset({"eyes", "eye", "eye_color", "eye_colour", "hair", "hair_color", "hair_colour", "skin",
                             "color", "colour"})
+_PLACE_FIELDS = frozenset({"home", "hometown", "residence", "birthplace", "location"})
+_AGE_FIELDS = frozenset({"age"})
 _STATE_FIELDS = ("status", "state")
 _STATE_VERBS = ("was", "is", "lay", "remained", "remains", "had been", "has been", "now")
+_AGE_VERBS = ("was", "is", "turned", "had turned", "was now", "is now")
+_ARTICLES = frozenset({"the", "a", "an"})
+# Words that may stand between a possessive name and its fact word ("Mira's long grey hair").
+_DESCRIBING = frozenset("long short dark light pale bright cold clear deep wild thick thin fine straight curly "
+                        "wavy sharp soft hard narrow wide round".split())
 
-_WORD = re.compile(r"[^\W_]+(?:[-'’][^\W_]+)*")
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _HAN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
-_CLAUSE_BREAK = re.compile(r"[;:—–()\[\]]|\s-\s")
 _OPEN_CLOSE = {"“": "”", "«": "»", "「": "」", "『": "』", "„": "“"}
+_CLAUSE_MARK = re.compile(r"[,;:()\[\]—–]|\s-\s")
 
 
 @dataclass(frozen=True)
@@ -150,49 +178,87 @@ class Vocabulary:
 class _Entry:
     kind: str
     key: str
-    name: str
     steps: tuple[Step, ...]
 
 
 class _Draft:
-    """The draft's text, its sentences, the ranges inside quotation marks, and where each
-    entry's names occur."""
+    """The draft's text, its sentences, the ranges inside quotation marks, and the cues of each
+    sentence (read once)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         starts = [0, *(s for s in sentence_starts(text) if 0 < s < len(text))]
-        self.sentences = [(a, b) for a, b in zip(starts, [*starts[1:], len(text)]) if text[a:b].strip()]
+        self.sentences = [(a, b) for a, b in zip(starts, [*starts[1:], len(text)]) if text[a:b].strip()] or [(0, 0)]
         self._sentence_starts = [a for a, _ in self.sentences]
         self.quoted = _quoted(text)
+        self._quote_starts = [a for a, _ in self.quoted]
+        self._cues: dict[int, frozenset[str]] = {}
 
     def sentence_of(self, at: int) -> int:
-        lo, hi = 0, len(self._sentence_starts) - 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self._sentence_starts[mid] <= at:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        return max(0, bisect_right(self._sentence_starts, at) - 1)
 
     def in_quotes(self, start: int) -> bool:
-        return any(a <= start < b for a, b in self.quoted)
+        i = bisect_right(self._quote_starts, start) - 1
+        return i >= 0 and start < self.quoted[i][1]
 
     def unquoted(self, a: int, b: int) -> str:
         """``text[a:b]`` with the quoted parts blanked (same length)."""
         chars = list(self.text[a:b])
         for qa, qb in self.quoted:
+            if qb <= a or qa >= b:
+                continue
             for i in range(max(qa, a), min(qb, b)):
                 chars[i - a] = " "
         return "".join(chars)
 
-    def cued(self, sentence: int) -> bool:
-        """Does the sentence, outside its quotes, hold a memory, negation or hypothetical cue?"""
-        a, b = self.sentences[sentence]
-        plain = self.unquoted(a, b)
-        if _CUE_PHRASES.search(plain):
+    def cues(self, sentence: int) -> frozenset[str]:
+        """The cue classes (MEMORY, NEGATION, HYPOTHETICAL, FORESHADOWING) the sentence holds
+        outside its quotes."""
+        if sentence not in self._cues:
+            a, b = self.sentences[sentence]
+            self._cues[sentence] = _cues_of(self.unquoted(a, b))
+        return self._cues[sentence]
+
+    def cues_between(self, a: int, b: int) -> frozenset[str]:
+        """The cue classes of ``text[a:b]`` outside quotes."""
+        return _cues_of(self.unquoted(a, max(a, b)))
+
+    def clause(self, at: int) -> tuple[int, int]:
+        """The clause of the sentence that holds offset ``at``: between the clause marks
+        (``,;:`` dashes, brackets) around it."""
+        a, b = self.sentences[self.sentence_of(at)]
+        text = self.text
+        start = max((m.end() for m in _CLAUSE_MARK.finditer(text, a, at)), default=a)
+        after = _CLAUSE_MARK.search(text, at, b)
+        return start, after.start() if after is not None else b
+
+
+def _cues_of(plain: str) -> frozenset[str]:
+    words = {w.casefold() for w in _WORD.findall(plain)}
+    out = set()
+    if words & MEMORY:
+        out.add("memory")
+    if _past_perfect(plain):
+        out.add("perfect")
+    if words & NEGATION or _NEGATION_PHRASE.search(plain):
+        out.add("negation")
+    if words & HYPOTHETICAL or _HYPOTHETICAL_PHRASES.search(plain):
+        out.add("hypothetical")
+    if words & FORESHADOWING:
+        out.add("foreshadowing")
+    return frozenset(out)
+
+
+def _past_perfect(plain: str) -> bool:
+    """"used to", "the late", or "had" with a participle ("had walked", "had worn", "had been")."""
+    for m in _MEMORY_PHRASES.finditer(plain):
+        word = m.group(1)
+        if word is None:
             return True
-        return any(w.casefold() in CUES for w in _WORD.findall(plain))
+        w = word.casefold()
+        if w in _IRREGULAR or (w.endswith("ed") and w not in _NOT_VERBS and w not in COLOURS):
+            return True
+    return False
 
 
 def _quoted(text: str) -> list[tuple[int, int]]:
@@ -232,20 +298,32 @@ def _closing(text: str, start: int, close: str) -> int | None:
     return None
 
 
+def _capital_at(key: str) -> int | None:
+    """Where, in ``key``, the letter is that must be a capital in the draft too: the first
+    letter of its first word that is not an article ("The Bone Flute": the B), when that letter
+    is a capital; None when the key asks for no capital."""
+    offset = 0
+    for word in key.split(" "):
+        if word.casefold() not in _ARTICLES:
+            return offset if word[:1].isupper() else None
+        offset += len(word) + 1
+    return None
+
+
 def _occurrences(draft: _Draft, keys: Iterable[str]) -> list[tuple[int, int]]:
     """Where the keys occur in the draft as recall counts them (whole words, any case; a key
-    with no ASCII letter or digit anywhere), and a capitalised key only capitalised; the
-    longest at each start, in text order, none overlapping."""
+    with no ASCII letter or digit anywhere), a capitalised name only capitalised (``_capital_at``);
+    the longest at each start, in text order, none overlapping."""
     found: dict[int, int] = {}
     text = draft.text
     for key in keys:
         key = key.strip()
         if not key:
             continue
-        capital = key[0].isupper()
+        capital = _capital_at(key)
         for m in re.finditer(re.escape(key), text, re.IGNORECASE):
             start, end = m.span()
-            if capital and not text[start].isupper():
+            if capital is not None and not text[start + capital].isupper():
                 continue
             if not spaceless_key(key) and not bounded(text, start, end, spaceless=True):
                 continue
@@ -259,24 +337,65 @@ def _occurrences(draft: _Draft, keys: Iterable[str]) -> list[tuple[int, int]]:
     return out
 
 
+@dataclass
+class _Check:
+    """One check's shared reads: the draft, the chapter, the entries and where each is named."""
+
+    draft_id: str
+    draft: _Draft
+    chapter: int
+    entries: list[_Entry]
+    named: dict[tuple[str, str], list[tuple[int, int]]]
+    vocabulary: Vocabulary
+
+    def __post_init__(self) -> None:
+        self.values: dict[str, set[str]] = {}  # each fact's values anywhere in the entries read
+        for x in self.entries:
+            for st in x.steps:
+                for f, v in st.facts.items():
+                    if isinstance(v, str):
+                        self.values.setdefault(f, set()).add(_norm(v))
+        self.places = {_norm(k) for x in self.entries if x.kind == "location" for st in x.steps
+                       for k in (st.name, *st.aliases) if not st.retired}
+        self.kinds = {(x.kind, x.key): x.kind for x in self.entries}
+        self.by_sentence: dict[int, list[tuple[tuple[int, int], tuple[str, str]]]] = {}
+        for who, spans in self.named.items():
+            for span in spans:
+                self.by_sentence.setdefault(self.draft.sentence_of(span[0]), []).append((span, who))
+
+    def finding(self, type_: str, e: _Entry, span: tuple[int, int], evidence: Sequence[Step], message: str,
+                detail: str = "") -> Finding:
+        start, end = span
+        proof = tuple(Evidence(s.text, s.valid_from, s.source, s.hidden_until) for s in evidence)
+        name = _name_at(e, self.chapter) or self.draft.text[start:end]
+        return Finding(finding_id(self.draft_id, type_, e.kind, e.key, detail, start, end, [p.source for p in proof]),
+                       type_, SEVERITY[type_], e.kind, e.key, name, start, end, self.draft.text[start:end], proof,
+                       message)
+
+    def plain(self, spans: list[tuple[int, int]], ignore: frozenset[str] = frozenset()) -> list[tuple[int, int]]:
+        """The spans outside quotes, in sentences without a cue (but those of ``ignore``)."""
+        return [s for s in spans if not self.draft.in_quotes(s[0])
+                and not (self.draft.cues(self.draft.sentence_of(s[0])) - ignore)]
+
+
 def check(draft_id: str, text: str, chapter: int, steps: Sequence[Step],
           vocabulary: Vocabulary = Vocabulary()) -> list[Finding]:
     """Every finding of the draft of ``chapter``, given every step of the entries it mentions
     (any order); sorted by (span start, type, kind, key)."""
     entries = _entries(steps)
     draft = _Draft(text)
-    places = {(e.kind, e.key): _occurrences(draft, _keys(e)) for e in entries}
-    named = {k: v for k, v in places.items() if v}
+    named = {(e.kind, e.key): found for e in entries if (found := _occurrences(draft, _keys(e)))}
+    c = _Check(draft_id, draft, chapter, entries, named, vocabulary)
     out: list[Finding] = []
     for e in entries:
         spans = named.get((e.kind, e.key))
         if not spans:
             continue
-        out.extend(_timeline(draft_id, draft, chapter, e, spans))
-        out.extend(_spoilers(draft_id, draft, chapter, e, spans))
-        out.extend(_fields(draft_id, draft, chapter, e, spans, entries, named))
+        out.extend(_timeline(c, e, spans))
+        out.extend(_spoilers(c, e, spans))
+        out.extend(_fields(c, e, spans))
         if e.kind == "character":
-            out.extend(_unavailable(draft_id, draft, chapter, e, spans, vocabulary))
+            out.extend(_unavailable(c, e, spans))
     return sorted(out, key=lambda f: (f.start, TYPES.index(f.type), f.kind, f.key, f.id))
 
 
@@ -284,20 +403,37 @@ def _entries(steps: Sequence[Step]) -> list[_Entry]:
     by: dict[tuple[str, str], list[Step]] = {}
     for s in sorted(steps, key=lambda s: (s.kind, s.key, s.step)):
         by.setdefault((s.kind, s.key), []).append(s)
-    out = []
-    for (kind, key), timeline in by.items():
-        versions = [s for s in timeline if not s.retired]
-        if versions and (kind, key) != VOCABULARY_ENTRY:
-            out.append(_Entry(kind, key, versions[-1].name, tuple(timeline)))
-    return out
+    return [_Entry(kind, key, tuple(timeline)) for (kind, key), timeline in by.items()
+            if (kind, key) != VOCABULARY_ENTRY and any(not s.retired for s in timeline)]
 
 
 def _keys(e: _Entry) -> list[str]:
     return list(dict.fromkeys(k for s in e.steps if not s.retired for k in s.keys))
 
 
+def _hidden(s: Step, chapter: int) -> bool:
+    return s.hidden_until is not None and s.hidden_until > chapter
+
+
 def _in_force(e: _Entry, chapter: int) -> Step | None:
     return next((s for s in e.steps if s.holds_at(chapter)), None)
+
+
+def _shown(e: _Entry, chapter: int) -> Step | None:
+    """The step a reader at ``chapter`` may know: the one in force, unless it is hidden past the
+    chapter, then the latest shown one before it (a version, or a retirement)."""
+    shown = [s for s in e.steps if s.valid_from <= chapter and not _hidden(s, chapter)
+             and (s.valid_to is None or s.valid_to > s.valid_from)]
+    now = _in_force(e, chapter)
+    if now is not None and not _hidden(now, chapter):
+        return now
+    return max(shown, key=lambda s: (s.valid_from, s.step)) if shown else None
+
+
+def _name_at(e: _Entry, chapter: int) -> str | None:
+    """The entry's name a reader at ``chapter`` may know (None: none is shown yet)."""
+    shown = [s for s in e.steps if not s.retired and s.valid_from <= chapter and not _hidden(s, chapter)]
+    return max(shown, key=lambda s: (s.valid_from, s.step)).name if shown else None
 
 
 def finding_id(draft_id: str, type_: str, kind: str, key: str, detail: str, start: int, end: int,
@@ -306,40 +442,35 @@ def finding_id(draft_id: str, type_: str, kind: str, key: str, detail: str, star
     return "fnd_" + hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
-def _finding(draft_id: str, draft: _Draft, type_: str, e: _Entry, span: tuple[int, int], evidence: Sequence[Step],
-             message: str, detail: str = "") -> Finding:
-    start, end = span
-    proof = tuple(Evidence(s.text, s.valid_from, s.source) for s in evidence)
-    return Finding(finding_id(draft_id, type_, e.kind, e.key, detail, start, end, [p.source for p in proof]),
-                   type_, SEVERITY[type_], e.kind, e.key, e.name, start, end, draft.text[start:end], proof, message)
-
-
-def _plain(draft: _Draft, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The spans outside quotes, in sentences without a cue."""
-    return [s for s in spans if not draft.in_quotes(s[0]) and not draft.cued(draft.sentence_of(s[0]))]
-
-
 def _more(n: int) -> str:
     return f" (and {n} more place{'s' if n > 1 else ''})" if n else ""
 
 
-def _timeline(draft_id: str, draft: _Draft, chapter: int, e: _Entry, spans: list[tuple[int, int]]) -> list[Finding]:
+def _timeline(c: _Check, e: _Entry, spans: list[tuple[int, int]]) -> list[Finding]:
     effective = [s for s in e.steps if s.valid_to is None or s.valid_to > s.valid_from]
     if not effective:
         return []
-    plain = _plain(draft, spans)
-    if not plain:
-        return []
     first = min(effective, key=lambda s: (s.valid_from, s.step))
-    if first.valid_from > chapter:
-        return [_finding(draft_id, draft, NOT_YET, e, plain[0], [first],
-                         f"{e.name} ({e.kind} {e.key}) is not in canon until chapter {first.valid_from}; "
-                         f"this draft is chapter {chapter}" + _more(len(plain) - 1))]
-    now = _in_force(e, chapter)
+    if first.valid_from > c.chapter:
+        # Foreshadowing (a rumour, a legend, a prophecy) may name what is to come.
+        plain = c.plain(spans, ignore=frozenset({"memory", "negation", "hypothetical"}))
+        plain = [s for s in plain if "foreshadowing" not in c.draft.cues(c.draft.sentence_of(s[0]))]
+        if not plain:
+            return []
+        said = c.draft.text[plain[0][0]:plain[0][1]]
+        return [c.finding(NOT_YET, e, plain[0], [first],
+                          f"{said!r} ({e.kind} {e.key}) is not in canon until chapter {first.valid_from}; this draft "
+                          f"is chapter {c.chapter}" + _more(len(plain) - 1))]
+    now = _in_force(e, c.chapter)
     if now is not None and now.retired:
-        return [_finding(draft_id, draft, RETIRED, e, plain[0], [now],
-                         f"{e.name} ({e.kind} {e.key}) was retired from canon at chapter {now.valid_from}: "
-                         f"{now.text}" + _more(len(plain) - 1))]
+        # A retired entry may be remembered or denied, and hoped for.
+        plain = c.plain(spans, ignore=frozenset({"hypothetical", "foreshadowing"}))
+        if not plain:
+            return []
+        name = _name_at(e, c.chapter) or c.draft.text[plain[0][0]:plain[0][1]]
+        return [c.finding(RETIRED, e, plain[0], [now],
+                          f"{name} ({e.kind} {e.key}) was retired from canon at chapter {now.valid_from}: "
+                          f"{now.text}" + _more(len(plain) - 1))]
     return []
 
 
@@ -380,31 +511,31 @@ def _body(step: Step) -> str:
     return step.text.split("\n", 1)[1] if "\n" in step.text else ""
 
 
-def _spoilers(draft_id: str, draft: _Draft, chapter: int, e: _Entry, spans: list[tuple[int, int]]) -> list[Finding]:
-    hidden = [s for s in e.steps if not s.retired and s.hidden_until is not None and s.hidden_until > chapter]
+def _spoilers(c: _Check, e: _Entry, spans: list[tuple[int, int]]) -> list[Finding]:
+    hidden = [s for s in e.steps if not s.retired and _hidden(s, c.chapter)]
     if not hidden:
         return []
     shown = set()
     for s in e.steps:
-        if not s.retired and s.valid_from <= chapter and not (s.hidden_until is not None and s.hidden_until > chapter):
+        if not s.retired and s.valid_from <= c.chapter and not _hidden(s, c.chapter):
             shown |= terms(_body(s))
     names = terms(" ".join(k for s in e.steps for k in (s.name, *s.aliases, *s.keys)))
-    out = []
+    draft, out = c.draft, []
     for s in hidden:
         distinctive = terms(_body(s)) - shown - names
         if len(distinctive) < 2:
             continue
         need = spoiler_needs(len(distinctive))
-        for start, end in spans:
+        for start, _ in spans:
             i = draft.sentence_of(start)
             a = draft.sentences[i][0]
             b = draft.sentences[min(i + 1, len(draft.sentences) - 1)][1]
             held = terms(draft.text[a:b]) & distinctive
             if len(held) >= need:
-                sa, sb = draft.sentences[i]
-                out.append(_finding(
-                    draft_id, draft, SPOILER, e, (sa, sb), [s],
-                    f"this passage reveals what canon hides until chapter {s.hidden_until} about {e.name} "
+                name = _name_at(e, c.chapter) or draft.text[start:spans[0][1]]
+                out.append(c.finding(
+                    SPOILER, e, draft.sentences[i], [s],
+                    f"this passage reveals what canon hides until chapter {s.hidden_until} about {name} "
                     f"({e.kind} {e.key}): {', '.join(sorted(held))}", detail=str(s.step)))
                 break
     return out
@@ -413,82 +544,39 @@ def _spoilers(draft_id: str, draft: _Draft, chapter: int, e: _Entry, spans: list
 # -- field conflicts ----------------------------------------------------------------------------
 
 def _norm(value: str) -> str:
-    v = " ".join(value.casefold().split())
+    v = " ".join(value.casefold().replace("-", " ").split())
     return _SAME.get(v, v)
 
 
-def _number(word: str) -> int | None:
-    w = word.casefold()
+def _number(words: Sequence[str]) -> tuple[int, int] | None:
+    """The number ``words`` start with ("17", "seventeen", "thirty seven") and how many words it
+    takes, or None."""
+    if not words:
+        return None
+    w = words[0]
     if w.isdigit():
-        return int(w)
+        return int(w), 1
+    if w in _TENS and len(words) > 1 and words[1] in _NUMBER_WORDS and _NUMBER_WORDS[words[1]] < 10:
+        return _TENS[w] + _NUMBER_WORDS[words[1]], 2
     if w in _NUMBER_WORDS:
-        return _NUMBER_WORDS[w]
-    parts = re.split(r"[-\s]", w)
-    if len(parts) == 2 and parts[0] in _NUMBER_WORDS and parts[1] in _NUMBER_WORDS:
-        return _NUMBER_WORDS[parts[0]] + _NUMBER_WORDS[parts[1]]
+        return _NUMBER_WORDS[w], 1
     return None
 
 
 def _words(text: str, a: int, b: int) -> list[tuple[int, int, str]]:
-    """The words of ``text[a:b]`` with their offsets in ``text``; hyphenated words split, so
-    "nineteen-year-old" gives "nineteen" and "year-old"."""
-    out = []
-    for m in _WORD.finditer(text, a, b):
-        w, start = m.group(), m.start()
-        pieces = re.split(r"(-)", w)
-        if len(pieces) > 1 and pieces[0].casefold() in _NUMBER_WORDS or pieces[0].isdigit():
-            out.append((start, start + len(pieces[0]), pieces[0]))
-            rest = w[len(pieces[0]) + 1:]
-            if rest:
-                out.append((start + len(pieces[0]) + 1, m.end(), rest))
-        else:
-            out.append((start, m.end(), w))
-    return out
+    """The words of ``text[a:b]`` with their offsets in ``text`` (hyphens split them: "blue-eyed"
+    is "blue" "eyed")."""
+    return [(m.start(), m.end(), m.group()) for m in _WORD.finditer(text, a, b)]
 
 
-def _field_words(field: str) -> tuple[str, ...]:
+def _field_words(field: str) -> tuple[tuple[str, ...], ...]:
     name = field.casefold()
     if name in FIELD_WORDS:
-        return FIELD_WORDS[name]
-    spoken = name.replace("_", " ")
-    return tuple(dict.fromkeys((spoken, spoken + "s", spoken.rstrip("s"))))
-
-
-def _fields(draft_id: str, draft: _Draft, chapter: int, e: _Entry, spans: list[tuple[int, int]],
-            entries: list[_Entry], named: dict[tuple[str, str], list[tuple[int, int]]]) -> list[Finding]:
-    now = _in_force(e, chapter)
-    if now is None or now.retired or not now.facts:
-        return []
-    before = _in_force(e, chapter - 1) if now.valid_from == chapter else None
-    allowed_by_field = {f: {_value_key(v)} | ({_value_key(before.facts[f])} if before and f in before.facts else set())
-                        for f, v in now.facts.items()}
-    others = _other_values(entries)
-    places = {_norm(k) for x in entries if x.kind == "location" for s in x.steps for k in (s.name, *s.aliases)}
-    owners = sorted((span, kk) for kk, sp in named.items() for span in sp)
-    out: list[Finding] = []
-    seen: set[tuple[str, str]] = set()
-    for span in _plain(draft, spans):
-        i = draft.sentence_of(span[0])
-        a, b = draft.sentences[i]
-        words = _words(draft.unquoted(a, b), 0, b - a)
-        words = [(x + a, y + a, w) for x, y, w in words]
-        for field, value in sorted(now.facts.items()):
-            if field in _STATE_FIELDS or field.casefold() in ("name", "kind", "key"):
-                said = _stated_state(words, span, value) if field in _STATE_FIELDS else None
-            else:
-                said = _stated(words, span, field, value, others.get(field, set()), places, owners, (e.kind, e.key))
-            if said is None:
-                continue
-            start, end, stated = said
-            if _value_key(stated) in allowed_by_field[field] or (field, _norm(stated)) in seen:
-                continue
-            seen.add((field, _norm(stated)))
-            proof = [s for s in (now, before) if s is not None and field in s.facts]
-            out.append(_finding(
-                draft_id, draft, FIELD_CONFLICT, e, (start, end), proof,
-                f"the draft gives {e.name}'s {field.replace('_', ' ')} as {stated!r}; canon in force at chapter "
-                f"{chapter} says {value!r} (from chapter {now.valid_from})", detail=f"{field}={_norm(stated)}"))
-    return out
+        spoken: tuple[str, ...] = FIELD_WORDS[name]
+    else:
+        plain = name.replace("_", " ")
+        spoken = tuple(dict.fromkeys((plain, plain + "s", plain.rstrip("s"))))
+    return tuple(tuple(w.split()) for w in spoken)
 
 
 def _value_key(value: Any) -> str:
@@ -496,18 +584,48 @@ def _value_key(value: Any) -> str:
         return str(value).casefold()
     if isinstance(value, (int, float)):
         return str(int(value)) if float(value).is_integer() else str(value)
-    n = _number(str(value))
-    return str(n) if n is not None else _norm(str(value))
+    text = _norm(str(value))
+    n = _number(text.split())
+    return str(n[0]) if n is not None and n[1] == len(text.split()) else text
 
 
-def _other_values(entries: list[_Entry]) -> dict[str, set[str]]:
-    """Each fact name's values anywhere in the entries read (every version of every entry)."""
-    out: dict[str, set[str]] = {}
-    for x in entries:
-        for s in x.steps:
-            for f, v in s.facts.items():
-                if isinstance(v, str):
-                    out.setdefault(f, set()).add(_norm(v))
+def _fields(c: _Check, e: _Entry, spans: list[tuple[int, int]]) -> list[Finding]:
+    now = _shown(e, c.chapter)
+    if now is None or now.retired or not now.facts or not now.holds_at(c.chapter):
+        return []
+    before = _shown(e, c.chapter - 1) if now.valid_from == c.chapter else None
+    before = before if before is not None and not before.retired else None
+    out: list[Finding] = []
+    seen: set[tuple[str, str]] = set()
+    for span in c.plain(spans, ignore=frozenset({"negation", "perfect", "foreshadowing"})):
+        i = c.draft.sentence_of(span[0])
+        a, b = c.draft.sentences[i]
+        words = _words(c.draft.unquoted(a, b), 0, b - a)
+        words = [(x + a, y + a, w) for x, y, w in words]
+        owners = [(sp, who) for sp, who in c.by_sentence.get(i, []) if c.kinds.get(who) == e.kind]
+        for field, value in sorted(now.facts.items()):
+            if field.casefold() in ("name", "kind", "key"):
+                continue
+            if field in _STATE_FIELDS:
+                said = _stated_state(words, span, value)
+            else:
+                said = _stated(c, words, span, field, value, owners, (e.kind, e.key))
+            if said is None:
+                continue
+            start, end, stated = said
+            allowed = {_value_key(value)} | ({_value_key(before.facts[field])} if before and field in before.facts
+                                             else set())
+            if _value_key(stated) in allowed or (field, _value_key(stated)) in seen:
+                continue
+            if c.draft.cues_between(*c.draft.clause(start)) & {"negation", "perfect"}:
+                continue  # "Mira's eyes were never blue", "Mira had had blue eyes"
+            seen.add((field, _value_key(stated)))
+            proof = [s for s in (now, before) if s is not None and field in s.facts]
+            name = _name_at(e, c.chapter) or e.key
+            out.append(c.finding(
+                FIELD_CONFLICT, e, (start, end), proof,
+                f"the draft gives {name}'s {field.replace('_', ' ')} as {stated!r}; canon in force at chapter "
+                f"{c.chapter} says {value!r} (from chapter {now.valid_from})", detail=f"{field}={_value_key(stated)}"))
     return out
 
 
@@ -515,43 +633,66 @@ _WINDOW = 4  # words either side of a fact's word where its value may be written
 _OBJECT_PRONOUNS = frozenset("him them he she they it its one another other someone".split())
 
 
-def _stated(words: list[tuple[int, int, str]], span: tuple[int, int], field: str, value: Any, others: set[str],
-            places: set[str], owners: list[tuple[tuple[int, int], tuple[str, str]]],
-            who: tuple[str, str]) -> tuple[int, int, str] | None:
+def _stated(c: _Check, words: list[tuple[int, int, str]], span: tuple[int, int], field: str, value: Any,
+            owners: list[tuple[tuple[int, int], tuple[str, str]]], who: tuple[str, str]) -> tuple[int, int, str] | None:
     """A value the sentence (``words``) states for ``field`` of the entry named at ``span``, or None.
-    The fact's word must be nearer to this name than to any other entry's name in the sentence,
-    with no pronoun or other possessor between them."""
+    The fact's word must be nearer to this name than to any other name of the same kind in the
+    sentence, with no pronoun or other possessor between them."""
     folded = [w.casefold() for _, _, w in words]
     numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-    colour = field.casefold() in _COLOUR_FIELDS
-    place = isinstance(value, str) and _norm(value) in places or field.casefold() in ("home", "hometown", "residence")
-    candidates = others | (COLOURS if colour else set()) | (places if place else set())
-    for fw in _field_words(field):
-        parts = fw.split()
+    name = field.casefold()
+    colour = name in _COLOUR_FIELDS
+    place = name in _PLACE_FIELDS or (isinstance(value, str) and _norm(value) in c.places)
+    candidates = c.values.get(field, set()) | (COLOURS if colour else set()) | (c.places if place else set())
+    if numeric and name in _AGE_FIELDS:
+        said = _stated_age(words, folded, span)
+        if said is not None:
+            return said
+    for parts in _field_words(field):
         for i in range(len(folded) - len(parts) + 1):
-            if folded[i:i + len(parts)] != parts:
+            if tuple(folded[i:i + len(parts)]) != parts:
                 continue
-            at = words[i][0]
-            if _owner(at, owners) != who or not _clear(words, span, i):
+            if _owner(words[i][0], owners) != who or not _clear(words, folded, span, i, candidates):
                 continue
             lo, hi = max(0, i - _WINDOW), min(len(words), i + len(parts) + _WINDOW)
             window = list(range(lo, i)) + list(range(i + len(parts), hi))
-            if any(_value_key(" ".join(folded[j:j + len(_norm(str(value)).split())])) == _value_key(value)
-                   for j in window):
+            shown = _value_key(value)
+            if any(_value_key(" ".join(folded[j:j + len(shown.split())])) == shown for j in window):
                 return None  # the value in force is written here too
             for j in window:
-                n = _number(folded[j]) if numeric else None
-                if numeric and n is not None:
-                    return words[j][0], words[j][1], words[j][2]
+                if numeric:
+                    n = _number(folded[j:hi])
+                    if n is not None:
+                        return words[j][0], words[j + n[1] - 1][1], " ".join(w for _, _, w in words[j:j + n[1]])
+                    continue
                 for size in (3, 2, 1):
-                    phrase = " ".join(folded[j:j + size])
-                    if j + size <= hi and _norm(phrase) in candidates and not numeric:
+                    if j + size <= hi and (j + size <= i or j >= i + len(parts)) and _norm(
+                            " ".join(folded[j:j + size])) in candidates:
                         return words[j][0], words[j + size - 1][1], " ".join(w for _, _, w in words[j:j + size])
     return None
 
 
+def _stated_age(words: list[tuple[int, int, str]], folded: list[str],
+                span: tuple[int, int]) -> tuple[int, int, str] | None:
+    """An age "<name> was|turned <number>" or "<name>, <number>," gives."""
+    after = [k for k, (s, _, _) in enumerate(words) if s >= span[1]]
+    if not after:
+        return None
+    k = after[0]
+    for verb in _AGE_VERBS:
+        parts = verb.split()
+        if tuple(folded[k:k + len(parts)]) == tuple(parts):
+            n = _number(folded[k + len(parts):])
+            if n is not None:
+                j = k + len(parts)
+                following = folded[j + n[1]:j + n[1] + 1]
+                if not following or following[0] in ("years", "year", "that", "this", "now", "when", "and", "in"):
+                    return words[j][0], words[j + n[1] - 1][1], " ".join(w for _, _, w in words[j:j + n[1]])
+    return None
+
+
 def _owner(at: int, owners: list[tuple[tuple[int, int], tuple[str, str]]]) -> tuple[str, str] | None:
-    """The entry whose name is nearest to offset ``at``."""
+    """The entry whose name is nearest to offset ``at`` (of the names in its sentence)."""
     best: tuple[int, tuple[str, str]] | None = None
     for (start, end), who in owners:
         d = at - end if end <= at else start - at
@@ -560,18 +701,31 @@ def _owner(at: int, owners: list[tuple[tuple[int, int], tuple[str, str]]]) -> tu
     return None if best is None else best[1]
 
 
-def _clear(words: list[tuple[int, int, str]], span: tuple[int, int], i: int) -> bool:
-    """Between the name at ``span`` and word ``i`` is no pronoun that could be another person,
-    no clause break, and no other possessor ("the stranger's")."""
-    lo, hi = (span[1], words[i][0]) if span[1] <= words[i][0] else (words[i][1], span[0])
-    between = [w for s, e, w in words if s >= lo and e <= hi]
-    if any(w.casefold() in _OBJECT_PRONOUNS for w in between):
-        return False
-    if any(w.casefold().endswith(("'s", "’s")) for w in between):
-        return False
+def _clear(words: list[tuple[int, int, str]], folded: list[str], span: tuple[int, int], i: int,
+           candidates: set[str]) -> bool:
+    """Between the name at ``span`` and word ``i`` is no pronoun that could be another person, no
+    other possessor ("the stranger's"), and, after a possessive name, only describing words
+    ("Mira's long grey hair", not "Teodor's daughter had brown eyes")."""
+    before = span[1] <= words[i][0]
+    lo, hi = (span[1], words[i][0]) if before else (words[i][1], span[0])
+    between = [k for k, (s, e, _) in enumerate(words) if s >= lo and e <= hi]
     if len(between) > 2 * _WINDOW:
         return False
+    for k in between:
+        w = folded[k]
+        if w in _OBJECT_PRONOUNS or w.endswith(("'s", "’s")):
+            return False
+    if before and _possessed(words, span):
+        return all(folded[k] in candidates or folded[k] in COLOURS or folded[k] in _DESCRIBING
+                   or _number([folded[k]]) is not None or folded[k] in ("and", "of") for k in between
+                   if words[k][0] > span[1])
     return True
+
+
+def _possessed(words: list[tuple[int, int, str]], span: tuple[int, int]) -> bool:
+    """Is the name at ``span`` written as a possessive ("Mira's")?"""
+    return any(s == span[0] and w.casefold().endswith(("'s", "’s")) for s, _, w in words) or any(
+        s <= span[0] < e and w.casefold().endswith(("'s", "’s")) for s, e, w in words)
 
 
 def _stated_state(words: list[tuple[int, int, str]], span: tuple[int, int], value: Any) -> tuple[int, int, str] | None:
@@ -595,39 +749,64 @@ def _stated_state(words: list[tuple[int, int, str]], span: tuple[int, int], valu
 
 # -- availability -------------------------------------------------------------------------------
 
-def _unavailable(draft_id: str, draft: _Draft, chapter: int, e: _Entry, spans: list[tuple[int, int]],
-                 vocabulary: Vocabulary) -> list[Finding]:
-    now = _in_force(e, chapter)
-    if now is None or now.retired or now.valid_from >= chapter:
+def _unavailable(c: _Check, e: _Entry, spans: list[tuple[int, int]]) -> list[Finding]:
+    now = _shown(e, c.chapter)
+    if now is None or now.retired or now.valid_from >= c.chapter or not now.holds_at(c.chapter):
         return []
     state = next((str(now.facts[f]) for f in _STATE_FIELDS if f in now.facts), now.state)
-    if not state or not {w.casefold() for w in _WORD.findall(state)} & vocabulary.unavailable:
+    if not state or not {w.casefold() for w in _WORD.findall(state)} & c.vocabulary.unavailable:
         return []
-    acting = [s for s in _plain(draft, spans) if _acts(draft, s)]
+    acting = []
+    for span in spans:
+        if c.draft.in_quotes(span[0]):
+            continue
+        i = c.draft.sentence_of(span[0])
+        if "memory" in c.draft.cues(i):
+            continue  # remembered, dreamed, his grave ... anywhere in the sentence
+        verb_end = _acts(c.draft, span, [sp for sp, _ in c.by_sentence.get(i, [])])
+        # A negation, a past perfect or the hypothetical before the action undoes it ("Harl never
+        # walked", "Harl had walked", "if Harl walked"); after it, it is about something else
+        # ("Harl walked in as if nothing had happened").
+        if verb_end is not None and not c.draft.cues_between(c.draft.sentences[i][0], verb_end) & {
+                "negation", "perfect", "hypothetical"}:
+            acting.append(span)
     if not acting:
         return []
-    return [_finding(draft_id, draft, UNAVAILABLE_CHARACTER, e, acting[0], [now],
-                     f"{e.name} is {state} in canon from chapter {now.valid_from}, but acts in this draft of "
-                     f"chapter {chapter}" + _more(len(acting) - 1))]
+    name = _name_at(e, c.chapter) or e.key
+    return [c.finding(UNAVAILABLE_CHARACTER, e, acting[0], [now],
+                      f"{name} is {state} in canon from chapter {now.valid_from}, but acts in this draft of "
+                      f"chapter {c.chapter}" + _more(len(acting) - 1))]
 
 
-def _acts(draft: _Draft, span: tuple[int, int]) -> bool:
-    """Is the name at ``span`` the subject of an action ("<name> [adverb] <verb>"), or named by a
-    speech tag ("said <name>")?"""
+_APPOSITIVE = re.compile(r",[^,.;:!?\"“”]{1,60},")
+_SPEECH = ("said", "asked", "replied", "whispered", "shouted", "cried", "called", "answered")
+
+
+def _acts(draft: _Draft, span: tuple[int, int], names: list[tuple[int, int]]) -> int | None:
+    """Where the verb ends of which the name at ``span`` is the subject ("<name> [adverb] <verb>",
+    "<name>, <appositive>, <verb>", "<name> and <name> <verb>"), or where the name ends when a
+    speech tag or an inversion names it ("said <name>", "stood <name>"); None if it does not act."""
     text = draft.text
     if text[span[1]:span[1] + 2] in ("'s", "’s"):
-        return False
-    after = _WORD.findall(text[span[1]:span[1] + 60])
-    if after and after[0].casefold().endswith("ly") and len(after) > 1:
-        after = after[1:]
-    if after:
-        verb = after[0]
-        gap = text[span[1]:span[1] + 60]
-        if not re.match(r"[ \t]+(?:\w+ly[ \t]+)?" + re.escape(verb), gap):
-            verb = ""
-        v = verb.casefold()
-        if v in ACTIONS or (v.endswith("ed") and len(v) > 4 and v not in _NOT_VERBS and verb.islower()):
-            return True
+        return None
+    at = span[1]
+    m = _APPOSITIVE.match(text, at)
+    if m is not None and len(_WORD.findall(m.group())) <= 6:
+        at = m.end()
+    else:
+        partner = re.match(r"\s+and\s+", text[at:at + 8])
+        if partner is not None:
+            follows = next((n for n in names if n[0] == at + partner.end()), None)
+            if follows is not None:
+                at = follows[1]
+    verb = re.match(r"[ \t]+(?:([^\W\d_]+ly)[ \t]+)?([^\W\d_]+)", text[at:at + 60])
+    if verb is not None:
+        v = verb.group(2)
+        low = v.casefold()
+        if low in ACTIONS or (low.endswith("ed") and len(low) > 4 and low not in _NOT_VERBS and v.islower()):
+            return at + verb.end()
     before = _WORD.findall(text[max(0, span[0] - 30):span[0]])
-    return bool(before) and before[-1].casefold() in ("said", "asked", "replied", "whispered", "shouted", "cried",
-                                                      "called", "answered")
+    if before and before[-1].casefold() in (*_SPEECH, *_INVERTED) and not re.search(
+            r"[.!?]\s*$", text[max(0, span[0] - 3):span[0]]):
+        return span[1]
+    return None

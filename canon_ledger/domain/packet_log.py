@@ -22,7 +22,9 @@ it went from 15 KB to 4.3 KB. The aggregate still holds ``items`` as one dict pe
 Class version 5 adds ``draft``: the draft a QA packet put under review (``{"draft_id",
 "position"}``, its submission's position), None for every other packet. The draft is not
 canon, so an audit cannot find it in the story's replayed canon: it reads its text again
-from the event at that position.
+from the event at that position. From compiler 8 the dict may hold ``dismissed``: ``[[finding_id,
+position], ...]``, the continuity findings a person had dismissed (each read again from its
+``Draft.FindingDismissed`` event), absent when none was.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from canon_ledger.application.audit import Auditor
+from canon_ledger.application.continuity import ContinuityCheck
 from canon_ledger.application.knowledge.ports import Embedder, PageWriter
 from canon_ledger.application.knowledge.quota import Quota, QuotaPolicy
 from canon_ledger.application.ledger import CanonLedger
@@ -173,6 +174,23 @@ class Services:
         self.knowledge.catch_up(goal)
         self.retrieval.catch_up(goal)
         self.catch_up_vectors(goal, progress)
+
+    def continuity(self, provider: str = "offline", **options: Any) -> ContinuityCheck:
+        """The continuity check of drafts (``application.continuity``); ``gemini`` adds one
+        metered LLM review per (draft, canon position), falling back to the deterministic findings."""
+        judges: dict[str, Callable[[], Any]] = {}
+        if provider == "gemini":
+            from canon_ledger.infrastructure.judge_cache import SqlJudgeCache
+            from canon_ledger.infrastructure.providers.gemini_judge import GeminiJudge
+
+            def judge() -> Any:
+                cache = SqlJudgeCache(self.stepback_cache.write_engine, self.stepback_cache.read_engine)
+                with schema_lock(self.config):  # made on first use, like the step-back cache
+                    cache.setup()
+                return GeminiJudge(self.quota, cache, **options)
+
+            judges["gemini"] = judge
+        return ContinuityCheck(self.packets, judges)
 
     def search_service(self, provider: str = "offline", **options: Any) -> Any:
         """Hybrid search; ``gemini`` lets broad queries step back (one generate call, cached)."""

@@ -206,8 +206,10 @@ def cmd_drafts(args: argparse.Namespace) -> int:
             print("no drafts")
         for d in rows:
             reason = f" ({d['reason']})" if d["reason"] else ""
+            dismissed = f"; {len(d['dismissed'])} finding(s) dismissed" if d.get("dismissed") else ""
+            override = f"; accepted over findings: {d['override_reason']}" if d.get("override_reason") else ""
             print(f"chapter {d['chapter']:<5} {d['draft_id']:<24} {d['status']:<9} {len(d['text'].split()):>7} "
-                  f"words{reason}")
+                  f"words{reason}{dismissed}{override}")
 
     return _show(args, {"story_id": args.story, "drafts": rows}, text)
 

@@ -10,6 +10,10 @@ Version history (a store whose active build is older refuses to serve until ``ca
   ``CanonEntry.Established``/``Revised`` event naming it; NULL until then). The canon model
   keeps a step's rendered text and no fields, so a reviewer's "the version in force" beside a
   proposal is this row, found by (story, kind, key, step).
+- v3 (issue 42): ``authoring_dismissed``, one row per continuity finding a person dismissed as
+  intentional (``Draft.FindingDismissed``: story, draft, finding id, reason, source position),
+  and the drafts' ``override_reason``, why an accept overrode the check's findings
+  (``Draft.FindingsOverridden``; NULL: none given).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from canon_ledger.domain.draft import Draft
 from canon_ledger.projections.partitioning import BY_STORY
 from canon_ledger.projections.sql_ops import Op, Update, Upsert
 
-VERSION = 2
+VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -36,9 +40,10 @@ class AuthoringTables:
     metadata: MetaData
     drafts: Table
     proposals: Table
+    dismissed: Table
 
     def all(self) -> list[Table]:
-        return [self.drafts, self.proposals]
+        return [self.drafts, self.proposals, self.dismissed]
 
 
 def authoring_tables(tag: str, version: int = VERSION) -> AuthoringTables:
@@ -52,6 +57,7 @@ def authoring_tables(tag: str, version: int = VERSION) -> AuthoringTables:
         Column("text", Text, nullable=False),
         Column("reason", Text),
         Column("source", Integer, nullable=False),
+        Column("override_reason", Text),  # v3: why its accept overrode the continuity findings (NULL: none)
     )
     proposals = Table(
         f"authoring_proposals_{tag}", md,
@@ -70,7 +76,15 @@ def authoring_tables(tag: str, version: int = VERSION) -> AuthoringTables:
         Column("tags", JSON),
         Column("step", Integer),  # v2: the entry's timeline step its confirmation made (NULL: none yet)
     )
-    return AuthoringTables(tag, version, md, drafts, proposals)
+    dismissed = Table(  # v3: continuity findings dismissed as intentional, per draft
+        f"authoring_dismissed_{tag}", md,
+        Column("story_id", String(200), primary_key=True),
+        Column("draft_id", String(200), primary_key=True),
+        Column("finding_id", String(40), primary_key=True),
+        Column("reason", Text, nullable=False),
+        Column("source", Integer, nullable=False),
+    )
+    return AuthoringTables(tag, version, md, drafts, proposals, dismissed)
 
 
 class AuthoringProjection:
@@ -101,12 +115,24 @@ class AuthoringProjection:
     @on.register
     def _(self, event: Draft.Submitted, position: int) -> list[Op]:
         return [Upsert(self.t.drafts, {"story_id": event.story_id, "draft_id": event.draft_id, "chapter": event.chapter,
-                                       "status": "submitted", "text": event.text, "reason": None, "source": position})]
+                                       "status": "submitted", "text": event.text, "reason": None, "source": position,
+                                       "override_reason": None})]
 
     @on.register
     def _(self, event: Draft.Accepted | Draft.Rejected, position: int) -> list[Op]:
         return [Update(self.t.drafts, {"story_id": event.story_id, "draft_id": event.draft_id},
                        {"status": _status(event), "reason": getattr(event, "reason", None), "source": position})]
+
+    @on.register
+    def _(self, event: Draft.FindingsOverridden, position: int) -> list[Op]:
+        return [Update(self.t.drafts, {"story_id": event.story_id, "draft_id": event.draft_id},
+                       {"override_reason": event.reason})]
+
+    @on.register
+    def _(self, event: Draft.FindingDismissed, position: int) -> list[Op]:
+        return [Upsert(self.t.dismissed, {"story_id": event.story_id, "draft_id": event.draft_id,
+                                          "finding_id": event.finding_id, "reason": event.reason,
+                                          "source": position})]
 
     @on.register
     def _(self, event: CanonProposal.Proposed, position: int) -> list[Op]:

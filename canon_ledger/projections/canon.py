@@ -8,6 +8,7 @@ Chapter.TextAccepted.
 
 from __future__ import annotations
 
+import math
 from functools import singledispatchmethod
 from typing import Any
 
@@ -15,6 +16,7 @@ from canon_ledger.application.packets import render as r
 from canon_ledger.domain import recall
 from canon_ledger.domain.canon import CanonEntry, valid_to
 from canon_ledger.domain.chapter import Chapter
+from canon_ledger.domain.continuity import facts_of
 from canon_ledger.domain.story import Story, with_default_budgets
 from canon_ledger.domain.tokens import TokenCounter
 from canon_ledger.domain.topics import stored_topics
@@ -23,6 +25,15 @@ from canon_ledger.projections.canon_tables import CanonTables, valid_to_update, 
 from canon_ledger.projections.partitioning import BY_STORY
 from canon_ledger.projections.sql_ops import Counted, Op, Run, Update, Upsert
 from canon_ledger.projections.token_memo import TokenCounts, TokenMemo
+
+
+def _storable(facts: dict[str, Any]) -> dict[str, Any]:
+    """``facts`` without a number neither store's JSON column holds (an infinity, an integer
+    beyond 64 bits): commands refuse them since issue 16, but an older log may hold one, and
+    its version must still project (it would be quarantined as unstorable)."""
+    return {k: v for k, v in facts.items()
+            if not (isinstance(v, float) and not math.isfinite(v))
+            and not (isinstance(v, int) and not -(2**63) <= v < 2**63)}
 
 
 class _Page:
@@ -189,6 +200,7 @@ class CanonProjection:
         row["aliases"] = list(v.get("aliases") or [])
         rule = recall.rule(v["name"], row["aliases"], fields)
         row["recall"] = rule.as_dict() if rule is not None else None
+        row["facts"] = _storable(facts_of(fields))
         page.step(e, row)  # its Counted upsert comes with the page's canon rows
         names = {v["name"].casefold(), *(a.casefold() for a in v.get("aliases") or [] if a)}
         aliases = self.t.aliases
@@ -208,7 +220,7 @@ class CanonProjection:
         row: dict[str, Any] = {
             "story_id": e.story_id, "kind": e.kind, "key": e.key, "step": e.originator_version,
             "valid_from": e.valid_from, "retired": True, "name": e.key, "state": None, "hidden_until": None, "aliases": [],
-            "recall": None,
+            "recall": None, "facts": {},
             "text": r.retirement(e.kind, e.key, e.valid_from, e.reason), "source": p,
         }
         page.step(e, row)

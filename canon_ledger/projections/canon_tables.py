@@ -46,6 +46,10 @@ or its two index ranges ``IN_FORCE_CURRENT`` and ``IN_FORCE_SUPERSEDED_LATER``).
   ``recall`` rule of ``rm_canon`` says ``gated``, ``order`` and ``ignore_budget`` (every
   imported lorebook entry is gated: it joins a packet only as its rule or a tag brings it in).
   A v6 build's rules read ungated; the rebuild projects them again.
+- v8: the continuity check's facts (issue 42). ``rm_canon`` gains ``facts`` (JSON: the
+  structured facts of a version's ``fields``, ``domain.continuity.facts_of``; ``{}`` for a
+  retirement), read with every step of an entry's timeline by ``CanonSnapshot.steps``. A v7
+  build has no such column; the rebuild projects every version again, facts and all.
 
 Only the current version's shape is defined: a store whose active build is older refuses to
 serve until ``canon rebuild`` (``read_models.Outdated``).
@@ -59,7 +63,7 @@ from typing import Any
 from sqlalchemy import (JSON, Boolean, Column, Index, Integer, MetaData, String, Table, Text, TextClause, and_, false,
                         func, literal_column, text)
 
-VERSION = 7
+VERSION = 8
 # What a packet candidate needs besides its text, in the order the reader selects it.
 IN_FORCE_COVERS = ("key", "step", "retired", "name", "state", "hidden_until", "tokens", "source")
 
@@ -176,6 +180,7 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         # The chapter the entry's next step takes over (NULL: still in force): ``NEXT_FROM``.
         Column("valid_to", Integer),
         Column("recall", JSON),  # domain.recall.Rule.as_dict(), or NULL: name and aliases, whole words, any case
+        Column("facts", JSON),  # v8: domain.continuity.facts_of(fields) ({} for a retirement; NULL reads as {})
     ]
     canon = Table(name("canon"), md, *canon_columns)
     Index(f"ix_{name('canon')}_key", canon.c.story_id, canon.c.key)

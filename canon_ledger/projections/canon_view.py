@@ -37,6 +37,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from canon_ledger.application.packets.ports import (Call, CanonReader, CanonSnapshot, ChapterView, EntryView, Fact,
                                                     Lore, NodeView, SceneView, StoryView)
+from canon_ledger.domain.continuity import Step
+from canon_ledger.domain.recall import Rule, default_rule, regex_key
 from canon_ledger.projections import driver_sql
 from canon_ledger.projections.canon_tables import (ACTIVE, IN_FORCE, IN_FORCE_CURRENT, IN_FORCE_SUPERSEDED_LATER,
                                                    CanonTables)
@@ -125,6 +127,14 @@ SELECT {ENTRY}
  ORDER BY key, age"""
 
 
+# Every step of the listed entries, whatever chapter it holds at (the continuity check): on the
+# key index, the exact (kind, key) pairs kept by the caller.
+STEPS = """
+SELECT kind, key, step, valid_from, valid_to, retired, name, aliases, recall, state, hidden_until, text, source, facts
+  FROM {canon}
+ WHERE story_id = :story AND key = ANY(:keys) AND kind = ANY(:kinds)"""
+
+
 # Has the story's canon changed? One lookup on the (story, source) index: every new step,
 # retirement included, is a row with a higher source.
 LORE_VERSION = """
@@ -195,13 +205,13 @@ ENTRY_READS = {"entries_of_keys": (OF_KEYS, False, False, False),
 
 NAMED = {"story": STORY, "chapter": CHAPTER, "scene_cards": SCENE_CARDS, "scene_tags": SCENE_TAGS,
          "chapter_summaries": CHAPTER_SUMMARIES, "volume_summaries": VOLUME_SUMMARIES, "canon_texts": CANON_TEXTS,
-         "node_texts": NODE_TEXTS, "chain_nodes": CHAIN_NODES, "superseded": SUPERSEDED,
+         "node_texts": NODE_TEXTS, "chain_nodes": CHAIN_NODES, "superseded": SUPERSEDED, "steps": STEPS,
          "lore_version": LORE_VERSION, "lore": LORE, "lore_since": LORE_SINCE}
 
 # Each parameter's type (a list's: its items'); ``:projection`` is fixed per build (``statements``).
 _TYPES = {"story": String, "kind": String, "after": String, "chapter": Integer,
           "since": Integer, "first": Integer, "last": Integer, "limit": Integer}
-_LISTS = {"keys": String, "chains": String, "steps": Integer}
+_LISTS = {"keys": String, "kinds": String, "chains": String, "steps": Integer}
 
 
 def statements(tables: Any, dialect: str) -> dict[str, Any]:
@@ -224,12 +234,14 @@ _BY_KIND_KEY = attrgetter("kind", "key")
 _BY_CHAIN_ORDINAL = attrgetter("chain", "ordinal")
 LORE_CACHE = 64  # stories whose matcher a reader keeps (oldest built goes first)
 LORE_NEWER = 512  # steps added since a matcher's whole build that it keeps apart (then: build it whole)
+STEPS_CHUNK = 500  # entries per ``steps`` statement: SQLite binds each list item as a parameter
 
 
 # The statements each read of the port runs first, as (name, parameters), from its arguments
 # alone: the read runs them, and ``prefetch`` sends those of the calls it is given in one
 # pipeline, so both ask the same. ``lore`` reads its matcher's version first (the matcher is
-# read again only when that moved); ``superseded_steps`` and ``texts`` depend on other reads.
+# read again only when that moved); ``superseded_steps`` and ``texts`` depend on other reads, and
+# ``steps`` (the continuity check's) runs one statement per chunk of entries.
 Statements = list[tuple[str, dict[str, Any]]]
 STATEMENTS: dict[str, Callable[..., Statements]] = {
     "story": lambda story_id: [("story", {"story": story_id})],
@@ -259,6 +271,20 @@ def _fact(text: str | None, tokens: int | None, source: int | None) -> Fact:
 def _entry(r: Any) -> EntryView:
     return EntryView(r.kind, r.key, r.step, r.valid_from, bool(r.retired), r.name, r.state, r.hidden_until,
                      Fact(r.text, r.tokens or 0, (r.source,)))
+
+
+def _step(r: Any) -> Step:
+    """A row of ``STEPS``: its recall keys are the plain keys of its rule (a ``/regex/`` key
+    left out), or its name and aliases; a retirement has none."""
+    aliases = tuple(driver_sql.json_column(r.aliases) or ())
+    retired = bool(r.retired)
+    keys: tuple[str, ...] = ()
+    if not retired:
+        rule = driver_sql.json_column(r.recall)
+        found = Rule.from_dict(rule).keys if rule else default_rule(r.name, aliases).keys
+        keys = tuple(k for k in found if regex_key(k, False) is None)
+    return Step(r.kind, r.key, r.step, r.valid_from, r.valid_to, retired, r.name, aliases, keys, r.state,
+                r.hidden_until, r.text, r.source, dict(driver_sql.json_column(r.facts) or {}))
 
 
 def _earlier_step(r: Any) -> EntryView:
@@ -407,6 +433,18 @@ class SqlCanonSnapshot(CanonSnapshot):
         out: dict[str, list[EntryView]] = {}
         for r in self._rows("superseded", story=story_id, chapter=chapter, kind=kind, keys=list(keys), limit=limit):
             out.setdefault(r.key, []).append(_earlier_step(r))
+        return out
+
+    def steps(self, story_id: str, entries: tuple[tuple[str, str], ...]) -> list[Step]:
+        wanted = sorted(set(entries))
+        out: list[Step] = []
+        for i in range(0, len(wanted), STEPS_CHUNK):
+            chunk = wanted[i:i + STEPS_CHUNK]
+            pairs = set(chunk)
+            rows = self._rows("steps", story=story_id, keys=sorted({key for _, key in chunk}),
+                              kinds=sorted({kind for kind, _ in chunk}))
+            out.extend(_step(r) for r in rows if (r.kind, r.key) in pairs)
+        out.sort(key=attrgetter("kind", "key", "step"))
         return out
 
     def texts(self, refs: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], str]:

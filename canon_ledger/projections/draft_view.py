@@ -21,10 +21,15 @@ class SqlDrafts(Drafts):
     def draft(self, story_id: str, draft_id: str, target: int) -> DraftView | None:
         self.authoring.reach(target)
         with self.authoring.read_engine.begin() as conn:
-            drafts = self.authoring.tables(self.authoring.active(conn)).drafts
+            tables = self.authoring.tables(self.authoring.active(conn))
+            key = {"story": story_id, "draft": draft_id}
             row = conn.execute(text(f"""
                 SELECT draft_id, chapter, status, text, source, reason
-                  FROM {drafts.name} WHERE story_id = :story AND draft_id = :draft"""),
-                               {"story": story_id, "draft": draft_id}).first()
-        return None if row is None else DraftView(row.draft_id, row.chapter, row.status, row.text, row.source,
-                                                  row.reason)
+                  FROM {tables.drafts.name} WHERE story_id = :story AND draft_id = :draft"""), key).first()
+            if row is None:
+                return None
+            dismissed = tuple((d.finding_id, d.reason, d.source) for d in conn.execute(text(f"""
+                SELECT finding_id, reason, source
+                  FROM {tables.dismissed.name} WHERE story_id = :story AND draft_id = :draft
+                 ORDER BY finding_id"""), key))
+        return DraftView(row.draft_id, row.chapter, row.status, row.text, row.source, row.reason, dismissed)

@@ -39,7 +39,8 @@ class StoryViews:
         c, a = self._canon(conn), self._authoring(conn)
         return {"stories": c.stories.name, "chapters": c.chapters.name, "volumes": c.volumes.name,
                 "canon": c.canon.name, "aliases": c.aliases.name, "scene_cards": c.scene_cards.name,
-                "scene_tags": c.scene_tags.name, "proposals": a.proposals.name, "drafts": a.drafts.name}
+                "scene_tags": c.scene_tags.name, "proposals": a.proposals.name, "drafts": a.drafts.name,
+                "dismissed": a.dismissed.name}
 
     def stories(self, only: tuple[str, ...] = ()) -> list[dict[str, Any]]:
         """Every story (or those in ``only``) with its counts, by id."""
@@ -216,13 +217,28 @@ class StoryViews:
         return [_proposal_row(r) for r in pending], steps
 
     def drafts(self, story_id: str, chapter: int | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        """The story's drafts (of a chapter, in a status), each with the continuity findings dismissed
+        on it (``dismissed``: {finding_id, reason, source}, by finding id) and its ``override_reason``."""
         with self.engine.begin() as conn:
             t = self._names(conn)
-            return _rows(conn, f"""
-                SELECT draft_id, chapter, status, reason, text, source
+            drafts = _rows(conn, f"""
+                SELECT draft_id, chapter, status, reason, text, source, override_reason
                   FROM {t['drafts']} WHERE story_id = :s AND (CAST(:chapter AS INTEGER) IS NULL OR chapter = :chapter)
                    AND (CAST(:status AS VARCHAR(20)) IS NULL OR status = :status)
                  ORDER BY chapter, source""", s=story_id, chapter=chapter, status=status)
+            dismissed: dict[str, list[dict[str, Any]]] = {}
+            if drafts:
+                for r in _rows(conn, f"""
+                        SELECT d.draft_id, d.finding_id, d.reason, d.source FROM {t['dismissed']} d
+                         WHERE d.story_id = :s AND EXISTS (
+                               SELECT 1 FROM {t['drafts']} r WHERE r.story_id = d.story_id AND r.draft_id = d.draft_id
+                                  AND (CAST(:chapter AS INTEGER) IS NULL OR r.chapter = :chapter)
+                                  AND (CAST(:status AS VARCHAR(20)) IS NULL OR r.status = :status))
+                         ORDER BY d.draft_id, d.finding_id""", s=story_id, chapter=chapter, status=status):
+                    dismissed.setdefault(r.pop("draft_id"), []).append(r)
+        for draft in drafts:
+            draft["dismissed"] = dismissed.get(draft["draft_id"], [])
+        return drafts
 
 
 def _proposal_row(r: dict[str, Any]) -> dict[str, Any]:

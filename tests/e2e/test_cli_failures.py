@@ -40,6 +40,7 @@ VERBS_WITH_A_STORE = {
     "import": ["import", "manuscript", "book.md", "--story", "s"],
     "export": ["export", "lorebook", "--story", "s", "--as-of", "1", "--as", "sillytavern"],
     "summarize": ["summarize", "--story", "s"],
+    "check": ["check", "--story", "s", "--draft", "d"],
 }
 
 

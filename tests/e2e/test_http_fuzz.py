@@ -221,10 +221,15 @@ def _check(server: Server, session: requests.Session, case: schemathesis.Case) -
             f"no string code:\n{_describe(case, response)}"
         assert body.get("status") == response.status_code, f"status differs from the body's:\n{_describe(case, response)}"
         applied = [r for r in body.get("results") or [] if isinstance(r, dict) and r.get("status") == "applied"]
+        unchanged = [r for r in body.get("results") or [] if isinstance(r, dict) and r.get("status") == "unchanged"]
         if response.status_code == 409 and applied:
             # A rule refused one command of a batch that was not atomic: the others were applied,
             # as the body says (documented), and the log ends where the answer says it does.
             assert after == body.get("position") > before, _describe(case, response)
+        elif response.status_code == 409 and unchanged:
+            # A command that changed nothing still records its receipt (its id now names it), so
+            # the log may end one receipt later, where the answer says it does.
+            assert after == body.get("position") >= before, _describe(case, response)
         else:
             assert after == before, (f"a refused request appended {after - before} event(s) "
                                      f"(end {before} -> {after}):\n{_describe(case, response)}")

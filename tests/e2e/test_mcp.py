@@ -31,7 +31,7 @@ from tests.e2e.test_http_server import STORY, Server
 from tests.e2e.test_viewer import demo, key, served_demo  # noqa: F401 - demo, served_demo are fixtures
 
 TOOLS = {"list_stories", "get_packet", "search", "canon_entry", "list_canon", "open_threads", "propose_canon",
-         "audit_packet"}
+         "audit_packet", "check_draft"}
 RULE = {"story": STORY, "kind": "world_rule", "key": "tide-bells", "name": "The tide bells",
         "text": "The tide bells of the harbour ring thirteen times at the turn of every spring tide.", "valid_from": 1,
         "aliases": ["tide bells"], "fields": {"source": "an agent"}}
@@ -199,16 +199,21 @@ def test_over_http_every_call_needs_a_key_and_stays_inside_it(demo: tuple[Server
 
     async def as_worker(session: Client) -> dict[str, Any]:
         return {"packet": await session.call_tool("get_packet", {"story": STORY, "role": "writer", "chapter": 3}),
-                "propose": await session.call_tool("propose_canon", RULE)}
+                "propose": await session.call_tool("propose_canon", RULE),
+                # a qa agent checks what a qa packet would hold: a submitted draft, not a decided one
+                "check": await session.call_tool("check_draft", {"story": STORY, "draft": "d5-wip"}),
+                "decided": await session.call_tool("check_draft", {"story": STORY, "draft": "d2-first"})}
 
     async def as_other(session: Client) -> dict[str, Any]:
         return {"packet": await session.call_tool("get_packet", {"story": STORY, "role": "writer", "chapter": 3}),
                 "stories": await session.call_tool("list_stories", {}),
                 "search": await session.call_tool("search", {"collection": f"story:{STORY}", "query": "lamp"}),
-                "propose": await session.call_tool("propose_canon", RULE)}
+                "propose": await session.call_tool("propose_canon", RULE),
+                "check": await session.call_tool("check_draft", {"story": STORY, "draft": "d5-wip"})}
 
     async def as_author(session: Client) -> Any:
-        return await session.call_tool("propose_canon", {**RULE, "key": "tide-bells-http"})
+        return {"propose": await session.call_tool("propose_canon", {**RULE, "key": "tide-bells-http"}),
+                "check": await session.call_tool("check_draft", {"story": STORY, "draft": "d2-first"})}
 
     end = in_log(server, admin)
     got = run(http(server, worker), as_worker)
@@ -216,13 +221,21 @@ def test_over_http_every_call_needs_a_key_and_stays_inside_it(demo: tuple[Server
         assert got["packet"].content[0].text == client.get(f"/v1/stories/{STORY}/packet",
                                                             params={"role": "writer", "chapter": 3}).text
     assert (error(got["propose"])["code"], error(got["propose"])["status"]) == ("forbidden", 403)
+    with api(server, author) as client:  # the API's report (author scope), less its stages' timings
+        checked = client.get(f"/v1/stories/{STORY}/drafts/d5-wip/check").json()
+    report = got["check"].structured_content
+    assert not got["check"].is_error and json.loads(got["check"].content[0].text) == report
+    assert {**report, "stages": None} == {**checked, "stages": None} and report["draft_id"] == "d5-wip"
+    assert (error(got["decided"])["code"], error(got["decided"])["status"]) == ("draft_not_under_review", 409)
     limited = run(http(server, other), as_other)
-    for name in ("packet", "search", "propose"):
+    for name in ("packet", "search", "propose", "check"):
         assert error(limited[name])["status"] == 404, name  # another story is as unknown as one never started
     assert limited["stories"].structured_content["stories"] == []
     assert in_log(server, admin) == end + 1  # only the worker's packet was recorded
     proposed = run(http(server, author), as_author)
-    assert proposed.structured_content["status"] == "applied"
+    assert proposed["propose"].structured_content["status"] == "applied"
+    decided = proposed["check"].structured_content  # an author key checks a decided draft too
+    assert (decided["draft_id"], decided["status"]) == ("d2-first", "rejected")
 
 
 def test_bad_arguments_get_structured_errors_and_change_nothing(served_demo: tuple[Server, str, str]) -> None:
@@ -244,6 +257,8 @@ def test_bad_arguments_get_structured_errors_and_change_nothing(served_demo: tup
            ("search", {"collection": "nope", "query": "lamp"}, "unknown_collection", "collection"),
            ("search", {"collection": f"story:{STORY}", "query": "   "}, "invalid_field", "query"),
            ("audit_packet", {"packet_id": "pkt_nope"}, "unknown_packet", "packet_id"),
+           ("check_draft", {"story": STORY, "draft": "nope"}, "unknown_draft", "draft_id"),
+           ("check_draft", {"story": STORY, "draft": "x" * 201}, "invalid_field", "draft"),
            ("list_canon", {"story": STORY}, "invalid_field", "as_of")]
 
     async def calls(session: Client) -> list[Any]:

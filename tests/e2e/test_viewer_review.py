@@ -6,7 +6,8 @@ What a reviewer sees: the whole proposal (name, chapter, aliases, ``hidden_until
 tags) beside the confirmed version in force at its chapter, every difference marked, competing
 proposals for one entry naming each other; an entry's history saying which chapters each
 version holds at; Compare opening with the packet's previous change as its "from"; a position
-before the chapter existed saying "as of position N"; table cells that break no word.
+before the chapter existed saying "as of position N"; table cells that break no word; a draft's
+continuity findings (issue 42) with their spans marked, one dismissed, the accept overriding the rest.
 """
 
 from __future__ import annotations
@@ -165,3 +166,77 @@ def test_the_history_says_when_each_version_holds_and_compare_starts_at_the_prev
     response = httpx.get(server.base + f"/stories/{STORY}/compare?role=writer&chapter=6", cookies=cookies, timeout=60)
     assert response.status_code == 200 and 'data-from=""' in response.text
     assert "has not changed since chapter 6 was planned" in response.text
+
+
+def test_a_drafts_findings_are_shown_dismissed_and_overridden_on_accept(
+        browser, demo: tuple[Server, str, str]) -> None:  # noqa: F811
+    """Issue 42: a draft naming two dead characters as acting shows two error findings, their
+    spans marked in the text and their evidence linked to its event; one dismissed with a reason
+    is listed apart; the accept then asks why it overrides the other, and records it."""
+    server, token, _ = demo
+    with CanonClient(server.base, token) as api:
+        applied = api.apply([
+            propose("p-harl", "harl", 2, text="Harl, the old porter.", fields={"state": "dead"}),
+            {"type": "confirm_canon", "command_id": "t-confirm-harl", "story_id": STORY, "proposal_id": "p-harl"},
+            propose("p-bram", "bram", 2, text="Bram, the bell-ringer.", fields={"state": "dead"}),
+            {"type": "confirm_canon", "command_id": "t-confirm-bram", "story_id": STORY, "proposal_id": "p-bram"},
+            {"type": "submit_draft", "command_id": "t-ghost", "story_id": STORY, "chapter": 5, "draft_id": "d-ghost",
+             "text": "Harl walked into the hall. Bram walked into the yard, ringing a <b>bell</b>."},
+        ])
+        assert [r["status"] for r in applied["results"]] == ["applied"] * 5, applied
+        report = api.get(f"/v1/stories/{STORY}/drafts/d-ghost/check")
+    found = {f["entry"]["key"]: f for f in report["findings"]}
+    assert sorted(found) == ["bram", "harl"], report
+    assert {f["type"] for f in found.values()} == {"unavailable_character"}, report
+    harl, bram = found["harl"]["id"], found["bram"]["id"]
+
+    context, page = logged_in(browser, server, token, f"/stories/{STORY}/review")
+    card = "section.draft[data-draft='d-ghost']"
+    assert page.get_attribute(card, "data-errors") == "2"
+    assert page.inner_text(f"{card} mark#span-{harl}") == "Harl"
+    assert page.inner_text(f"{card} mark#span-{bram}") == "Bram"
+    assert "ringing a <b>bell</b>." in page.inner_text(f"{card} details.text pre")  # the text's own markup, as text
+    assert page.get_attribute(f"li#finding-{harl}", "data-severity") == "error"
+    shown = page.inner_text(f"li#finding-{harl}")
+    assert "harl" in shown and found["harl"]["message"] in shown
+    evidence = page.locator(f"li#finding-{harl} ul.evidence a.source").first
+    source = found["harl"]["evidence"][0]["source"]
+    assert evidence.get_attribute("href") == f"/stories/{STORY}/events/{source}"
+    assert "chapter 2" in page.inner_text(f"li#finding-{harl} ul.evidence li")
+    assert page.get_attribute(f"{card} form.accept input[name=override_reason]", "required") is not None
+    assert page.locator(f"{card} p.override-note").count() == 1
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"review-findings-{server.port}.png"), full_page=True)
+    assert overflowing(page) == [] and page.evaluate(BROKEN_WORDS) == []
+    page.click(f"li#finding-{harl} a.span-link")
+    assert page.url.endswith(f"#span-{harl}")
+    evidence = page.locator(f"li#finding-{harl} ul.evidence a.source").first
+    evidence.click()
+    page.wait_for_load_state("load")
+    assert page.url == server.base + f"/stories/{STORY}/events/{source}"
+    page.go_back()
+
+    # Dismiss Harl's finding as intentional: gone from the list, kept apart with its reason.
+    page.fill(f"li#finding-{harl} form.dismiss input[name=reason]", "his ghost walks, on purpose")
+    page.click(f"li#finding-{harl} form.dismiss button")
+    page.wait_for_load_state("load")
+    assert page.get_attribute("#result", "data-status") == "applied"
+    assert page.get_attribute(card, "data-errors") == "1" and page.locator(f"li#finding-{harl}").count() == 0
+    assert page.locator(f"{card} mark#span-{harl}").count() == 0
+    assert page.inner_text(f"{card} mark#span-{bram}") == "Bram"
+    assert "his ghost walks, on purpose" in page.locator(f"{card} details.dismissed").text_content()
+
+    # Accept: the browser will not send the form without a reason; with one, it is recorded.
+    page.click(f"{card} form.accept button")
+    assert page.get_attribute("#result", "data-status") == "applied"  # still the dismissal's: nothing posted
+    page.fill(f"{card} form.accept input[name=override_reason]", "Bram's bell is the ghost chapter's point")
+    page.click(f"{card} form.accept button")
+    page.wait_for_load_state("load")
+    assert page.get_attribute("#result", "data-status") == "applied" and "accept_draft" in page.inner_text("#result")
+    assert page.locator(card).count() == 0
+    context.close()
+    with CanonClient(server.base, token) as api:
+        accepted = api.get(f"/v1/stories/{STORY}/drafts", status="accepted")["drafts"]
+    drafts = {d["draft_id"]: d for d in accepted}
+    assert drafts["d-ghost"]["override_reason"] == "Bram's bell is the ghost chapter's point"
+    assert [d["finding_id"] for d in drafts["d-ghost"]["dismissed"]] == [harl]

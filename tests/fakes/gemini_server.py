@@ -25,7 +25,9 @@ RetryInfo of 7 s), ``invalid_json`` (candidate text that is not JSON),
 default, sends the request again with the token, and the fake answers the rest without taking a
 behaviour from the queue). A step-back prompt (``Step back from this question ... Question: Q``) is answered
 ``{"query": server.generalised(Q)}`` instead of a page, a summary prompt (``Summarise chapter N ...``, ``Summarise
-volume N ...``) ``{"summary": server.summary("chapter", N)}``. Every request is logged in ``server.requests``.
+volume N ...``) ``{"summary": server.summary("chapter", N)}``, a continuity prompt (``Continuity check of a chapter
+draft ...``, ``canon check --provider gemini``) ``{"findings": server.continuity(draft, table)}``: one finding about
+the first entry of its evidence table that the draft names. Every request is logged in ``server.requests``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ KINDS = {"generateContent": "generate", "batchEmbedContents": "embed", "embedCon
 _PATH = re.compile(r"^/(?P<version>v1\w*)/models/(?P<model>[^/:]+):(?P<action>\w+)$")
 _STEP_BACK = re.compile(r"^Step back from this question.*\nQuestion: (?P<query>.*)$", re.DOTALL)
 _SUMMARY = re.compile(r"^Summarise (?P<what>chapter|volume) (?P<number>\d+) ")
+_CONTINUITY = re.compile(r"^Continuity check of a chapter draft.*?\nEvidence table \(JSON, one entry per line\):\n"
+                         r"(?P<table>.*?)\n\n.*?\n<<<DRAFT\n(?P<draft>.*)\nDRAFT>>>$", re.DOTALL)
 _TOPIC = re.compile(r'about the topic "(?P<title>[^"\n]*)"')
 _RELATED = re.compile(r"^- (?P<id>\S+): ", re.MULTILINE)
 
@@ -194,6 +198,23 @@ class FakeGemini:
         """The fake's summary of a chapter or volume: it names what it summarises."""
         return f"The fake Gemini server's summary of {what} {number}."
 
+    def continuity(self, draft: str, table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The fake's continuity findings: one warning on the first entry of the table (in its order)
+        whose name the draft writes, at its first place, citing the entry's step in force (else its
+        first), or none."""
+        for entry in table:
+            start = draft.find(entry["name"]) if entry.get("name") else -1
+            if start < 0 or not entry.get("steps"):
+                continue
+            step = next((s for s in entry["steps"] if s["standing"] == "in force"), entry["steps"][0])
+            end = start + len(entry["name"])
+            return [{"type": "field_conflict", "severity": "warning",
+                     "entry": {"kind": entry["kind"], "key": entry["key"], "name": entry["name"]},
+                     "span": {"start": start, "end": end, "text": draft[start:end]},
+                     "evidence": [{"text": step["text"], "valid_from": step["valid_from"], "source": step["source"]}],
+                     "message": f"The fake Gemini server doubts what the draft says of {entry['name']}."}]
+        return []
+
     def answer(self, kind: str | None, behaviour: str, body: Any) -> tuple[int, Any]:
         if behaviour == "503":
             return 503, ERROR_503
@@ -217,6 +238,9 @@ class FakeGemini:
             text = json.dumps({"name": "not a page", "summary": "the schema's fields are missing"})
         elif (step_back := _STEP_BACK.match(prompt)) is not None:
             text = json.dumps({"query": self.generalised(step_back.group("query"))})
+        elif (check := _CONTINUITY.match(prompt)) is not None:
+            table = [json.loads(line) for line in check.group("table").splitlines() if line.strip()]
+            text = json.dumps({"findings": self.continuity(check.group("draft"), table)})
         elif (summary := _SUMMARY.match(prompt)) is not None:
             text = json.dumps({"summary": self.summary(summary.group("what"), int(summary.group("number")))})
         else:

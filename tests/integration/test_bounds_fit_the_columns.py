@@ -62,7 +62,10 @@ def _commands() -> list[dict]:
          "characters": [key], "locations": [], "threads": [], "callbacks": [], "items": []},
         {"type": "submit_draft", "story_id": story, "chapter": chapter, "draft_id": longest("SubmitDraft", "draft_id"),
          "text": "The chapter.\n\n" + doc},
-        {"type": "accept_draft", "story_id": story, "draft_id": longest("SubmitDraft", "draft_id")},
+        {"type": "dismiss_finding", "story_id": story, "draft_id": longest("SubmitDraft", "draft_id"),
+         "finding_id": "fnd_" + "f" * 16, "reason": longest("DismissFinding", "reason")},
+        {"type": "accept_draft", "story_id": story, "draft_id": longest("SubmitDraft", "draft_id"),
+         "override_reason": longest("DismissFinding", "reason")},  # the same bound (anyOf null)
         {"type": "record_chapter_summary", "story_id": story, "chapter": chapter, "text": "summary"},
         {"type": "record_volume_summary", "story_id": story, "volume": volume, "text": "volume summary"},
         {"type": "retire_canon", "story_id": story, "kind": "character", "key": key,

@@ -93,6 +93,7 @@ ROUTES = [
     ("GET", f"/v1/stories/{STORY}/packet?role=writer&chapter=5", {}, "worker", True),
     ("GET", f"/v1/stories/{STORY}/proposals", {}, "author", True),
     ("GET", f"/v1/stories/{STORY}/drafts?chapter=2", {}, "author", True),
+    ("GET", f"/v1/stories/{STORY}/drafts/d5-wip/check", {}, "author", True),
     ("GET", f"/v1/events?story={STORY}&limit=5", {}, "author", True),
     ("POST", "/v1/commands", {"json": {"type": "plan_chapter", "command_id": "m-plan-9", "story_id": STORY,
                                         "chapter": 9, "volume": 1, "goals": ["a goal"]}}, "author", True),
@@ -117,7 +118,8 @@ def test_every_route_is_in_the_matrix(shared_api: Api) -> None:
               for method in operations}
     assert len(served) > 20
     covered = {(m, p.split("?")[0].replace(STORY, "{story}").replace("/character/ilse", "/{kind}/{key}")
-                .replace("/chapters/5", "/chapters/{number}").replace("/guild/", "/{collection}/")) for m, p, *_ in ROUTES}
+                .replace("/chapters/5", "/chapters/{number}").replace("/guild/", "/{collection}/")
+                .replace("/drafts/d5-wip/", "/drafts/{draft}/")) for m, p, *_ in ROUTES}
     covered |= {("GET", "/healthz"), ("GET", "/readyz"), ("POST", "/v1/rebuild"), ("DELETE", "/v1/keys/{name}"),
                 ("GET", "/v1/packets/{packet_id}"), ("GET", "/v1/packets/{packet_id}/audit"),
                 ("GET", "/v1/events/stream")}  # endless: its scopes are tested in tests/e2e/test_event_stream.py
@@ -586,3 +588,62 @@ def test_words_that_help_answer_over_http_as_on_the_command_line(shared_api: Api
     assert api.call("GET", f"/v1/stories/{STORY}/proposals?status=waiting", author).status_code == 422
     [row] = [s for s in api.call("GET", "/v1/stories", author).json()["stories"] if s["story_id"] == STORY]
     assert row["proposals_proposed"] == len(proposed.json()["proposals"]) == row["pending_proposals"]
+
+
+def test_a_draft_check_answers_its_findings_within_the_key_scope(shared_api: Api) -> None:
+    """Issue 42's HTTP door: the report (200, error findings and all) in the declared schema, a
+    dismissed finding listed apart, author scope, another story's key answered as for no story."""
+    import jsonschema
+
+    from tests.e2e.test_cli_check import COMMANDS, DEAD
+    from tests.e2e.test_cli_check import STORY as CHECKED
+
+    api = shared_api
+    applied = api.call("POST", "/v1/commands", api.tokens["admin"], json=COMMANDS)
+    assert applied.status_code == 200, applied.text
+    after = applied.json()["position"]
+    author = api.key("author", CHECKED)  # a key limited to the checked story
+    path = f"/v1/stories/{CHECKED}/drafts/d3-walks/check"
+    found = api.call("GET", f"{path}?after={after}", author)
+    assert found.status_code == 200 and found.headers["content-type"] == "application/json", found.text
+    report = found.json()
+    assert (report["draft_id"], report["chapter"], report["errors"], report["dismissed"]) == ("d3-walks", 3, 1, [])
+    [finding] = report["findings"]
+    assert finding["type"] == "unavailable_character" and finding["entry"]["key"] == "bram"
+    assert finding["span"]["text"] == "Bram" == DEAD[finding["span"]["start"]:finding["span"]["end"]]
+    assert report["findings"] == api.ctx.services.continuity().check(CHECKED, "d3-walks").as_dict()["findings"]
+
+    document = api.client.app.openapi()
+    ok = document["paths"]["/v1/stories/{story}/drafts/{draft}/check"]["get"]["responses"]["200"]
+    assert ok["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ContinuityReport"}
+    exact = {"$ref": "#/components/schemas/ContinuityReport", "components": {"schemas": {
+        name: _closed(value) for name, value in document["components"]["schemas"].items()
+        if name.startswith(("Continuity", "Finding", "DismissedFinding", "PacketStage"))}}}
+    jsonschema.Draft202012Validator(exact).validate(report)
+
+    dismiss = {"type": "dismiss_finding", "command_id": "http-check-dismiss", "story_id": CHECKED,
+               "draft_id": "d3-walks", "finding_id": finding["id"], "reason": "his ghost, on purpose"}
+    dismissed = api.call("POST", "/v1/commands", author, json=dismiss)
+    assert dismissed.status_code == 200, dismissed.text
+    again = api.call("GET", f"{path}?after={dismissed.json()['position']}", author).json()
+    assert (again["findings"], again["errors"]) == ([], 0)
+    [gone] = again["dismissed"]
+    assert gone["id"] == finding["id"] and gone["dismissed"]["reason"] == "his ghost, on purpose"
+    jsonschema.Draft202012Validator(exact).validate(again)
+
+    clean = api.call("GET", f"/v1/stories/{CHECKED}/drafts/d3-remembers/check", author)
+    assert clean.status_code == 200 and clean.json()["findings"] == [] and clean.json()["errors"] == 0
+    for token, status, code in ((api.key("author", "another-story"), 404, "unknown_story"),
+                                (api.key("admin", STORY), 404, "unknown_story"),
+                                (api.key("worker", CHECKED), 403, "forbidden"),
+                                (None, 401, "unauthenticated")):
+        refused = api.call("GET", path, token)
+        assert (refused.status_code, refused.json()["code"]) == (status, code), refused.text
+        assert refused.headers["content-type"] == "application/problem+json"
+    for query, status, code, field in (("", 404, "unknown_draft", "draft_id"),
+                                       ("?after=999999999", 422, "position_beyond_log", "after"),
+                                       ("?provider=poet", 422, "invalid_field", "provider")):
+        r = api.call("GET", f"/v1/stories/{CHECKED}/drafts/{'nope' if not query else 'd3-walks'}/check{query}", author)
+        assert (r.status_code, r.json()["code"], r.json()["field"]) == (status, code, field), (query, r.text)
+    ghost = api.call("GET", "/v1/stories/no-such-story/drafts/d3-walks/check", api.tokens["admin"])
+    assert (ghost.status_code, ghost.json()["code"]) == (404, "unknown_story")

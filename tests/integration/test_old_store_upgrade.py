@@ -7,7 +7,10 @@ and test_readme.py).
 548a0a8 (canon read-model schema v5, compiler 4): the event log and its read models, tracking
 rows and build registry as that release left them (see tests/fixtures/README.md).
 ``canon-v5-store-packets.jsonl`` holds the five packets it printed, each a ``PacketIssued`` in
-the store. The test runs on a copy in tmp_path; the fixture is never opened in place.
+the store. ``tests/fixtures/canon-v7-store.sqlite3.gz`` is the same story as the release at
+commit 86baa56 left it (canon schema v7, compiler 7), the last before schema v8 (issue 42: the
+canon table's ``facts``). Each test runs on both releases' stores (``release``), each on a copy
+in tmp_path; a fixture is never opened in place.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine
 
+from canon_ledger.projections.canon_tables import VERSION, canon_tables
+from canon_ledger.projections.canon_view import SqlCanonReader
 from tests import cli_runner
 from tests.helpers import DEMO_PACKET
 
@@ -52,24 +58,39 @@ def _recorded_packets(path: Path) -> list[str]:
     return [json.loads(state)["packet_id"] for (state,) in rows]
 
 
+def _canon_columns(path: Path, build: str) -> set[str]:
+    with sqlite3.connect(path) as conn:
+        return {row[1] for row in conn.execute(f'PRAGMA table_info("rm_canon_{build}")')}
+
+
+@pytest.fixture(params=["v5", "v7"])
+def release(request: pytest.FixtureRequest) -> str:
+    """The canon schema an earlier release's store was built with (its build ``{release}_1``)."""
+    return str(request.param)
+
+
 @pytest.fixture
-def old_store(tmp_path: Path) -> Path:
+def old_store(release: str, tmp_path: Path) -> Path:
     path = tmp_path / "old.db"
-    with gzip.open(FIXTURES / "canon-v5-store.sqlite3.gz") as src, path.open("wb") as dst:
+    with gzip.open(FIXTURES / f"canon-{release}-store.sqlite3.gz") as src, path.open("wb") as dst:
         shutil.copyfileobj(src, dst)
     return path
 
 
-def test_an_old_release_s_store_is_refused_until_rebuilt_then_serves_and_audits(old_store: Path,
+def test_an_old_release_s_store_is_refused_until_rebuilt_then_serves_and_audits(release: str, old_store: Path,
                                                                                    tmp_path: Path) -> None:
     url = f"sqlite:///{old_store}"
-    printed = (FIXTURES / "canon-v5-store-packets.jsonl").read_text().splitlines(keepends=True)
+    build, schema = f"{release}_1", int(release[1:])
     before = _state(old_store)
     # The fixture is what it claims: the old schema's canon build, the log read up to its end.
-    assert ("canon", "v5_1", 5, None, None, 1) in before["builds"]
-    assert ("canon:v5_1", before["events"] - 5) in before["tracking"]  # five PacketIssued after it
+    assert ("canon", build, schema, None, None, 1) in before["builds"]
+    assert (f"canon:{build}", before["events"] - 5) in before["tracking"]  # five PacketIssued after it
+    assert "facts" not in _canon_columns(old_store, build)  # schema v8's column
     recorded = _recorded_packets(old_store)
-    assert sorted(recorded) == sorted(json.loads(p)["packet_id"] for p in printed) and len(recorded) == 5
+    assert len(recorded) == 5
+    if release == "v5":
+        printed = (FIXTURES / "canon-v5-store-packets.jsonl").read_text().splitlines(keepends=True)
+        assert sorted(recorded) == sorted(json.loads(p)["packet_id"] for p in printed)
 
     # (a) Refused with the structured error naming the remedy; nothing in the store changes.
     refused = canon("--db", url, *WRITER)
@@ -82,7 +103,8 @@ def test_an_old_release_s_store_is_refused_until_rebuilt_then_serves_and_audits(
     rebuilt = canon("--db", url, "rebuild")
     assert rebuilt.returncode == 0, rebuilt.stderr
     reports = {r["projection"]: r for r in map(json.loads, rebuilt.stdout.splitlines())}
-    assert reports["canon"]["old"] == "v5_1" and reports["canon"]["new"].startswith("v7_"), reports
+    new = reports["canon"]["new"]
+    assert reports["canon"]["old"] == build and new.startswith(f"v{VERSION}_") and VERSION == 8, reports
 
     # (c) It serves the packet a fresh store of today's demo serves, byte for byte.
     served = canon("--db", url, *WRITER)
@@ -94,10 +116,27 @@ def test_an_old_release_s_store_is_refused_until_rebuilt_then_serves_and_audits(
     assert fresh.returncode == 0, fresh.stderr
     assert served.stdout == fresh.stdout
     assert json.loads(served.stdout)["packet_id"] == DEMO_PACKET
-    # Not the bytes the old release printed for it (compiler 4 then): compiler 7 adds chapter 4's
-    # ending to P2, so it is a new packet, recorded once; the old one audits OK below.
-    assert json.loads(printed[0])["packet_id"] != DEMO_PACKET
-    assert _state(old_store)["events"] == before["events"] + 1
+    # A packet the store had not recorded is recorded once; one it had is not recorded again.
+    assert _state(old_store)["events"] == before["events"] + (DEMO_PACKET not in recorded)
+    if release == "v5":
+        # Not the bytes the old release printed for it (compiler 4 then): compiler 7 adds chapter
+        # 4's ending to P2, so it is a new packet, recorded once; the old one audits OK below.
+        assert json.loads(printed[0])["packet_id"] != DEMO_PACKET and DEMO_PACKET not in recorded
+
+    # The rebuilt canon table holds each version's facts (schema v8), read back as the
+    # continuity check reads them: Ilse's two versions, as the demo confirmed them.
+    assert "facts" in _canon_columns(old_store, new)
+    engine = create_engine(url)
+    try:
+        reader = SqlCanonReader(engine, lambda conn, story: (canon_tables(new), 0))
+        with reader.snapshot(STORY) as snap:
+            ilse = snap.steps(STORY, (("character", "ilse"),))
+    finally:
+        engine.dispose()
+    assert [(s.step, s.valid_to, s.facts) for s in ilse] == [
+        (1, ilse[1].valid_from, {"licence": "none", "status": "apprentice"}),
+        (2, None, {"licence": "Quay ward", "status": "licensed"})], ilse
+    assert ilse[1].keys == ("Ilse Marrow", "the Marrow girl", "Lamplighter Marrow")
 
     # (d) Every packet the old release recorded audits OK against the log.
     for packet_id in recorded:
@@ -107,7 +146,7 @@ def test_an_old_release_s_store_is_refused_until_rebuilt_then_serves_and_audits(
         assert report["packet_id"] == packet_id and report["verdict"] == "ok", (packet_id, report)
 
 
-def test_status_explains_an_outdated_build_and_how_to_rebuild(old_store: Path) -> None:
+def test_status_explains_an_outdated_build_and_how_to_rebuild(release: str, old_store: Path) -> None:
     """Issue 38: `canon status` is the verb that explains an outdated store, so it never refuses
     with the refusal it is asked about; it changes nothing."""
     url = f"sqlite:///{old_store}"
@@ -117,7 +156,8 @@ def test_status_explains_an_outdated_build_and_how_to_rebuild(old_store: Path) -
     assert status == 0, err
     body = json.loads(out)
     canon_model = body["read_models"]["canon"]
-    assert canon_model["outdated"] == {"build": "v5_1", "schema_version": 5, "reads_schema_version": 7,
+    build, schema = f"{release}_1", int(release[1:])
+    assert canon_model["outdated"] == {"build": build, "schema_version": schema, "reads_schema_version": VERSION,
                                        "remedy": "canon rebuild"}, canon_model
     assert "canon" in body["outdated"]  # (and any other model whose schema moved on since that release)
     assert {n for n, m in body["read_models"].items() if "outdated" in m} == set(body["outdated"])
@@ -126,7 +166,8 @@ def test_status_explains_an_outdated_build_and_how_to_rebuild(old_store: Path) -
     status, out, err = done.returncode, done.stdout, done.stderr
     assert status == 0, err
     line = next(line for line in out.splitlines() if line.strip().startswith("canon "))
-    assert "OUTDATED" in line and "build v5_1" in line and "schema version 5" in line and "canon rebuild" in line, out
+    assert "OUTDATED" in line and f"build {build}" in line and f"schema version {schema}" in line, out
+    assert "canon rebuild" in line, out
     assert "canon rebuild" in out.splitlines()[-1]  # the remedy, once more, where a person reads last
     assert _state(old_store) == before
 

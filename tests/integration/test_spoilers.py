@@ -88,6 +88,10 @@ def planted() -> list[dict[str, Any]]:
                   ["ilsa", "mystery"]),
         *_chapter(3, f"{LATER} goal", f"{LATER} scene", f"{LATER} lantern lantern lantern: the crown is found.",
                   f"{LATER} summary", ["ilsa", "mystery"]),
+        # A draft under review that gives away Ilsa's hidden version (a spoiler finding whose
+        # evidence is hidden until chapter 12) and names the lantern chain's hidden payoff.
+        {"type": "submit_draft", "command_id": "sp-draft-review", "story_id": STORY, "chapter": 2,
+         "draft_id": "d2-review", "text": "Ilsa Gray, the king's daughter, lit the lantern chain at dusk."},
     ]
 
 
@@ -123,6 +127,7 @@ PATH_VALUES: dict[str, list[Any]] = {
     "story": [STORY], "kind": ["character", "thread", "development_chain"],
     "key": ["mystery", "ilsa", "open-question", "the-chain"], "number": [2, 3],
     "collection": [f"story:{STORY}"], "name": ["the-worker"], "role": list(ROLES), "chapter": [2, 3],
+    "draft": ["d2-review"],
 }
 # A search asks for the markers in lower case (the keyword index folds case): an answer echoes
 # its query, and only the planted spelling in a hit is a leak.
@@ -460,7 +465,7 @@ def test_a_summarizer_packet_names_no_entry_hidden_at_its_chapter_and_compiler_5
         then = replay.compile_packet(snap, request, packets.tokens, packets.retriever, compiler=5)
     lists = {p.compiler: "".join(i.text for i in p.items if i.kind == "role_lists") for p in (now, then)}
     # Both tagged entries are hidden at 2 (ilsa's version in force then too): no name to list.
-    assert now.compiler == compiler.COMPILER and lists[compiler.COMPILER] == "" and CANON not in now.to_json()
+    assert now.compiler == compiler.version_for(request) and lists[now.compiler] == "" and CANON not in now.to_json()
     assert f"{CANON} the stranger (mystery)" in lists[5] and then.compiler == 5  # as compiler 5 issued it
     revealed = Request(STORY, "summarizer", 3)
     with packets.reader.snapshot() as snap:

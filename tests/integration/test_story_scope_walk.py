@@ -259,7 +259,7 @@ def _tagged(ids: Ids, side: str) -> Ids:
 PATH_FILL: dict[str, Callable[[Ids], str]] = {
     "story": lambda i: i.story, "kind": lambda i: "character", "key": lambda i: i.key, "number": lambda i: "1",
     "collection": lambda i: i.collection, "packet_id": lambda i: i.packet, "name": lambda i: i.name,
-    "position": lambda i: str(i.position),
+    "position": lambda i: str(i.position), "draft": lambda i: i.draft,
 }
 AIMED_QUERY: dict[str, Callable[[Ids], str]] = {  # optional parameters that name a story or its things
     "story": lambda i: i.story, "collection": lambda i: i.collection, "draft": lambda i: i.draft,

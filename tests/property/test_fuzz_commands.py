@@ -41,6 +41,7 @@ TEMPLATES = {
     "submit_draft": {"story_id": "s", "chapter": 1, "draft_id": "d2", "text": "Text."},
     "accept_draft": {"story_id": "s", "draft_id": "d"},
     "reject_draft": {"story_id": "s", "draft_id": "d", "reason": "r"},
+    "dismiss_finding": {"story_id": "s", "draft_id": "d", "finding_id": "fnd_0123456789abcdef", "reason": "r"},
     "record_chapter_summary": {"story_id": "s", "chapter": 1, "text": "t"},
     "record_volume_summary": {"story_id": "s", "volume": 1, "text": "t"},
     "ingest_document": {"collection_id": "c", "document_id": "d.md", "title": "T", "text": "# H\n\nBody."},
@@ -73,9 +74,11 @@ VALID_TEXT = st.one_of(
                      "\u2028", "\ufeff", "\u0390" * 128, "\U0001F600" * 50, "NaN", "null", "x" * 200]),
     st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=60))
 NEW_ID = st.uuids().map(lambda u: f"fz-{u.hex[:12]}")
+NEW_FINDING = st.uuids().map(lambda u: f"fnd_{u.hex[:16]}")
 # Fields that name something new when a command is valid: so that valid commands apply.
 FRESH = {"start_story": "story_id", "plan_chapter": "chapter", "propose_canon": "proposal_id",
-         "submit_draft": "draft_id", "ingest_document": "document_id", "add_scene_card": "scene_id"}
+         "submit_draft": "draft_id", "ingest_document": "document_id", "add_scene_card": "scene_id",
+         "dismiss_finding": "finding_id"}
 
 
 def _valid(draw, command: dict) -> dict:  # noqa: ANN001
@@ -83,7 +86,8 @@ def _valid(draw, command: dict) -> dict:  # noqa: ANN001
     for field, value in list(command.items()):
         if field in ("type", "command_id", "story_id", "kind", "chunk_id", "collection_id"):
             continue
-        if isinstance(value, str) and field not in ("proposal_id", "draft_id", "scene_id", "document_id", "key"):
+        if isinstance(value, str) and field not in ("proposal_id", "draft_id", "scene_id", "document_id", "key",
+                                                    "finding_id"):
             command[field] = draw(VALID_TEXT)
         elif isinstance(value, list) and value and isinstance(value[0], str) and field in ("goals", "aliases",
                                                                                          "style_guardrails"):
@@ -93,6 +97,8 @@ def _valid(draw, command: dict) -> dict:  # noqa: ANN001
         command["chapter"] = draw(st.one_of(st.integers(3, 1_000_000), st.just(1_000_000)))
     elif fresh == "story_id":
         command["story_id"] = draw(NEW_ID)
+    elif fresh == "finding_id":
+        command["finding_id"] = draw(NEW_FINDING)
     elif fresh is not None:
         command[fresh] = draw(NEW_ID)
     return command

@@ -86,15 +86,21 @@ def test_packets_hold_only_confirmed_canon(services, spec) -> None:
         if fate in ("confirm", "reject-then-confirm"):
             seq.append(("confirm", {"type": "confirm_canon", "proposal_id": pid}, pid))
         steps.append(seq)
+    reasons: set[str] = set()  # why findings were dismissed or overridden: kept with drafts, never in a packet
     for j, (chapter, fate) in enumerate(drafts):
         did, marker = f"d{j}", _marker("D")
         names = [f"{kind} {k}" for kind, k, _, _ in proposals if rnd.random() < 0.3]  # what the draft mentions
         seq = [("submit", {"type": "submit_draft", "chapter": chapter, "draft_id": did,
                            "text": " ".join([marker, *names])}, marker)]
+        if rnd.random() < 0.5:
+            reasons.add(why := _marker("W"))
+            seq.append(("dismiss", {"type": "dismiss_finding", "draft_id": did,
+                                    "finding_id": f"fnd_{uuid.uuid4().hex[:16]}", "reason": why}, None))
         if fate in ("reject", "reject-then-accept"):
             seq.append(("reject_draft", {"type": "reject_draft", "draft_id": did, "reason": "no"}, None))
         if fate in ("accept", "reject-then-accept"):
-            seq.append(("accept", {"type": "accept_draft", "draft_id": did}, marker))
+            override = {"override_reason": reasons.add(why := _marker("O")) or why} if rnd.random() < 0.5 else {}
+            seq.append(("accept", {"type": "accept_draft", "draft_id": did, **override}, marker))
         steps.append(seq)
 
     unconfirmed: dict[str, str] = {}  # pid -> marker, until a confirmation is applied
@@ -143,7 +149,7 @@ def test_packets_hold_only_confirmed_canon(services, spec) -> None:
         _apply(services, story, {"type": "add_scene_card", "chapter": n, "scene_id": f"s{n}", "summary": summary,
                                  "callbacks": [], **tags})
 
-    forbidden = set(unconfirmed.values()) | {m for m, accepted in draft_markers.items() if not accepted}
+    forbidden = set(unconfirmed.values()) | {m for m, accepted in draft_markers.items() if not accepted} | reasons
     for n in range(1, CHAPTERS + 1):
         for role in ROLES:
             if role == "summarizer" and not any(draft_markers.get(m) for m in draft_markers):

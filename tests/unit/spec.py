@@ -120,12 +120,20 @@ def submit(chapter: int, draft_id: str, text: str = "draft text") -> dict[str, A
     return {"type": "submit_draft", "story_id": S, "chapter": chapter, "draft_id": draft_id, "text": text}
 
 
-def accept(draft_id: str) -> dict[str, Any]:
-    return {"type": "accept_draft", "story_id": S, "draft_id": draft_id}
+def accept(draft_id: str, override_reason: str | None = None) -> dict[str, Any]:
+    override = {} if override_reason is None else {"override_reason": override_reason}
+    return {"type": "accept_draft", "story_id": S, "draft_id": draft_id, **override}
 
 
 def reject_draft(draft_id: str, reason: str = "no") -> dict[str, Any]:
     return {"type": "reject_draft", "story_id": S, "draft_id": draft_id, "reason": reason}
+
+
+FINDING = "fnd_0123456789abcdef"
+
+
+def dismiss(draft_id: str, finding_id: str = FINDING, reason: str = "on purpose") -> dict[str, Any]:
+    return {"type": "dismiss_finding", "story_id": S, "draft_id": draft_id, "finding_id": finding_id, "reason": reason}
 
 
 def chapter_summary(chapter: int, text: str = "summary") -> dict[str, Any]:

@@ -143,3 +143,70 @@ def test_cjk_names_are_found_without_spaces():
     canon = [step("character", "lin", 1, 30, None, "林黛玉", "", source=5)]
     [f] = check("d1", "这时林黛玉走了进来。", 10, canon)
     assert (f.type, f.text, f.start, f.end) == (NOT_YET, "林黛玉", 2, 5)
+
+
+@pytest.mark.parametrize("text, said", [
+    ("Linnet, who was thirty-seven years old, kept the accounts.", None),  # agrees (a hyphenated number)
+    ("Linnet, who was thirty-nine years old, kept the accounts.", "thirty-nine"),
+    ("Linnet was twenty-four that winter.", "twenty-four"),
+    ("The fifty-seven-year-old Linnet kept the accounts.", "fifty-seven"),
+    ("Green-eyed Linnet kept the accounts.", "Green"),
+    ("Linnet had worn her hair chestnut in those days.", None),  # an irregular past perfect
+    ("Linnet's daughter had green eyes.", None),  # the daughter's eyes
+    ("Wind tugged at Linnet's black hair. Oren rubbed his green eyes.", None),  # Oren's, in the next sentence
+])
+def test_field_statements_read_in_more_shapes(text, said):
+    canon = [step("character", "linnet", 1, 1, None, "Linnet", "", {"age": 37, "eyes": "grey", "hair": "black"},
+                  source=5),
+             step("character", "oren", 1, 1, None, "Oren", "", {}, source=6)]
+    assert [f.text for f in check("d1", text, 15, canon)] == ([said] if said else [])
+
+
+def test_a_town_named_as_the_value_does_not_own_the_fact():
+    canon = [step("character", "niall", 1, 1, None, "Niall", "", {"home": "Quarrington"}, source=5),
+             step("location", "pennick", 1, 1, None, "Pennick", "", source=6),
+             step("location", "quarrington", 1, 1, None, "Quarrington", "", source=7)]
+    assert found("Niall was glad to be back home in Pennick.", canon=canon) == [(FIELD_CONFLICT, "niall", "Pennick")]
+    assert found("Niall was glad to be back home in Quarrington.", canon=canon) == []
+
+
+@pytest.mark.parametrize("text", [
+    "Harl, pale and silent, stood by the door.",  # an appositive
+    "Mira and Harl walked to the ford.",  # two subjects
+    "Beside the well stood Harl.",  # an inversion
+    "Harl walked into the yard, ringing no bell.",  # a negation after the verb
+])
+def test_acting_in_more_shapes(text):
+    assert found(text) == [(UNAVAILABLE_CHARACTER, "harl", "Harl")]
+
+
+def test_names_starting_with_an_article_match_written_mid_sentence():
+    canon = [step("item", "flute", 1, 30, None, "The Bone Flute", "", source=5)]
+    assert found("She lifted the Bone Flute to her lips.", canon=canon) == [(NOT_YET, "flute", "the Bone Flute")]
+
+
+def test_foreshadowing_may_name_what_is_to_come_but_a_memory_of_it_may_not():
+    assert found("There were rumours of Caelan in the south.") == []
+    assert found("Mira remembered Caelan's face.") == [(NOT_YET, "caelan", "Caelan")]
+
+
+def test_a_hidden_version_gives_no_name_and_no_fact_to_a_finding():
+    canon = [step("character", "ilsa", 1, 1, None, "Ilsa Gray", "", {"age": 30}, source=5),
+             step("character", "ilsa", 2, 2, None, "Ilsa the Heir", "the king's daughter", {"age": 31}, hidden=12,
+                  source=6)]
+    [f] = check("d1", "Ilsa Gray was thirty-five that winter.", 5, canon)
+    assert (f.type, f.name, f.text) == (FIELD_CONFLICT, "Ilsa Gray", "thirty-five")
+    assert "31" not in f.message and "Heir" not in f.message
+    [spoiler] = check("d1", "Ilsa Gray smiled: the king's daughter, at last.", 5, canon)
+    assert spoiler.type == SPOILER and "Heir" not in spoiler.message and spoiler.name == "Ilsa Gray"
+    assert spoiler.withheld(5).evidence[0].text.startswith("(withheld at chapter 5: hidden until chapter 12")
+
+
+def test_a_cue_in_another_clause_or_after_the_action_does_not_silence_the_rule():
+    canon = [step("character", "charlotte", 1, 1, None, "Charlotte", "", {"age": 27}, source=5)]
+    assert found("Charlotte, who was thirty-two years old, had never been handsome.", canon=canon) == [
+        (FIELD_CONFLICT, "charlotte", "thirty-two")]
+    assert found("Charlotte, who had never been thirty-two years old, smiled.", canon=canon) == []
+    assert found("Harl strode into the hall as if nothing had happened.") == [
+        (UNAVAILABLE_CHARACTER, "harl", "Harl")]
+    assert found("If Harl strode into the hall, nothing would happen.") == []

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from canon_ledger.application.packets import (compiler_v1, compiler_v2, compiler_v3, compiler_v4, compiler_v5,
-                                              compiler_v6, recipes)
+                                              compiler_v6, compiler_v7, recipes)
 from canon_ledger.application.packets.recipes import FETCH, RECIPES, RETRIEVAL, Read, check, first_reads, staged
 from canon_ledger.domain.story import ROLES
 
@@ -92,6 +92,11 @@ RECIPES_V5 = {role: tuple(replace(r, hides=False) if r.read == "role lists" else
 
 
 def test_earlier_compilers_recipes_are_pinned() -> None:
+    # Compiler 7's: the current ones without the qa packet's continuity findings (compiler 8).
+    assert compiler_v7.RECIPES == {role: tuple(r for r in recipe if r.read != "continuity findings")
+                                   for role, recipe in RECIPES.items()}
+    assert [r.read for r in RECIPES["qa"]].index("continuity findings") == [
+        r.read for r in RECIPES["qa"]].index("draft under review") + 1
     assert compiler_v6.RECIPES == RECIPES_V6
     assert [[r.read for r in recipe if r.tier == "P2"][:1] for recipe in RECIPES.values()] == [
         ["previous chapter ending"]] * 3 + [[], ["latest chapter summaries"]]

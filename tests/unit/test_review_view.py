@@ -112,3 +112,22 @@ def test_a_step_without_its_version_shows_the_rendered_text() -> None:
     c = card(proposal("p", valid_from=2), [bare])
     assert c.rendered and c.current is not None and c.current["text"] == "rendered 1"
     assert rows(c)["text"][1] == [(REMOVED, "rendered 1")]
+
+
+def _f(fid: str, start: int, end: int, severity: str = "error") -> dict[str, Any]:
+    return {"id": fid, "severity": severity, "span": {"start": start, "end": end}}
+
+
+def test_highlighted_cuts_the_text_at_every_span_and_gives_it_back() -> None:
+    text = "Harl walked in; Mara too."
+    found = rv.highlighted(text, [_f("a", 0, 11), _f("b", 5, 15, "warning"), _f("c", 16, 16), _f("d", 20, 99)])
+    assert "".join(s.text for s in found) == text
+    assert [(s.text, s.findings, s.severity, s.anchors, s.mark_id) for s in found] == [
+        ("Harl ", ("a",), "error", ("a",), "a"),
+        ("walked", ("a", "b"), "error", ("b",), "b"),
+        (" in;", ("b",), "warning", (), None),
+        (" ", (), "", (), None),
+        ("Mara", (), "", ("c",), None),  # an empty span anchors where it stands, marking nothing
+        (" too.", ("d",), "error", ("d",), "d"),  # an end past the text is clamped
+    ]
+    assert rv.highlighted("", []) == [] and rv.highlighted("x", []) == [rv.Segment("x")]

@@ -14,8 +14,8 @@ import pytest
 
 from canon_ledger.domain.commands import json_schema
 from tests.unit.spec import (
-    accept, chapter_summary, confirm, edit, given, ingest, plan, propose, reject, reject_draft, retire, scene, start,
-    lore_cap, submit, volume_summary,
+    accept, chapter_summary, confirm, dismiss, edit, given, ingest, plan, propose, reject, reject_draft, retire, scene,
+    start, lore_cap, submit, volume_summary,
 )
 
 GUIDE = "# Lamps\nLamps keep memory.\n\n## Oil\nWhale oil only.\n"
@@ -35,6 +35,7 @@ SAME: dict[str, tuple[tuple[dict[str, Any], ...], dict[str, Any]]] = {
     "submit_draft": ((start(), plan(1)), submit(1, "d", "the text")),
     "accept_draft": ((start(), plan(1), submit(1, "d")), accept("d")),
     "reject_draft": ((start(), plan(1), submit(1, "d")), reject_draft("d", "off voice")),
+    "dismiss_finding": ((start(), plan(1), submit(1, "d")), dismiss("d", reason="the twin, on purpose")),
     "record_chapter_summary": ((start(), plan(1)), chapter_summary(1, "it rained")),
     "record_volume_summary": ((start(),), volume_summary(1, "the first volume")),
     "set_lore_cap": ((start(),), lore_cap(25)),
@@ -73,6 +74,12 @@ EQUIVALENT = {
     "an edit back to the ingested text": ((ingest("guide.md", GUIDE),), edit(OIL, "Whale oil only.")),
     "an edit whose body normalises to the chunk's": ((ingest("guide.md", GUIDE),), edit(OIL, "Whale oil only.\n")),
     "a volume summary recorded again": ((start(), volume_summary(1, "v")), volume_summary(1, "v")),
+    "a dismissal again once the draft is accepted": (
+        (start(), plan(1), submit(1, "d"), dismiss("d", reason="why"), accept("d")), dismiss("d", reason="why")),
+    "accepting again with the override reason recorded": (
+        (start(), plan(1), submit(1, "d"), accept("d", "meant")), accept("d", "meant")),
+    "accepting again with no override reason, once accepted with one": (
+        (start(), plan(1), submit(1, "d"), accept("d", "meant")), accept("d")),
 }
 
 
@@ -110,6 +117,7 @@ REFUSED = [
     _differs("retire_canon", "a later chapter", "only_confirmed_canon_can_be_retired", "valid_from", valid_from=9),
     _differs("submit_draft", "another text", "draft_id_must_be_unique", "draft_id", text="other"),
     _differs("reject_draft", "another reason", "rejected_draft_cannot_be_rejected", "draft_id", reason="other"),
+    _differs("dismiss_finding", "another reason", "finding_already_dismissed", "finding_id", reason="other"),
 ]
 
 
@@ -135,6 +143,14 @@ REFUSED_BY_STATE = {
     "rejecting an accepted draft": (
         (start(), plan(1), submit(1, "d"), accept("d")), reject_draft("d"), "accepted_draft_cannot_be_rejected",
         "draft_id"),
+    "accepting again with an override reason the acceptance did not record": (
+        (start(), plan(1), submit(1, "d"), accept("d", "meant")), accept("d", "other"), "draft_already_accepted",
+        "draft_id"),
+    "accepting again with an override reason, once accepted with none": (
+        (start(), plan(1), submit(1, "d"), accept("d")), accept("d", "meant"), "draft_already_accepted", "draft_id"),
+    "dismissing a finding of an accepted draft": (
+        (start(), plan(1), submit(1, "d"), accept("d")), dismiss("d"), "accepted_draft_findings_cannot_be_dismissed",
+        "draft_id"),
     "submitting a draft id again for another chapter": (
         (start(), plan(1), plan(2), submit(1, "d")), submit(2, "d"), "draft_id_must_be_unique", "draft_id"),
 }
@@ -159,6 +175,9 @@ CHANGED = {
     "accepting another draft of an accepted chapter": (
         (start(), plan(1), submit(1, "d1", "one"), accept("d1"), submit(1, "d2", "two")), accept("d2"),
         ["Draft.Accepted", ("Chapter.TextAccepted", {"draft_id": "d2", "text": "two"})]),
+    "dismissing another finding of the same draft": (
+        (start(), plan(1), submit(1, "d"), dismiss("d")), dismiss("d", "fnd_fedcba9876543210"),
+        [("Draft.FindingDismissed", {"finding_id": "fnd_fedcba9876543210"})]),
     "retiring again where a later revision brought the entry back": (
         (start(), *ANN, retire("character", "ann", 5, "died"), propose("p2", key="ann", valid_from=5), confirm("p2")),
         retire("character", "ann", 5, "died"), [("CanonEntry.Retired", {"valid_from": 5})]),

@@ -25,6 +25,7 @@ class QuotaPolicy:
     compile_per_day: int = 15  # of those, the nightly compile may use this many; the rest is chat headroom
     step_back_per_day: int = 5  # and search's step-back this many: one broad query spends one, once (cached)
     summarize_per_day: int = 15  # and `canon summarize` this many: one per chapter (or volume) summarised
+    continuity_per_day: int = 5  # and `canon check --provider gemini` this many: one per draft and canon (cached)
     embed_per_day: int = 1000
     # Gemini's per-day quotas reset at midnight Pacific time: the ledger's days follow them.
     reset_zone: str = "America/Los_Angeles"
@@ -32,6 +33,7 @@ class QuotaPolicy:
     def caps(self) -> dict[str, int]:
         return {GENERATE: self.generate_per_day, f"{GENERATE}:compile": self.compile_per_day,
                 f"{GENERATE}:step-back": self.step_back_per_day, f"{GENERATE}:summarize": self.summarize_per_day,
+                f"{GENERATE}:continuity": self.continuity_per_day,
                 EMBED: self.embed_per_day}
 
 
@@ -99,7 +101,9 @@ class Quota:
                          "step_back_spent": aggregate.used(GENERATE, "step-back"),
                          "step_back_cap": caps[f"{GENERATE}:step-back"],
                          "summarize_spent": aggregate.used(GENERATE, "summarize"),
-                         "summarize_cap": caps[f"{GENERATE}:summarize"]},
+                         "summarize_cap": caps[f"{GENERATE}:summarize"],
+                         "continuity_spent": aggregate.used(GENERATE, "continuity"),
+                         "continuity_cap": caps[f"{GENERATE}:continuity"]},
             "embed": {"spent": aggregate.used(EMBED), "cap": caps[EMBED],
                       "left": max(0, caps[EMBED] - aggregate.used(EMBED)) if not aggregate.exhausted else 0},
             "refused": aggregate.refused,

@@ -31,6 +31,8 @@ __all__ = ["COMPILER", "L1_MAX_HITS", "MIN_TRIM_TOKENS", "PacketError", "Packing
            "compile_with", "fill", "l1_hits", "l1_query", "refuse_over_budget", "start"]
 
 # Which compiler built a packet (recorded in PacketIssued; an audit replays with the same one).
+# 8: a qa packet with a draft under review carries the continuity check's findings in P0
+# (``application.continuity``); every other packet is compiler 7's and says 7 (``version_for``).
 # 7: P2 opens with the end of the previous chapter's accepted text (the planner, writer and qa
 # packets); L1 asks for as many passages as the room L0 left can hold (``l1_hits``), packs them
 # while room is left (the rest are counted in the merge stage, not listed), and the truncate
@@ -39,7 +41,7 @@ __all__ = ["COMPILER", "L1_MAX_HITS", "MIN_TRIM_TOKENS", "PacketError", "Packing
 # summaries mention join P1; always-on entries join every packet; an entry whose rule says never
 # joins none), and L1's query read from the goals and summaries as written. 1-5: compiler_v1 ..
 # compiler_v5.
-COMPILER = 7
+COMPILER = 8
 # L1 searches with the chapter's goals and scene summaries, cut to this many words: search
 # cost grows with query length while the first sentences already say what the chapter is
 # about. Tag lines are left out: L0 has already fetched every tagged entry by key.
@@ -70,7 +72,15 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retr
     if compiler != COMPILER:
         from canon_ledger.application.packets.replay import compile_packet as replayed
         return replayed(snap, req, tokens, retriever, compiler=compiler, draft=draft)
-    return compile_with(RECIPES, COMPILER, snap, req, tokens, retriever, draft=draft)
+    return compile_with(RECIPES, version_for(req), snap, req, tokens, retriever, draft=draft)
+
+
+def version_for(req: Request) -> int:
+    """The version a packet of the current compiler says it was built by: COMPILER for a qa
+    packet with a draft under review (compiler 8 added its continuity findings), 7 for every
+    other packet, which compiler 8 builds byte for byte as compiler 7 did, so that their ids
+    and hashes do not move. Either replays with the current recipes' reads or compiler_v7's."""
+    return COMPILER if req.draft is not None else 7
 
 
 def start(recipes: dict[str, Recipe], snap: CanonSnapshot, req: Request,

@@ -1,6 +1,6 @@
 """Compiler 6, frozen: packets it issued replay to the same bytes (``replay.compile_packet``).
 
-As compiler 7 (``compiler``), except that P2 held no end of the previous chapter; a mentioned
+As compiler 7 (``compiler_v7``), except that P2 held no end of the previous chapter; a mentioned
 entry's key was found as a whole word only (a Chinese key inside Chinese text was not); the
 mentioned entries and the always-on ones were two reads in key order, under no lore cap, and an
 imported lorebook entry was not gated (its kind's wholesale read listed it too); L1 asked for
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from canon_ledger.application.packets import recipes
+from canon_ledger.application.packets import compiler_v7, recipes
 from canon_ledger.application.packets.compiler import compile_with
 from canon_ledger.application.packets.packet import Packet
 from canon_ledger.application.packets.ports import CanonSnapshot, DraftView, Retriever
@@ -31,7 +31,7 @@ def _as_in_6(recipe: Recipe) -> Recipe:
     return tuple(replace(read, spaceless=False, gate=False) for read in reads)
 
 
-RECIPES: dict[str, Recipe] = {role: _as_in_6(recipe) for role, recipe in recipes.RECIPES.items()}
+RECIPES: dict[str, Recipe] = {role: _as_in_6(recipe) for role, recipe in compiler_v7.RECIPES.items()}
 
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,

@@ -14,6 +14,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from canon_ledger.domain.continuity import Step
+
 
 @dataclass(slots=True)
 class Fact:
@@ -168,6 +170,10 @@ class CanonSnapshot(Protocol):
                          limit: int) -> dict[str, list[EntryView]]:
         """Per key, up to ``limit`` earlier steps that ``chapter``'s step replaced, most recent first."""
         ...
+    def steps(self, story_id: str, entries: tuple[tuple[str, str], ...]) -> list[Step]:
+        """Every step of the (kind, key) ``entries``' timelines (versions and retirements, at
+        any chapter), in (kind, key, step) order: what the continuity check reads."""
+        ...
     def texts(self, refs: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], str]: ...
     def chapter_summaries(self, story_id: str, first: int, last: int) -> list[tuple[int, Fact]]: ...
     def volume_summaries(self, story_id: str) -> list[tuple[int, Fact]]: ...
@@ -188,6 +194,9 @@ class DraftView:
     text: str
     position: int
     reason: str | None = None
+    # Continuity findings a person dismissed as intentional (issue 42): (finding_id, reason, log
+    # position of the ``Draft.FindingDismissed``), sorted by finding_id.
+    dismissed: tuple[tuple[str, str, int], ...] = ()
 
 
 class Drafts(Protocol):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from canon_ledger.application import continuity
 from canon_ledger.application.packets import render
 from canon_ledger.application.packets.packet import Tier
 from canon_ledger.application.packets.ports import (Call, CanonSnapshot, ChapterView, DraftView, EntryView, Fact,
@@ -39,6 +40,7 @@ LORE = "lore entries"
 LORE_ALWAYS = "always-on lore"
 RULED = (ALWAYS, LORE, LORE_ALWAYS)
 REVIEW = "draft under review"  # a recipe with this read may be asked for a packet holding one submitted draft
+CONTINUITY = "continuity findings"  # the continuity check of the draft under review (compiler 8)
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,8 @@ RECIPES: dict[str, Recipe] = {
     "writer": _SCENE,
     # The one packet that may hold a draft: the one asked to check it (``Request.draft``).
     "qa": (*_SCENE[:4], Read("P0", "draft_under_review", REVIEW, "the draft under review: unconfirmed text, not canon"),
+           Read("P0", "continuity_finding", CONTINUITY,
+                "continuity finding: the draft contradicts the canon in force at its chapter"),
            *_SCENE[4:]),
     "summarizer": (Read("P0", "chapter_text", "chapter text", "accepted chapter text"),
                    Read("P1", "role_lists", "role lists", "names the summary must use"),
@@ -385,6 +389,21 @@ def _draft(r: Reading, read: Read) -> list[Candidate]:
     return _one(read, r.draft.draft_id, Fact(text, r.tokens.count(text), (r.draft.position,)))
 
 
+def _findings(r: Reading, read: Read) -> list[Candidate]:
+    """The continuity check's findings on the draft under review (``application.continuity``),
+    each sourced at the canon events that prove it and the draft's submission; the text of a
+    proof hidden at the chapter or not yet in force is withheld (``Finding.withheld``)."""
+    if r.draft is None:
+        return []
+    out = []
+    for found in continuity.findings(r.snap, r.req.story_id, r.draft):
+        f = found.withheld(r.k)  # a worker's packet: no text of canon hidden or not yet in force
+        text = render.continuity_finding(f)
+        sources = tuple(sorted({r.draft.position, *(e.source for e in f.evidence)}))
+        out.append(Candidate(read.tier, read.kind, f.id, Fact(text, r.tokens.count(text), sources), read.reason))
+    return out
+
+
 def _story(r: Reading, read: Read) -> list[Candidate]:
     title = render.story_title(r.story.title, r.story.story_id)
     return _one(read, r.story.story_id, Fact(title, r.tokens.count(title), r.story.guardrails.sources))
@@ -416,6 +435,7 @@ SOURCES: dict[str, tuple[tuple[str, ...], Source]] = {
     "role lists": (("scenes",), _role_lists),
     "story": ((), _story),
     REVIEW: ((), _draft),
+    CONTINUITY: (("lore",), _findings),
     "mentioned entries": (("chapter", "scenes", "lore"), _mentioned),
     ALWAYS: (("lore",), _always),
     LORE: (("chapter", "scenes", "lore"), _lore),

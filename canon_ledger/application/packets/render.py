@@ -109,6 +109,14 @@ def draft_under_review(draft_id: str, chapter: int, text: str) -> str:
             f"the confirmed canon in this packet.\n\n{text}")
 
 
+def continuity_finding(f: Any) -> str:
+    """A continuity finding (``domain.continuity.Finding``) as a qa packet's P0 item: what the
+    check found, where in the draft, and the canon that proves it."""
+    proof = "\n".join(f"  canon (chapter {e.valid_from}, position {e.source}): {e.text}" for e in f.evidence)
+    return (f"CONTINUITY {f.severity.upper()} {f.id} ({f.type}, {f.kind} {f.key}): {f.message}\n"
+            f"  draft, characters {f.start}-{f.end}: {f.text.strip()!r}\n{proof}")
+
+
 def reviewing(draft: Any) -> str:
     return (f"draft {draft.draft_id} (chapter {draft.chapter}, submitted at position {draft.position}) in P0 as "
             "unconfirmed text; canon it mentions is recalled")

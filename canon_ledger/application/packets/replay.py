@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from canon_ledger.application.packets import (compiler, compiler_v1, compiler_v2, compiler_v3, compiler_v4,
-                                              compiler_v5, compiler_v6)
+                                              compiler_v5, compiler_v6, compiler_v7)
 from canon_ledger.application.packets.compiler import COMPILER
 from canon_ledger.application.packets.packet import Packet, Stage
 from canon_ledger.application.packets.ports import CanonSnapshot, DraftView, Recall, Recalled, Retriever
@@ -27,12 +27,12 @@ from canon_ledger.domain.chunking import chunk_chapter, story_collection
 from canon_ledger.domain.tokens import TokenCounter
 from canon_ledger.domain.wiki import WikiPage, page_doc_id, page_summary
 
-# Compilers 1-4 took no draft under review; 5, 6 and the current one do.
+# Compilers 1-4 took no draft under review; 5, 6, 7 and the current one do.
 _VERSIONS: dict[int, Callable[[CanonSnapshot, Request, TokenCounter, Retriever | None], Packet]] = {
     1: compiler_v1.compile_packet, 2: compiler_v2.compile_packet, 3: compiler_v3.compile_packet,
     4: compiler_v4.compile_packet}
 _WITH_DRAFT: dict[int, Callable[..., Packet]] = {5: compiler_v5.compile_packet, 6: compiler_v6.compile_packet,
-                                                 COMPILER: compiler.compile_packet}
+                                                 7: compiler_v7.compile_packet, COMPILER: compiler.compile_packet}
 
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,

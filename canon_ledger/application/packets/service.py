@@ -102,13 +102,23 @@ class PacketService:
         return after
 
 
+def recorded(draft: DraftView) -> dict[str, object]:
+    """What PacketIssued records of a draft under review: its id and submission's position, and
+    (when a person dismissed some of its continuity findings, compiler 8) each dismissal's
+    finding id and position, so an audit reads them again from the log."""
+    out: dict[str, object] = {"draft_id": draft.draft_id, "position": draft.position}
+    if draft.dismissed:
+        out["dismissed"] = [[finding_id, position] for finding_id, _, position in draft.dismissed]
+    return out
+
+
 def issued(packet: Packet) -> PacketRecord:
     return PacketRecord(
         packet_id=packet.packet_id, story_id=packet.story_id, role=packet.role, chapter=packet.chapter,
         scene=packet.scene, budget=packet.budget, position=packet.position, hash=packet.hash,
         tokenizer=packet.tokenizer, compiler=packet.compiler,
         recall=packet.recall.record() if packet.recall is not None else None,
-        draft=None if packet.draft is None else {"draft_id": packet.draft.draft_id, "position": packet.draft.position},
+        draft=None if packet.draft is None else recorded(packet.draft),
         items=kept_items((i.tier, i.kind, i.key, i.status, i.sources) for i in packet.items if i.status != "dropped"),
         dropped=dropped_summary((i.tier, i.kind, i.key, i.sources) for i in packet.items if i.status == "dropped"),
     )

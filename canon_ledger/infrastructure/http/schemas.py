@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from canon_ledger.application.packets.schema import Packet
+from pydantic import BaseModel, Field
+
+from canon_ledger.application.packets.schema import Packet, PacketStage
 
 _PACKET_HEADERS: dict[str, Any] = {
     "ETag": {"description": "the packet hash, quoted: send it back as `If-None-Match`", "schema": {"type": "string"}},
@@ -22,4 +24,75 @@ PACKET_RESPONSES: dict[int | str, dict[str, Any]] = {
           "headers": _PACKET_HEADERS},
     304: {"description": "Not Modified: `If-None-Match` named this packet's ETag (no body)",
           "headers": _PACKET_HEADERS},
+}
+
+
+class FindingEntry(BaseModel):
+    """The canon entry a finding is about."""
+
+    kind: str
+    key: str
+    name: str = Field(description="its display name (the latest version's)")
+
+
+class FindingSpan(BaseModel):
+    """Where in the draft's text: Python string indices, `start` inclusive, `end` exclusive."""
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    text: str = Field(description="the draft's text in the span")
+
+
+class FindingEvidence(BaseModel):
+    """A canon step that proves the finding."""
+
+    text: str = Field(description="the step's canon text, as a packet renders it")
+    valid_from: int = Field(description="the chapter it takes effect")
+    source: int = Field(description="the log position of the canon event that made it")
+
+
+class FindingDismissal(BaseModel):
+    reason: str
+    source: int = Field(description="the log position of the dismissal's event")
+
+
+class ContinuityFinding(BaseModel):
+    """One contradiction between the draft and the canon in force at its chapter."""
+
+    id: str = Field(description="stable for the same draft and canon: what a dismissal names")
+    type: str = Field(description="not_yet_in_canon, retired, spoiler, field_conflict or unavailable_character")
+    severity: Literal["error", "warning"]
+    entry: FindingEntry
+    span: FindingSpan
+    evidence: list[FindingEvidence]
+    message: str
+
+
+class DismissedFinding(ContinuityFinding):
+    """A finding a person dismissed as intentional: not counted, listed with the dismissal."""
+
+    dismissed: FindingDismissal
+
+
+class ContinuityReport(BaseModel):
+    """``canon check --format json``: a draft checked against the confirmed canon in force at its
+    chapter (issue 42). Fields may be added; none is ever renamed."""
+
+    story_id: str
+    draft_id: str
+    chapter: int = Field(description="the draft's chapter: the canon in force there is what it is checked against")
+    position: int = Field(description="the log position the canon was read at")
+    status: Literal["submitted", "accepted", "rejected"] = Field(description="the draft's state")
+    findings: list[ContinuityFinding] = Field(description="in the draft's order (span start, then type)")
+    dismissed: list[DismissedFinding] = Field(description="findings a person dismissed on this draft")
+    errors: int = Field(ge=0, description="findings of severity error: `canon check` exits 1 when any")
+    warnings: int = Field(ge=0)
+    stages: list[PacketStage] = Field(description="read, rules, dismissed, and the LLM review when asked "
+                                                   "(`provider`), with why it fell back when it did")
+
+
+# ``GET /v1/stories/{story}/drafts/{draft}/check``
+CHECK_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": ContinuityReport,
+          "description": "The report, also when it holds error findings: they are the answer"},
 }

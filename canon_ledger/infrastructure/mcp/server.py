@@ -44,7 +44,8 @@ rules, timeline) as an append-only log, and compiles token-budgeted context pack
 Before writing or planning chapter N, call get_packet(story, role, chapter=N): it holds only
 confirmed canon, as of that chapter, within the role's token budget. Use search for passages of
 the story's chapters (collection "story:<story>") or of ingested notes, list_canon / canon_entry
-for what is established as of a chapter, open_threads for what is unresolved. If you invent or
+for what is established as of a chapter, open_threads for what is unresolved, check_draft(story,
+draft) for a submitted draft's contradictions of canon (with evidence). If you invent or
 discover a fact that should become canon, call propose_canon: a person reviews and confirms it;
 you cannot confirm, reject or retire canon. Errors come back as {"error": {code, message, field}}:
 fix the named field and retry."""
@@ -252,6 +253,18 @@ def build_server(tools: Callable[[], AgentTools],
         proposal_id and how a person confirms it."""
         return _answered(lambda: tools().propose_canon(caller(ctx), story, kind, key, name, text, valid_from,
                                                        aliases, fields))
+
+    @server.tool(annotations=READ)
+    def check_draft(story: StoryArg, draft: Annotated[Id, Field(description=(
+                        "The id of the draft to check (a worker key: a submitted one)."))],
+                    ctx: Context) -> CallToolResult:
+        """Check a draft against the confirmed canon in force at its chapter, with no LLM call: an
+        entry not yet in canon or retired, a spoiler of what canon hides until later, a fact stated
+        otherwise than canon says, a dead, missing or imprisoned character acting. Each finding has
+        its severity (error or warning), the draft's span (character offsets) and the canon evidence
+        with the log position of the event that proves it; `errors` counts the error findings. The
+        same JSON as the HTTP API's draft check."""
+        return _answered(lambda: tools().check_draft(caller(ctx), story, draft))
 
     @server.tool(annotations=READ)
     def audit_packet(packet_id: Annotated[Id, Field(description=(

@@ -20,6 +20,7 @@ from canon_ledger.application import canon_reads
 from canon_ledger.application.packets.recipes import Request as PacketRequest
 from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.api_key import Principal
+from canon_ledger.domain.errors import CanonError
 from canon_ledger.infrastructure.http.auth import require, visible
 from canon_ledger.infrastructure.http.context import ServerContext
 from canon_ledger.infrastructure.http.routes.commands import apply_for
@@ -119,6 +120,19 @@ class AgentTools:
         require(principal, "worker")
         issued_record(self.services.ledger, principal, packet_id)
         return self.context.reading(self.services.auditor.audit, packet_id).as_dict()
+
+    def check_draft(self, principal: Principal, story: str, draft: str) -> dict[str, Any]:
+        """``GET /v1/stories/{story}/drafts/{draft}/check``'s report, for a key that may read the
+        draft: an author key any draft of its stories; a worker key (a qa agent) only a submitted
+        one, the draft a qa packet would hold (an accepted or rejected one: ``draft_not_under_review``)."""
+        require(principal, "worker")
+        story_views(self.context, principal, story, None)
+        report = self.context.reading(self.services.continuity().check, story, draft,
+                                      spoilers=canon_reads.sees_spoilers(principal))
+        if not principal.has("author") and report.status != "submitted":
+            raise CanonError("draft_not_under_review", f"draft {draft!r} is {report.status}; a key below author "
+                             "scope checks only a submitted draft, as a qa packet holds it", "draft")
+        return report.as_dict()
 
     def stories(self, principal: Principal) -> dict[str, Any]:
         require(principal, "worker")

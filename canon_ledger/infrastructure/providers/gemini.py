@@ -165,6 +165,11 @@ class GeminiProvider(PageWriter, Embedder, QueryGeneraliser):
             return None
         return parsed if isinstance(parsed, schema) else schema.model_validate(parsed)
 
+    def generate(self, prompt: str, schema: type[Schema]) -> Schema | None:
+        """One generate call answered in ``schema`` (structured output); None when the answer does
+        not validate. Errors as ``_translate`` makes them (429: exhausted or throttled; 5xx: retryable)."""
+        return self._generate(prompt, schema)
+
     def step_back(self, query: str) -> str:
         """One generate call: the question made more general, for the embedder (not the reranker)."""
         answer = self._generate(STEP_BACK_PROMPT.format(query=query), StepBackSchema)

@@ -3,10 +3,16 @@
 Every page reads through the same services as the JSON API (``ServerContext``), so what a page
 shows is what the API answers: the packet page renders the packet's own JSON. A key pasted once
 opens a login session kept in a cookie (``infrastructure.web.session``); the review queue posts
-ordinary commands (``confirm_canon``, ``reject_canon``, ``accept_draft``, ``reject_draft``) through
-``apply_for``, the API's own door, each with a command id minted when the page was rendered, so
-a double click applies once. Query and form values are checked against the API's bounds before
+ordinary commands (``confirm_canon``, ``reject_canon``, ``accept_draft``, ``reject_draft``,
+``dismiss_finding``) through ``apply_for``, the API's own door, each with a command id minted
+when the page was rendered, so a double click applies once. Query and form values are checked against the API's bounds before
 anything is read; a refusal renders an error page carrying the API's code.
+
+Each submitted draft on the queue shows its continuity findings (``ContinuityCheck``, one check
+per draft, as ``GET /v1/stories/{s}/drafts/{d}/check`` answers it): the spans marked in the
+draft's text, the canon evidence linked to its event. Accepting a draft whose check has error
+findings needs an ``override_reason`` (recorded as ``Draft.FindingsOverridden``): the server
+checks again and refuses an accept without one, applying nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from starlette.responses import Response
 
 from canon_ledger.application import canon_reads
 from canon_ledger.application.packet_view import STATUSES, budget_bar, by_tier, diff_packets, previous_change
-from canon_ledger.application.review_view import cards
+from canon_ledger.application.review_view import cards, highlighted
 from canon_ledger.application.packets.recipes import Request as PacketRequest
 from canon_ledger.domain.canon import in_force
 from canon_ledger.domain.commands import parse_command
@@ -53,7 +59,10 @@ HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY", "X-Content-Ty
                                       "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"}
 EVENTS_SHOWN = 300  # events listed between two compared positions
 ACTIONS = {"confirm_canon": "proposal_id", "reject_canon": "proposal_id",
-           "accept_draft": "draft_id", "reject_draft": "draft_id"}  # what the review queue may post
+           "accept_draft": "draft_id", "reject_draft": "draft_id",
+           "dismiss_finding": "draft_id"}  # what the review queue may post, and the field its form's id fills
+REASONED = ("reject_canon", "reject_draft", "dismiss_finding")  # the actions whose form sends a reason
+OVERRIDE_NEEDED = "override_reason_required"  # the code of an accept refused for want of a reason
 PAGE_PREFIXES = ("/stories/", "/packets/", "/login", "/logout")
 EVENTS_SCOPE = "author"  # the log's events (drafts, proposals, hidden canon), as GET /v1/events needs
 
@@ -362,12 +371,14 @@ def review_page(request: Request, story: str, principal: Principal = Depends(vie
     _story(request, principal, story)
     context = ctx(request)
 
-    def read() -> tuple[list[Any], list[dict[str, Any]]]:
+    def read() -> tuple[list[Any], list[dict[str, Any]], dict[str, dict[str, Any]]]:
         views = context.services.views()
         # Each pending proposal beside the confirmed version in force at its valid_from (review_view).
-        return cards(*views.review(story)), views.drafts(story, status="submitted")
+        proposals, drafts = cards(*views.review(story)), views.drafts(story, status="submitted")
+        checker = context.services.continuity()
+        return proposals, drafts, {d["draft_id"]: _checked(checker, story, d) for d in drafts}
 
-    proposals, drafts = context.reading(read)
+    proposals, drafts, checks = context.reading(read)
     result: dict[str, Any] | None = None
     if "status" in request.query_params:
         q = request.query_params
@@ -375,7 +386,17 @@ def review_page(request: Request, story: str, principal: Principal = Depends(vie
                   "code": (q.get("code") or "")[:80], "message": (q.get("message") or "")[:300]}
         result["ok"] = result["status"] in ("applied", "duplicate", "unchanged")
     return render(request, "review.html", principal=principal, story=story, page="review", proposals=proposals,
-                  drafts=drafts, result=result, fresh=lambda: f"web-{uuid.uuid4().hex}")
+                  drafts=drafts, checks=checks, result=result, fresh=lambda: f"web-{uuid.uuid4().hex}")
+
+
+def _checked(checker: Any, story: str, draft: dict[str, Any]) -> dict[str, Any]:
+    """What the queue shows of a draft's continuity check: the report (``Report.as_dict``) and
+    the draft's text cut into segments at the findings' spans; or why there is none."""
+    try:
+        report = checker.check(story, draft["draft_id"]).as_dict()
+    except CanonError as e:  # the queue still opens: the draft says why it has no findings
+        return {"problem": f"{e.code}: {e.message}"}
+    return {"report": report, "segments": highlighted(draft["text"], report["findings"])}
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -398,15 +419,37 @@ async def review_post(request: Request, story: str, principal: Principal = Depen
         raise Problem(422, "invalid_field", f"action: one of {', '.join(ACTIONS)}", "action")
     raw: dict[str, Any] = {"type": action, "command_id": form.get("command_id", ""), "story_id": story,
                            ACTIONS[action]: form.get("id", "")}
-    if action.startswith("reject"):
+    if action in REASONED:
         raw["reason"] = form.get("reason", "")
+    if action == "dismiss_finding":
+        raw["finding_id"] = form.get("finding_id", "")
+    override = form.get("override_reason") or ""
+    if action == "accept_draft" and override.strip():
+        raw["override_reason"] = override
     try:
         command = parse_command(raw)
     except CanonError as e:
         return _back(story, action, "rejected", e)
+    if action == "accept_draft" and "override_reason" not in raw:
+        errors = await run_in_threadpool(_errors, request, story, raw["draft_id"])
+        if errors:
+            return _back(story, action, "refused", CanonError(OVERRIDE_NEEDED, (
+                f"draft {raw['draft_id']} has {errors} error finding(s) in its continuity check: accepting it "
+                "needs a reason (override_reason), recorded with the accept; nothing was applied"), "override_reason"))
     ledger = ctx(request).services.ledger
     result = (await run_in_threadpool(apply_for, ledger, [command], principal, atomic=True))[0]
     return _back(story, action, result.status, result.error)
+
+
+def _errors(request: Request, story: str, draft_id: str) -> int:
+    """The error findings of a submitted draft's check now (0: none, or not a submitted draft,
+    or no such draft: the command itself answers then)."""
+    context = ctx(request)
+    try:
+        report = context.reading(context.services.continuity().check, story, draft_id)
+    except CanonError:
+        return 0
+    return report.errors if report.status == "submitted" else 0
 
 
 def _back(story: str, action: str, status: str, error: CanonError | None) -> Response:

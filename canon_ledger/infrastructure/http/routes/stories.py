@@ -16,6 +16,7 @@ from canon_ledger.infrastructure.http.auth import needs, unknown_story, visible
 from canon_ledger.infrastructure.http.context import ServerContext
 from canon_ledger.infrastructure.http.problems import Problem
 from canon_ledger.infrastructure.http.routes.common import ctx, json_response
+from canon_ledger.infrastructure.http.schemas import CHECK_RESPONSES
 
 router = APIRouter(tags=["stories"])
 Story = Annotated[str, Path(min_length=1, max_length=MAX_STORY_ID)]
@@ -97,10 +98,31 @@ def list_proposals(request: Request, story: Story, principal: Annotated[Principa
     return json_response({"story_id": story, "proposals": views.proposals(story, state)})
 
 
-@router.get("/v1/stories/{story}/drafts", summary="Chapter drafts (authoring view; never on the packet path)")
+@router.get("/v1/stories/{story}/drafts", summary="Chapter drafts (authoring view; never on the packet path)",
+            description="Each draft with its status, text and reason, the continuity findings dismissed on it "
+                        "(`dismissed`: `finding_id`, `reason`, `source` position, by finding id) and the "
+                        "`override_reason` its accept recorded (null: none).")
 def list_drafts(request: Request, story: Story, principal: Annotated[Principal, Depends(needs("author"))],
                 chapter: Annotated[int | None, Query(ge=1, le=MAX_CHAPTER)] = None,
                 status: Literal["submitted", "accepted", "rejected"] | None = None,
                 after: After = None) -> Response:
     views = story_views(ctx(request), principal, story, after)
     return json_response({"story_id": story, "drafts": views.drafts(story, chapter, status)})
+
+
+@router.get("/v1/stories/{story}/drafts/{draft}/check",
+            summary="Check a draft against the canon in force at its chapter",
+            description="What `canon check --format json` prints: the draft's continuity findings (an entry not yet "
+                        "in canon or retired, a spoiler, a field conflict, an unavailable character acting), each "
+                        "with the draft's span and the log positions of the canon events that prove it; findings "
+                        "dismissed on the draft are listed apart. `200` whatever it finds (`errors` counts the "
+                        "error findings). No LLM call unless `provider=gemini` (one metered review; on any failure "
+                        "the rules' findings stand and `stages` says so). `after`: read your writes.",
+            responses=CHECK_RESPONSES)
+def check_draft(request: Request, story: Story, draft: Annotated[str, Path(min_length=1, max_length=MAX_ID)],
+                principal: Annotated[Principal, Depends(needs("author"))], after: After = None,
+                provider: Literal["offline", "gemini"] = "offline") -> Response:
+    context = ctx(request)
+    story_views(context, principal, story, after)  # 404 for a story this key may not see, or none
+    report = context.reading(context.services.continuity(provider).check, story, draft, after=after, provider=provider)
+    return json_response(report.as_dict())
