@@ -29,10 +29,10 @@ A name counts where recall's matcher would find it (``domain.recall``: whole wor
 and, for a key written with a capital letter, only where the draft writes it with one: "Will"
 the character is not "will" the verb.
 
-Precision comes first (a check that cries wolf is switched off). The field and availability
-rules, and the not-yet and retired rules, read no sentence that holds one of these cues, and
-no text inside quotation marks (straight or curly double quotes, guillemets, 「」『』, and
-‘single quotes’ that open after a space):
+Precision comes first (a check that cries wolf is switched off). No rule but the spoiler rule
+reads text inside quotation marks (straight or curly double quotes, guillemets, 「」『』, and
+‘single quotes’ that open after a space), and each reads no statement that one of these cues
+qualifies:
 
 - quoted speech (a character may be wrong, lie, or speak of the past);
 - memory and the past: ``remembered``, ``recalled``, ``memory``, ``dreamed``, ``once``,
@@ -41,6 +41,18 @@ no text inside quotation marks (straight or curly double quotes, guillemets, 「
 - negation: ``not``, ``n't``, ``never``, ``no``, ``nor``, ``without``, ``nobody``, ...;
 - the hypothetical and hearsay: ``if``, ``would``, ``might``, ``as if``, ``wished``,
   ``imagined``, ``rumour``, ``legend``, ``believed``, ...
+
+Where a cue counts, by rule (a cue outside its reach qualifies something else):
+
+- field conflict: a memory word anywhere in the sentence; a negation, a past perfect or the
+  hypothetical in the clause (between commas, semicolons, colons, dashes) that states the value
+  ("Charlotte, who was thirty-two years old, had never been handsome" states an age);
+- unavailable character: a memory word anywhere in the sentence; a negation, a past perfect or
+  the hypothetical before the action ("Harl strode in as if nothing had happened" acts);
+- retired: a memory word, a past perfect or a negation anywhere in the sentence (a retired
+  entry may be remembered or denied);
+- not yet in canon: only foreshadowing (``rumour``, ``legend``, ``tale``, ``prophecy``, ``if``,
+  ``unless``): what is to come may be foretold, not remembered.
 
 Spoilers are read in quotes too: a character who says the secret reveals it.
 
@@ -597,7 +609,7 @@ def _fields(c: _Check, e: _Entry, spans: list[tuple[int, int]]) -> list[Finding]
     before = before if before is not None and not before.retired else None
     out: list[Finding] = []
     seen: set[tuple[str, str]] = set()
-    for span in c.plain(spans, ignore=frozenset({"negation", "perfect", "foreshadowing"})):
+    for span in c.plain(spans, ignore=frozenset({"negation", "perfect", "hypothetical", "foreshadowing"})):
         i = c.draft.sentence_of(span[0])
         a, b = c.draft.sentences[i]
         words = _words(c.draft.unquoted(a, b), 0, b - a)
@@ -617,8 +629,8 @@ def _fields(c: _Check, e: _Entry, spans: list[tuple[int, int]]) -> list[Finding]
                                              else set())
             if _value_key(stated) in allowed or (field, _value_key(stated)) in seen:
                 continue
-            if c.draft.cues_between(*c.draft.clause(start)) & {"negation", "perfect"}:
-                continue  # "Mira's eyes were never blue", "Mira had had blue eyes"
+            if c.draft.cues_between(*c.draft.clause(start)) & {"negation", "perfect", "hypothetical"}:
+                continue  # "Mira's eyes were never blue", "Mira had had blue eyes", "if her eyes were blue"
             seen.add((field, _value_key(stated)))
             proof = [s for s in (now, before) if s is not None and field in s.facts]
             name = _name_at(e, c.chapter) or e.key
