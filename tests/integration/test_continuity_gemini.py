@@ -204,8 +204,8 @@ def test_findings_that_do_not_hold_up_are_dropped(s: Any) -> None:
 
     answer = FindingsSchema.model_validate({"findings": [
         finding(),
-        finding(span={"start": at + 1, "end": at + 5, "text": "Harl"}),  # text is not draft[start:end]
-        finding(span={"start": len(DRAFT) - 2, "end": len(DRAFT) + 3, "text": "d."}),  # outside the draft
+        finding(span={"start": at + 1, "end": at + 5, "text": "Harl"}),  # moved to where "Harl" is: the same one
+        finding(span={"start": len(DRAFT) - 2, "end": len(DRAFT) + 3, "text": "Zebulon"}),  # not in the draft
         finding(entry={"kind": "character", "key": "osk", "name": "Osk"}),  # not in the table
         finding(evidence=[{"text": "x", "valid_from": 1, "source": 10_000}]),  # cites no step of the table
         finding(message="the same finding again"),  # same id: kept once

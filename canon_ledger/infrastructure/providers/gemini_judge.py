@@ -7,8 +7,10 @@ chapter: in force, earlier, later, hidden, retired), never the whole canon; the 
 too, so the model does not repeat them. What comes back: findings in the report's schema
 (structured output, ``FindingsSchema``), validated here:
 
-- a finding whose span is outside the draft, or whose ``text`` is not ``draft[start:end]``, is
-  dropped (offsets are Python string indices: code points, end exclusive);
+- a finding's span is the draft's own: offsets are Python string indices (code points, end
+  exclusive); when ``draft[start:end]`` is not the span's ``text`` (models count characters
+  loosely), the span moves to the occurrence of that text nearest the given start; a text the
+  draft does not hold drops the finding;
 - its entry must be one of the table's (its name is the table's); its evidence is rebuilt from
   the table's steps by ``source`` (the model's copy of their text is not trusted), and a finding
   citing no step of the table is dropped;
@@ -157,15 +159,33 @@ def evidence_table(steps: list[Step], chapter: int) -> tuple[list[dict[str, Any]
     return table, shown
 
 
+def _located(text: str, start: int, said: str) -> tuple[int, int] | None:
+    """The span of ``said`` in ``text``: at ``start`` if it is there, else its occurrence nearest
+    ``start``; None when ``text`` does not hold it (or it is blank)."""
+    if not said.strip():
+        return None
+    if 0 <= start and text[start:start + len(said)] == said:
+        return start, start + len(said)
+    found, at = [], text.find(said)
+    while at >= 0 and len(found) < 1000:
+        found.append(at)
+        at = text.find(said, at + 1)
+    if not found:
+        return None
+    best = min(found, key=lambda i: (abs(i - start), i))
+    return best, best + len(said)
+
+
 def validated(answer: FindingsSchema, draft: DraftView, shown: dict[tuple[str, str], list[Step]]) -> list[Finding]:
     """The model's findings that hold up (see the module's docstring), in the rules' order."""
     text = draft.text
     steps = {s.source: s for timeline in shown.values() for s in timeline}
     out: dict[str, Finding] = {}
     for f in answer.findings:
-        start, end = f.span.start, f.span.end
-        if not (0 <= start < end <= len(text)) or text[start:end] != f.span.text:
+        located = _located(text, f.span.start, f.span.text)
+        if located is None:
             continue
+        start, end = located
         ref = (f.entry.kind, f.entry.key)
         if ref not in shown:
             continue
