@@ -17,7 +17,7 @@ from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.application.packets.packet import Item, Packet, Stage
 from canon_ledger.application.packets.ports import CanonReader, CanonSnapshot, DraftView, Recall
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.application.packets.compiler import version_for
+from canon_ledger.application.packets.compiler import COMPILER
 from canon_ledger.application.packets.replay import RecordedRecall, compile_packet
 from canon_ledger.domain.draft import Draft
 from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound
@@ -154,8 +154,10 @@ class Auditor:
         while start <= end:
             page = self.ledger.read(start, 5000, end, topics)
             for _, e in page:
-                if (e.story_id, e.role, e.chapter, e.scene, e.budget, e.position, e.compiler) == (
-                        request.story_id, request.role, request.chapter, request.scene, budget, position, version_for(request)):
+                # The current compiler's packets say 7 when they are compiler 7's bytes (``stamped``).
+                if (e.story_id, e.role, e.chapter, e.scene, e.budget, e.position) == (
+                        request.story_id, request.role, request.chapter, request.scene, budget, position) and (
+                        e.compiler in (7, COMPILER)):
                     found = e
             if len(page) < 5000:
                 break

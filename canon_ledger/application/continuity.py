@@ -25,7 +25,7 @@ from canon_ledger.application.knowledge.ports import ProviderError
 from canon_ledger.application.packets.packet import Stage
 from canon_ledger.application.packets.ports import CanonSnapshot, DraftView
 from canon_ledger.domain.continuity import ERROR, Finding, Step
-from canon_ledger.domain.continuity_rules import VOCABULARY_ENTRY, Vocabulary, check
+from canon_ledger.domain.continuity_rules import VOCABULARY_ENTRY, Knowledge, Vocabulary, check
 from canon_ledger.domain.errors import CanonError, NotFound
 
 if TYPE_CHECKING:  # the qa recipe imports this module, and the service imports the recipes
@@ -41,13 +41,28 @@ def read_steps(snap: CanonSnapshot, story_id: str, text: str) -> list[Step]:
     return snap.steps(story_id, tuple(sorted(mentioned | {VOCABULARY_ENTRY})))
 
 
+def knowledge(snap: CanonSnapshot, story_id: str, chapter: int, steps: list[Step]) -> Knowledge:
+    """Who may know the secrets among ``steps`` at ``chapter``: the chapter's point-of-view
+    characters and what each knows as of it. Read only when a secret is among them."""
+    if not any(s.secret for s in steps):
+        return Knowledge()
+    povs = frozenset(s.pov for s in snap.scenes(story_id, chapter) if s.pov)
+    known = frozenset((k.character, k.kind, k.key) for k in snap.knowledge(story_id, chapter))
+    return Knowledge(povs, known)
+
+
+def run(snap: CanonSnapshot, story_id: str, draft: DraftView) -> tuple[list[Step], list[Finding]]:
+    """Every step read and every finding of ``draft`` against ``snap``'s canon at its chapter."""
+    steps = read_steps(snap, story_id, draft.text)
+    return steps, check(draft.draft_id, draft.text, draft.chapter, steps, Vocabulary.of(steps, draft.chapter),
+                        knowledge(snap, story_id, draft.chapter, steps))
+
+
 def findings(snap: CanonSnapshot, story_id: str, draft: DraftView) -> list[Finding]:
     """The deterministic findings of ``draft`` against ``snap``'s canon at the draft's chapter,
     less the ones dismissed on the draft (``DraftView.dismissed``)."""
-    steps = read_steps(snap, story_id, draft.text)
-    found = check(draft.draft_id, draft.text, draft.chapter, steps, Vocabulary.of(steps, draft.chapter))
     dismissed = {d[0] for d in draft.dismissed}
-    return [f for f in found if f.id not in dismissed]
+    return [f for f in run(snap, story_id, draft)[1] if f.id not in dismissed]
 
 
 class Judge(Protocol):
@@ -110,9 +125,7 @@ class ContinuityCheck:
                     if snap.story(story_id) is None:
                         raise NotFound("unknown_story", f"no story {story_id!r}", "story_id")
                     read = time.perf_counter()
-                    steps = read_steps(snap, story_id, draft.text)
-                    found = check(draft.draft_id, draft.text, draft.chapter, steps,
-                                  Vocabulary.of(steps, draft.chapter))
+                    steps, found = run(snap, story_id, draft)
                     position = snap.position
                     break
             self.packets.canon.catch_up(target)

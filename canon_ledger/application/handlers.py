@@ -14,7 +14,7 @@ from typing import Any
 from canon_ledger.application.unit_of_work import UnitOfWork
 from canon_ledger.domain import commands as c
 from canon_ledger.domain import ids
-from canon_ledger.domain.canon import KINDS, CanonEntry, CanonProposal, confirm_proposal
+from canon_ledger.domain.canon import KINDS, CanonEntry, CanonProposal, confirm_proposal, require_knowable
 from canon_ledger.domain.chapter import TAG_KINDS, Chapter
 from canon_ledger.domain.chunking import chunk_document
 from canon_ledger.domain.document import Document, document_of_chunk
@@ -68,6 +68,12 @@ def _is_confirmed(uow: UnitOfWork, story_id: str, kinds: tuple[str, ...], key: s
     return any(uow.get(CanonEntry, ids.canon_entry_id(story_id, kind, key)) is not None for kind in kinds)
 
 
+def _character_in_canon(uow: UnitOfWork, story_id: str, key: str, chapter: int) -> bool:
+    """Is ``key`` a confirmed character in canon at ``chapter`` (a version in force, not retired)?"""
+    character = uow.get(CanonEntry, ids.canon_entry_id(story_id, "character", key))
+    return character is not None and character.in_canon_at(chapter)
+
+
 def start_story(cmd: c.StartStory, uow: UnitOfWork) -> None:
     if _made_already(
         uow.get(Story, ids.story_id(cmd.story_id)),
@@ -107,7 +113,10 @@ def add_scene_card(cmd: c.AddSceneCard, uow: UnitOfWork) -> None:
                     f"{name} tag {key!r} names no confirmed {kinds[0] if len(kinds) == 1 else 'canon'} entry",
                     name,
                 )
-    chapter.add_scene_card(cmd.scene_id, cmd.summary, tags)
+    if cmd.pov is not None and not _character_in_canon(uow, cmd.story_id, cmd.pov, cmd.chapter):
+        raise RuleViolated("unknown_pov_character",
+                           f"pov {cmd.pov!r} names no confirmed character in canon at chapter {cmd.chapter}", "pov")
+    chapter.add_scene_card(cmd.scene_id, cmd.summary, tags, cmd.pov)
 
 
 def propose_canon(cmd: c.ProposeCanon, uow: UnitOfWork) -> None:
@@ -175,6 +184,15 @@ def dismiss_finding(cmd: c.DismissFinding, uow: UnitOfWork) -> None:
     _draft(uow, cmd.story_id, cmd.draft_id).dismiss_finding(cmd.finding_id, cmd.reason)
 
 
+def record_knowledge(cmd: c.RecordKnowledge, uow: UnitOfWork) -> None:
+    _story(uow, cmd.story_id)
+    if not _character_in_canon(uow, cmd.story_id, cmd.character, cmd.chapter):
+        raise RuleViolated("unknown_character", f"character {cmd.character!r} names no confirmed character in canon "
+                                                f"at chapter {cmd.chapter}", "character")
+    entry = uow.get(CanonEntry, ids.canon_entry_id(cmd.story_id, cmd.kind, cmd.key))
+    require_knowable(entry, cmd.kind, cmd.key, cmd.chapter).record_knowledge(cmd.character, cmd.chapter, cmd.how)
+
+
 def record_chapter_summary(cmd: c.RecordChapterSummary, uow: UnitOfWork) -> None:
     _story(uow, cmd.story_id)
     _chapter(uow, cmd.story_id, cmd.chapter).record_summary(cmd.text)
@@ -229,6 +247,7 @@ HANDLERS: dict[type, Callable[[Any, UnitOfWork], None]] = {
     c.AcceptDraft: accept_draft,
     c.RejectDraft: reject_draft,
     c.DismissFinding: dismiss_finding,
+    c.RecordKnowledge: record_knowledge,
     c.RecordChapterSummary: record_chapter_summary,
     c.RecordVolumeSummary: record_volume_summary,
     c.SetLoreCap: set_lore_cap,

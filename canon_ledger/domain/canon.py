@@ -117,7 +117,8 @@ def _chapter_number(value: Any) -> bool:
 
 def require_control_fields(fields: dict[str, Any]) -> None:
     """``fields`` is free-form, except the keys packets act on: a reveal must never leak early
-    because a ``hidden_until`` was a string, and ``recall`` (``domain.recall``) must say what it means."""
+    because a ``hidden_until`` was a string (or a ``secret`` was "yes"), and ``recall``
+    (``domain.recall``) must say what it means."""
     if "hidden_until" in fields and fields["hidden_until"] is not None and not _chapter_number(fields["hidden_until"]):
         raise RuleViolated("hidden_until_must_be_a_chapter",
                            f"fields.hidden_until must be a chapter number, 1..{MAX_CHAPTER:,}", "fields.hidden_until")
@@ -125,6 +126,10 @@ def require_control_fields(fields: dict[str, Any]) -> None:
         raise RuleViolated("state_must_be_text",
                            f"fields.state must be a string of at most {MAX_STATE} characters (e.g. open, resolved)",
                            "fields.state")
+    if "secret" in fields and not isinstance(fields["secret"], bool):
+        raise RuleViolated("secret_must_be_true_or_false",
+                           "fields.secret must be true (a secret: known only to the characters recorded as knowing "
+                           "it, record_knowledge) or false", "fields.secret")
     if "recall" in fields:
         recall.check(fields["recall"])
     nodes = fields.get("nodes")
@@ -276,6 +281,17 @@ class CanonEntry(Aggregate):
         valid_from: int
         reason: str
 
+    class KnowledgeRecorded(Aggregate.Event):
+        """``character`` (a character's key) knows this entry from ``chapter`` on, ``how`` (told
+        by, overheard, deduced). A later record for the same character is a correction: it holds."""
+
+        story_id: str
+        kind: str
+        key: str
+        character: str
+        chapter: int
+        how: str
+
     @staticmethod
     def create_id(story_id: str, kind: str, key: str, **_: Any) -> UUID:
         return ids.canon_entry_id(story_id, kind, key)
@@ -286,6 +302,8 @@ class CanonEntry(Aggregate):
         self.kind = kind
         self.key = key
         self.timeline: list[dict[str, Any]] = [dict(version)]
+        # character key -> (chapter, how): who knows this entry, from when (the latest record).
+        self.known_by: dict[str, tuple[int, str]] = {}
 
     def revise(self, version: dict[str, Any]) -> None:
         self._revise(story_id=self.story_id, kind=self.kind, key=self.key, version=version)
@@ -319,6 +337,50 @@ class CanonEntry(Aggregate):
     @event(Retired)
     def _retire(self, story_id: str, kind: str, key: str, valid_from: int, reason: str) -> None:
         self.timeline.append(_retirement(valid_from, reason))
+
+    def in_canon_at(self, chapter: int) -> bool:
+        """Is the entry in canon at ``chapter``: a version (not a retirement) in force then?"""
+        step = self.as_of(chapter)
+        return step is not None and not step.get("retired")
+
+    def known(self, character: str) -> tuple[int, str] | None:
+        """(chapter, how) of ``character``'s latest knowledge record of this entry, None when
+        there is none. A snapshot taken before knowledge was recorded has no ``known_by``; one
+        read back from JSON holds lists."""
+        found = vars(self).get("known_by", {}).get(character)
+        return None if found is None else (int(found[0]), str(found[1]))
+
+    def record_knowledge(self, character: str, chapter: int, how: str) -> None:
+        """``character`` knows this entry from ``chapter`` on, ``how``. The caller has checked
+        the character and that the entry is in canon at ``chapter`` (``require_knowable``). The
+        same record again changes nothing; another chapter or how is a correction."""
+        require_positive(chapter, "chapter")
+        if self.known(character) == (chapter, how):
+            return  # recorded already: nothing changes
+        self._record_knowledge(story_id=self.story_id, kind=self.kind, key=self.key, character=character,
+                               chapter=chapter, how=how)
+
+    @event(KnowledgeRecorded)
+    def _record_knowledge(self, story_id: str, kind: str, key: str, character: str, chapter: int, how: str) -> None:
+        vars(self).setdefault("known_by", {})[character] = (chapter, how)
+
+
+def require_knowable(entry: CanonEntry | None, kind: str, key: str, chapter: int) -> CanonEntry:
+    """The entry a character may be recorded as knowing at ``chapter``: confirmed and in canon
+    then. Before its first version: ``knowledge_before_entry_exists``; never confirmed, or
+    retired then: ``entry_not_in_canon_at_chapter``."""
+    if entry is None:
+        raise RuleViolated("entry_not_in_canon_at_chapter",
+                           f"no confirmed {kind} {key!r}: only confirmed canon can be known", "key")
+    if entry.as_of(chapter) is None:
+        first = min(step["valid_from"] for step in entry.timeline)
+        raise RuleViolated("knowledge_before_entry_exists",
+                           f"{kind} {key!r} is in canon from chapter {first}, not at chapter {chapter}: a character "
+                           "cannot know it before it exists", "chapter")
+    if not entry.in_canon_at(chapter):
+        raise RuleViolated("entry_not_in_canon_at_chapter",
+                           f"{kind} {key!r} is retired at chapter {chapter}: not in canon then", "chapter")
+    return entry
 
 
 def _retirement(valid_from: int, reason: str) -> dict[str, Any]:

@@ -30,9 +30,13 @@ def require_positive(number: int, field: str) -> None:
         )
 
 
-def _card(summary: str, tags: dict[str, list[str]]) -> dict[str, Any]:
-    """A scene card as the chapter keeps it."""
-    return {"summary": summary, **{k: list(v) for k, v in tags.items()}}
+def _card(summary: str, tags: dict[str, list[str]], pov: str | None = None) -> dict[str, Any]:
+    """A scene card as the chapter keeps it (``pov`` only when it has one: a card without one
+    is the card it always was, snapshots included)."""
+    card: dict[str, Any] = {"summary": summary, **{k: list(v) for k, v in tags.items()}}
+    if pov is not None:
+        card["pov"] = pov
+    return card
 
 
 class Chapter(Aggregate):
@@ -49,6 +53,9 @@ class Chapter(Aggregate):
         scene_id: str
         summary: str
         tags: dict[str, list[str]]
+        # The point-of-view character's key (issue 43). Optional: a card stored before it was
+        # added has no such key, and reads as None (this default) when loaded.
+        pov: str | None = None
 
     class TextAccepted(Aggregate.Event):
         story_id: str
@@ -83,9 +90,10 @@ class Chapter(Aggregate):
         return cls(story_id=story_id, number=number, volume=volume, goals=list(goals))
 
     # -- scene cards -------------------------------------------------------------------
-    def add_scene_card(self, scene_id: str, summary: str, tags: dict[str, list[str]]) -> None:
+    def add_scene_card(self, scene_id: str, summary: str, tags: dict[str, list[str]],
+                       pov: str | None = None) -> None:
         existing = self.scene_cards.get(scene_id)
-        if existing == _card(summary, tags):
+        if existing == _card(summary, tags, pov):
             return  # this very card is there already: nothing changes
         if existing is not None:
             raise RuleViolated(
@@ -94,14 +102,15 @@ class Chapter(Aggregate):
                 "scene_id",
             )
         self._add_scene_card(
-            story_id=self.story_id, chapter=self.number, scene_id=scene_id, summary=summary, tags=tags
+            story_id=self.story_id, chapter=self.number, scene_id=scene_id, summary=summary, tags=tags, pov=pov
         )
 
     @event(SceneCardAdded)
     def _add_scene_card(
-        self, story_id: str, chapter: int, scene_id: str, summary: str, tags: dict[str, list[str]]
+        self, story_id: str, chapter: int, scene_id: str, summary: str, tags: dict[str, list[str]],
+        pov: str | None = None,
     ) -> None:
-        self.scene_cards[scene_id] = _card(summary, tags)
+        self.scene_cards[scene_id] = _card(summary, tags, pov)
 
     # -- canon text and summary ----------------------------------------------------------
     def accept_text(self, draft_id: str, text: str) -> None:

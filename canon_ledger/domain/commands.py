@@ -83,8 +83,8 @@ Number = Annotated[int, Field(ge=1, le=b.MAX_CHAPTER, strict=True,
 Fields = Annotated[dict[str, Any], AfterValidator(_bounded_fields), Field(
     description="Free-form structured facts, kept whole. Keys packets act on: `state` (a thread's state, "
                 f"e.g. open / resolved; at most {b.MAX_STATE} characters), `hidden_until` (a chapter number: "
-                "the entry stays out of packets before it), `nodes` (a development chain: a list of "
-                "{id, text, kind?, hidden_until?}). "
+                "the entry stays out of packets before it), `secret` (true or false), `nodes` (a development "
+                "chain: a list of {id, text, kind?, hidden_until?}). "
                 f"At most {b.MAX_FIELDS_DEPTH} levels deep, {b.MAX_FIELDS_ITEMS} items and {b.MAX_FIELDS_BYTES} bytes.")]
 Kind = Literal[KINDS]  # type: ignore[valid-type]
 Role = Literal[ROLES]  # type: ignore[valid-type]
@@ -124,6 +124,8 @@ _FIELDS = (
     "everyone; the HTTP and MCP canon views and the viewer hide it from a key below author scope (listed with "
     "`hidden: true` and the reason, no text, name or aliases), relative to the chapter asked; author keys and "
     "`canon canon` read it whole, labelled hidden. Refused otherwise with `hidden_until_must_be_a_chapter`); "
+    "`secret` (any kind; true or false: true marks this version a secret, known only to the characters recorded as "
+    "knowing it with `record_knowledge`; refused otherwise with `secret_must_be_true_or_false`); "
     f"`nodes` (a `development_chain`'s foreshadow -> payoff steps: a list of {{id, text, kind?, hidden_until?}} with "
     f"unique ids of 1..{b.MAX_ID} characters, a text string, a kind of at most {b.MAX_NODE_KIND} characters (default "
     "`node`, e.g. `foreshadow`, `payoff`) and a chapter `hidden_until` that hides that node alone; each node is a P4 "
@@ -224,7 +226,11 @@ class PlanChapter(_StoryCommand):
 
 class AddSceneCard(_StoryCommand):
     """Add a scene card to a planned chapter: a summary and tags naming the confirmed canon the
-    scene uses. Appends `Chapter.SceneCardAdded`. The tags drive a packet's P1 recall."""
+    scene uses, and optionally its point-of-view character. Appends `Chapter.SceneCardAdded`. The
+    tags drive a packet's P1 recall."""
+
+    # Added after add_scene_card commands were stored: left out of the digest while it is absent.
+    digest_omits_when_none: ClassVar[tuple[str, ...]] = ("pov",)
 
     type: Literal["add_scene_card"] = Field(description="The command type: `add_scene_card`.")
     chapter: Number = Field(description=f"The planned chapter the scene belongs to, {_CHAPTERS} (`unknown_chapter`).")
@@ -243,6 +249,11 @@ class AddSceneCard(_StoryCommand):
         "confirmed in this story under some kind (`scene_card_tags_must_be_confirmed_canon`); every entry of that "
         "key in force as of the chapter is carried in P1, as for the other tags."))
     items: Keys = Field(description=_tags("items", "item"))
+    pov: Key | None = Field(default=None, description=(
+        f"The scene's point-of-view character: the key of a confirmed `character` (1..{b.MAX_ID} characters, not "
+        "blank) in canon at the chapter (confirmed, its version in force then, not retired), else the card is "
+        "refused with `unknown_pov_character`; default null (none). What a character knows as of a chapter is "
+        "`record_knowledge`'s. Without it, a card is as it always was (same event, same receipt digest)."))
 
 
 class ProposeCanon(_StoryCommand):
@@ -381,6 +392,28 @@ class DismissFinding(_StoryCommand):
         "never in a packet."))
 
 
+class RecordKnowledge(_StoryCommand):
+    """Record that a character knows a canon entry from a chapter on (who knows what, when: issue 43), e.g. a
+    secret (`fields.secret`). Appends `CanonEntry.KnowledgeRecorded` on the known entry; the same record again is
+    `unchanged`, another `chapter` or `how` for the same character and entry is a correction (the latest holds)."""
+
+    type: Literal["record_knowledge"] = Field(description="The command type: `record_knowledge`.")
+    character: Key = Field(description=(
+        f"The key of the character who knows, 1..{b.MAX_ID} characters, not blank: a confirmed `character` in "
+        "canon at `chapter` (`unknown_character`). A character may know its own entry."))
+    kind: Kind = Field(description=f"The known entry's kind, one of {_KINDS}.")
+    key: Key = Field(description=(
+        f"The known entry's key, 1..{b.MAX_ID} characters, not blank: an entry confirmed as this kind and in canon "
+        "at `chapter` (`entry_not_in_canon_at_chapter`: never confirmed, or retired then; "
+        "`knowledge_before_entry_exists`: `chapter` is before its first version's `valid_from`)."))
+    chapter: Number = Field(description=(
+        f"The chapter from which the character knows it, {_CHAPTERS}. Both the character and the entry must be in "
+        f"canon then. {_IN_FORCE}"))
+    how: Reason = Field(description=(
+        f"How the character learnt it, 1..{b.MAX_LINE_TEXT:,} characters, not blank (free text: \"told by Harl\", "
+        "\"overheard\", \"deduced\")."))
+
+
 class RecordChapterSummary(_StoryCommand):
     """Record a planned chapter's summary (layer 0). Appends `Chapter.SummaryRecorded`; a later
     summary of the same chapter replaces it."""
@@ -472,6 +505,7 @@ Command = Annotated[
         AcceptDraft,
         RejectDraft,
         DismissFinding,
+        RecordKnowledge,
         RecordChapterSummary,
         RecordVolumeSummary,
         SetLoreCap,

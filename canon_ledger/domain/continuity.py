@@ -59,6 +59,7 @@ class Step:
     text: str
     source: int
     facts: dict[str, Any] = field(default_factory=dict)
+    secret: bool = False  # fields.secret: known only to the characters recorded knowing it (issue 43)
 
     def holds_at(self, chapter: int) -> bool:
         return self.valid_from <= chapter and (self.valid_to is None or chapter < self.valid_to)

@@ -75,10 +75,11 @@ from canon_ledger.domain.continuity import ERROR, WARNING, Evidence, Finding, St
 from canon_ledger.domain.recall import bounded, spaceless_key
 from canon_ledger.domain.summary import STOPWORDS, sentence_starts
 
-NOT_YET, RETIRED, SPOILER, FIELD_CONFLICT, UNAVAILABLE_CHARACTER = (
-    "not_yet_in_canon", "retired", "spoiler", "field_conflict", "unavailable_character")
-TYPES = (NOT_YET, RETIRED, SPOILER, FIELD_CONFLICT, UNAVAILABLE_CHARACTER)
-SEVERITY = {NOT_YET: ERROR, RETIRED: WARNING, SPOILER: ERROR, FIELD_CONFLICT: ERROR, UNAVAILABLE_CHARACTER: ERROR}
+NOT_YET, RETIRED, SPOILER, FIELD_CONFLICT, UNAVAILABLE_CHARACTER, KNOWLEDGE_LEAK = (
+    "not_yet_in_canon", "retired", "spoiler", "field_conflict", "unavailable_character", "knowledge_leak")
+TYPES = (NOT_YET, RETIRED, SPOILER, FIELD_CONFLICT, UNAVAILABLE_CHARACTER, KNOWLEDGE_LEAK)
+SEVERITY = {NOT_YET: ERROR, RETIRED: WARNING, SPOILER: ERROR, FIELD_CONFLICT: ERROR, UNAVAILABLE_CHARACTER: ERROR,
+            KNOWLEDGE_LEAK: ERROR}
 
 # A character whose state in force is one of these cannot act (a story adds its own words:
 # ``Vocabulary``).
@@ -184,6 +185,16 @@ class Vocabulary:
                 if isinstance(words, str):
                     extra.update(w.strip().casefold() for w in words.split(",") if w.strip())
         return cls(UNAVAILABLE | frozenset(extra))
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """Who may know a secret at the draft's chapter: the chapter's point-of-view characters
+    (``add_scene_card.pov``), and what each character knows as of the chapter
+    (``record_knowledge``), as (character, kind, key)."""
+
+    povs: frozenset[str] = frozenset()
+    known: frozenset[tuple[str, str, str]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -359,6 +370,7 @@ class _Check:
     entries: list[_Entry]
     named: dict[tuple[str, str], list[tuple[int, int]]]
     vocabulary: Vocabulary
+    knowledge: Knowledge = Knowledge()
 
     def __post_init__(self) -> None:
         self.values: dict[str, set[str]] = {}  # each fact's values anywhere in the entries read
@@ -391,15 +403,16 @@ class _Check:
 
 
 def check(draft_id: str, text: str, chapter: int, steps: Sequence[Step],
-          vocabulary: Vocabulary = Vocabulary()) -> list[Finding]:
+          vocabulary: Vocabulary = Vocabulary(), knowledge: Knowledge = Knowledge()) -> list[Finding]:
     """Every finding of the draft of ``chapter``, given every step of the entries it mentions
     (any order); sorted by (span start, type, kind, key)."""
     entries = _entries(steps)
     draft = _Draft(text)
     named = {(e.kind, e.key): found for e in entries if (found := _occurrences(draft, _keys(e)))}
-    c = _Check(draft_id, draft, chapter, entries, named, vocabulary)
+    c = _Check(draft_id, draft, chapter, entries, named, vocabulary, knowledge)
     out: list[Finding] = []
     for e in entries:
+        out.extend(_leaks(c, e))
         spans = named.get((e.kind, e.key))
         if not spans:
             continue
@@ -821,4 +834,86 @@ def _acts(draft: _Draft, span: tuple[int, int], names: list[tuple[int, int]]) ->
     if before and before[-1].casefold() in (*_SPEECH, *_INVERTED) and not re.search(
             r"[.!?]\s*$", text[max(0, span[0] - 3):span[0]]):
         return span[1]
+    return None
+
+
+# -- who knows what -----------------------------------------------------------------------------
+
+_THINKING = frozenset("knew know knows thought thinks realised realized suspected suspects guessed understood "
+                      "wondered feared remembered recalled".split())
+
+
+def _leaks(c: _Check, e: _Entry) -> list[Finding]:
+    """``knowledge_leak``: a character who does not know a secret of ``e`` as of the chapter
+    speaks it (its words inside quotes that a speech tag gives to that character) or, as the
+    point-of-view character named in the narration, holds it in the sentence. A secret is the
+    version in force with ``fields.secret`` (not hidden: a hidden one is the spoiler rule's); it
+    is held where a passage holds ``spoiler_needs`` of its distinctive terms (as a spoiler's).
+    A character knows the secrets of its own entry."""
+    secret = _in_force(e, c.chapter)
+    if secret is None or secret.retired or not secret.secret or _hidden(secret, c.chapter):
+        return []
+    shown = set()
+    for s in e.steps:
+        if not s.retired and not s.secret and s.valid_from <= c.chapter and not _hidden(s, c.chapter):
+            shown |= terms(_body(s))
+    names = terms(" ".join(k for s in e.steps for k in (s.name, *s.aliases, *s.keys)))
+    distinctive = terms(_body(secret)) - shown - names
+    if len(distinctive) < 2:
+        return []
+    need = spoiler_needs(len(distinctive))
+    draft, out = c.draft, []
+    for i, (a, b) in enumerate(draft.sentences):
+        if len(terms(draft.text[a:b]) & distinctive) < need:
+            continue
+        for who, span, how in _knowers(c, i, distinctive, need):
+            if who == e.key or (who, e.kind, e.key) in c.knowledge.known:
+                continue
+            person = _name_at(next(x for x in c.entries if (x.kind, x.key) == ("character", who)), c.chapter) or who
+            name = _name_at(e, c.chapter) or e.key
+            out.append(c.finding(
+                KNOWLEDGE_LEAK, e, span, [secret],
+                f"{person} {how} the secret of {name} ({e.kind} {e.key}) in force from chapter {secret.valid_from}, "
+                f"but no record_knowledge says {person} knows it as of chapter {c.chapter}", detail=who))
+            break
+    return out
+
+
+def _knowers(c: _Check, i: int, distinctive: set[str], need: int) -> list[tuple[str, tuple[int, int], str]]:
+    """Who holds the secret in sentence ``i``: (character, span, how). A quotation holding it,
+    whose speech tag ("said Mira", "Mira asked") names a character in the sentence; the narration
+    (outside quotes) holding it, when it names a point-of-view character of the chapter."""
+    draft = c.draft
+    a, b = draft.sentences[i]
+    people = [(span, who[1]) for span, who in c.by_sentence.get(i, []) if who[0] == "character"]
+    out = []
+    for qa, qb in draft.quoted:
+        if qb <= a or qa >= b or len(terms(draft.text[qa:qb]) & distinctive) < need:
+            continue
+        speaker = _speaker(draft, people, qa, qb)
+        if speaker is not None:
+            out.append((speaker, (qa, qb), "speaks"))
+    plain = draft.unquoted(a, b)
+    if len(terms(plain) & distinctive) >= need:
+        for span, who in people:
+            if who in c.knowledge.povs and not draft.in_quotes(span[0]):
+                out.append((who, (a, b), "(the point of view) holds"))
+    return out
+
+
+def _speaker(draft: _Draft, people: list[tuple[tuple[int, int], str]], qa: int, qb: int) -> str | None:
+    """The character a speech tag next to the quotation ``qa:qb`` names: "<quote>," said Mira /
+    Mira said / Mira asked, "<quote>"."""
+    text = draft.text
+    for span, who in people:
+        if span[0] >= qb and span[0] - qb <= 25:  # after the quote: ", said Mira" or " Mira said"
+            between = _WORD.findall(text[qb:span[0]])
+            after = _WORD.findall(text[span[1]:span[1] + 20])
+            if (between and between[-1].casefold() in _SPEECH) or (not between and after
+                                                                   and after[0].casefold() in _SPEECH):
+                return who
+        if span[1] <= qa and qa - span[1] <= 25:  # before it: "Mira said, " or "Mira whispered: "
+            between = _WORD.findall(text[span[1]:qa])
+            if between and between[0].casefold() in (*_SPEECH, *_THINKING):
+                return who
     return None

@@ -153,7 +153,7 @@ class CanonProjection:
         story, chapter, scene = e.story_id, e.chapter, e.scene_id
         row: dict[str, Any] = {"story_id": story, "chapter": chapter, "scene_id": scene,
                                "text": r.scene_card(chapter, scene, e.summary, e.tags), "source": p,
-                               "summary": e.summary}
+                               "summary": e.summary, "pov": e.pov}  # pov: None in an event stored before it
         ops: list[Op | Counted] = [Counted(Upsert(self.t.scene_cards, row), (("tokens", row["text"]),))]
         tags = self.t.scene_tags
         for tag_type, keys in sorted(e.tags.items()):
@@ -195,7 +195,7 @@ class CanonProjection:
         row = {
             "story_id": story, "kind": kind, "key": key, "step": step, "valid_from": valid_from, "retired": False,
             "name": v["name"], "state": fields.get("state"), "hidden_until": fields.get("hidden_until"),
-            "text": r.canon_version(kind, key, v), "source": p,
+            "text": r.canon_version(kind, key, v), "source": p, "secret": fields.get("secret") is True,
         }
         row["aliases"] = list(v.get("aliases") or [])
         rule = recall.rule(v["name"], row["aliases"], fields)
@@ -220,10 +220,16 @@ class CanonProjection:
         row: dict[str, Any] = {
             "story_id": e.story_id, "kind": e.kind, "key": e.key, "step": e.originator_version,
             "valid_from": e.valid_from, "retired": True, "name": e.key, "state": None, "hidden_until": None, "aliases": [],
-            "recall": None, "facts": {},
+            "recall": None, "facts": {}, "secret": False,
             "text": r.retirement(e.kind, e.key, e.valid_from, e.reason), "source": p,
         }
         page.step(e, row)
         return []
+
+    @on.register
+    def _(self, e: CanonEntry.KnowledgeRecorded, p: int, page: _Page) -> list[Op | Counted]:
+        # One row per (character, entry): a correction (a later record) replaces it.
+        return [Upsert(self.t.knowledge, {"story_id": e.story_id, "character": e.character, "kind": e.kind,
+                                          "key": e.key, "chapter": e.chapter, "how": e.how, "source": p})]
 
     HANDLED = tuple(t for t in on.dispatcher.registry if t is not object)

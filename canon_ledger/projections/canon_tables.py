@@ -49,7 +49,13 @@ or its two index ranges ``IN_FORCE_CURRENT`` and ``IN_FORCE_SUPERSEDED_LATER``).
 - v8: the continuity check's facts (issue 42). ``rm_canon`` gains ``facts`` (JSON: the
   structured facts of a version's ``fields``, ``domain.continuity.facts_of``; ``{}`` for a
   retirement), read with every step of an entry's timeline by ``CanonSnapshot.steps``. A v7
-  build has no such column; the rebuild projects every version again, facts and all.
+  build has no such column; the rebuild projects every version again, facts and all. Who knows
+  what (issue 43, the same unreleased version): ``rm_canon`` gains ``secret`` (True when the
+  version's ``fields.secret`` is true; in the in-force index's covered columns, as every entry
+  read selects it), ``rm_scene_cards`` gains ``pov`` (the card's point-of-view character, NULL:
+  none), and ``rm_knowledge`` holds what each character knows (``CanonEntry.KnowledgeRecorded``:
+  story, character, kind, key, the chapter from which, how, source), one row per (story,
+  character, kind, key), the latest record (a correction) replacing the row.
 
 Only the current version's shape is defined: a store whose active build is older refuses to
 serve until ``canon rebuild`` (``read_models.Outdated``).
@@ -65,7 +71,7 @@ from sqlalchemy import (JSON, Boolean, Column, Index, Integer, MetaData, String,
 
 VERSION = 8
 # What a packet candidate needs besides its text, in the order the reader selects it.
-IN_FORCE_COVERS = ("key", "step", "retired", "name", "state", "hidden_until", "tokens", "source")
+IN_FORCE_COVERS = ("key", "step", "retired", "name", "state", "hidden_until", "tokens", "source", "secret")
 
 
 def is_active(canon: Any) -> Any:
@@ -92,10 +98,11 @@ class CanonTables:
     canon: Table
     aliases: Table
     chain_nodes: Table
+    knowledge: Table
 
     def all(self) -> list[Table]:
         return [self.stories, self.chapters, self.volumes, self.scene_cards, self.scene_tags,
-                self.canon, self.aliases, self.chain_nodes]
+                self.canon, self.aliases, self.chain_nodes, self.knowledge]
 
 
 def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
@@ -152,6 +159,7 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("tokens", Integer, nullable=False),
         Column("source", Integer, nullable=False),
         Column("summary", Text),  # the card's summary as written
+        Column("pov", String(200)),  # the point-of-view character's key (v8, issue 43); NULL: none
     )
     scene_tags = Table(
         name("scene_tags"), md,
@@ -181,6 +189,7 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("valid_to", Integer),
         Column("recall", JSON),  # domain.recall.Rule.as_dict(), or NULL: name and aliases, whole words, any case
         Column("facts", JSON),  # v8: domain.continuity.facts_of(fields) ({} for a retirement; NULL reads as {})
+        Column("secret", Boolean, nullable=False, default=False),  # v8 (issue 43): the version's fields.secret is true
     ]
     canon = Table(name("canon"), md, *canon_columns)
     Index(f"ix_{name('canon')}_key", canon.c.story_id, canon.c.key)
@@ -216,7 +225,20 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("tokens", Integer, nullable=False),
         Column("source", Integer, nullable=False),
     )
-    return CanonTables(tag, version, md, stories, chapters, volumes, scene_cards, scene_tags, canon, aliases, chain_nodes)
+    # What each character knows (issue 43): the latest record per (character, entry); read by
+    # story (and characters) on the primary key, the chapter a filter.
+    knowledge = Table(
+        name("knowledge"), md,
+        Column("story_id", String(200), primary_key=True),
+        Column("character", String(200), primary_key=True),
+        Column("kind", String(40), primary_key=True),
+        Column("key", String(200), primary_key=True),
+        Column("chapter", Integer, nullable=False),  # from which the character knows it
+        Column("how", Text, nullable=False),
+        Column("source", Integer, nullable=False),
+    )
+    return CanonTables(tag, version, md, stories, chapters, volumes, scene_cards, scene_tags, canon, aliases,
+                       chain_nodes, knowledge)
 
 
 # -- the as-of rule in SQL ---------------------------------------------------------------------

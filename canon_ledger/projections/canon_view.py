@@ -36,7 +36,7 @@ from sqlalchemy import Integer, String
 from sqlalchemy.engine import Connection, Engine
 
 from canon_ledger.application.packets.ports import (Call, CanonReader, CanonSnapshot, ChapterView, EntryView, Fact,
-                                                    Lore, NodeView, SceneView, StoryView)
+                                                    Known, Lore, NodeView, SceneView, StoryView)
 from canon_ledger.domain.continuity import Step
 from canon_ledger.domain.recall import Rule, default_rule, regex_key
 from canon_ledger.projections import driver_sql
@@ -50,8 +50,8 @@ if TYPE_CHECKING:  # the automaton is imported once a story is matched
 
 # -- the named statements ---------------------------------------------------------------------
 
-# The columns of an entry row, in every entry read.
-ENTRY = "story_id, kind, key, step, valid_from, retired, name, state, hidden_until, tokens, source"
+# The columns of an entry row, in every entry read (``_entry`` and ``_earlier_step`` read them).
+ENTRY = "story_id, kind, key, step, valid_from, retired, name, state, hidden_until, tokens, source, secret"
 
 STORY = """
 SELECT story_id, title, guardrails_text, guardrails_tokens, contract_text, contract_tokens, budgets, lore_share, source,
@@ -71,7 +71,7 @@ SELECT chapter, volume, goals_text, goals_tokens, goals_source, summary_text, su
  WHERE story_id = :story AND chapter = :chapter"""
 
 SCENE_CARDS = """
-SELECT scene_id, text, tokens, source, summary
+SELECT scene_id, text, tokens, source, summary, pov
   FROM {scene_cards}
  WHERE story_id = :story AND chapter = :chapter
  ORDER BY source, scene_id"""
@@ -130,9 +130,19 @@ SELECT {ENTRY}
 # Every step of the listed entries, whatever chapter it holds at (the continuity check): on the
 # key index, the exact (kind, key) pairs kept by the caller.
 STEPS = """
-SELECT kind, key, step, valid_from, valid_to, retired, name, aliases, recall, state, hidden_until, text, source, facts
+SELECT kind, key, step, valid_from, valid_to, retired, name, aliases, recall, state, hidden_until, text, source, facts, secret
   FROM {canon}
  WHERE story_id = :story AND key = ANY(:keys) AND kind = ANY(:kinds)"""
+
+
+# What characters know (issue 43), on the primary key (story, character, ...): every character's,
+# or the listed ones'. Sorted by the caller (PostgreSQL's collation may not be "C"). ``character``
+# is a keyword in PostgreSQL: qualified, it is read as a column everywhere.
+KNOWLEDGE = """
+SELECT k.character, k.kind, k.key, k.chapter, k.how, k.source
+  FROM {knowledge} k
+ WHERE k.story_id = :story AND k.chapter <= :chapter"""
+KNOWLEDGE_OF = KNOWLEDGE + " AND k.character = ANY(:characters)"
 
 
 # Has the story's canon changed? One lookup on the (story, source) index: every new step,
@@ -206,19 +216,20 @@ ENTRY_READS = {"entries_of_keys": (OF_KEYS, False, False, False),
 NAMED = {"story": STORY, "chapter": CHAPTER, "scene_cards": SCENE_CARDS, "scene_tags": SCENE_TAGS,
          "chapter_summaries": CHAPTER_SUMMARIES, "volume_summaries": VOLUME_SUMMARIES, "canon_texts": CANON_TEXTS,
          "node_texts": NODE_TEXTS, "chain_nodes": CHAIN_NODES, "superseded": SUPERSEDED, "steps": STEPS,
-         "lore_version": LORE_VERSION, "lore": LORE, "lore_since": LORE_SINCE}
+         "lore_version": LORE_VERSION, "lore": LORE, "lore_since": LORE_SINCE, "knowledge": KNOWLEDGE,
+         "knowledge_of": KNOWLEDGE_OF}
 
 # Each parameter's type (a list's: its items'); ``:projection`` is fixed per build (``statements``).
 _TYPES = {"story": String, "kind": String, "after": String, "chapter": Integer,
           "since": Integer, "first": Integer, "last": Integer, "limit": Integer}
-_LISTS = {"keys": String, "kinds": String, "chains": String, "steps": Integer}
+_LISTS = {"keys": String, "kinds": String, "chains": String, "steps": Integer, "characters": String}
 
 
 def statements(tables: Any, dialect: str) -> dict[str, Any]:
     """Every statement of ``NAMED`` and ``ENTRY_READS`` for one build and dialect, by name."""
     names = {"stories": tables.stories.name, "chapters": tables.chapters.name, "volumes": tables.volumes.name,
              "scene_cards": tables.scene_cards.name, "scene_tags": tables.scene_tags.name,
-             "canon": tables.canon.name, "chain_nodes": tables.chain_nodes.name}
+             "canon": tables.canon.name, "chain_nodes": tables.chain_nodes.name, "knowledge": tables.knowledge.name}
     postgres = dialect == "postgresql"
     sqls = dict(NAMED)
     for name, (which, active, page, recent) in ENTRY_READS.items():
@@ -261,6 +272,9 @@ STATEMENTS: dict[str, Callable[..., Statements]] = {
     "volume_summaries": lambda story_id: [("volume_summaries", {"story": story_id})],
     "chain_nodes": lambda story_id, chapter: [("chain_nodes", {"story": story_id, "chapter": chapter})],
     "lore": lambda story_id: [("lore_version", {"story": story_id})],
+    "knowledge": lambda story_id, chapter, characters=(): [
+        ("knowledge_of", {"story": story_id, "chapter": chapter, "characters": list(characters)}) if characters
+        else ("knowledge", {"story": story_id, "chapter": chapter})],
 }
 
 
@@ -270,7 +284,7 @@ def _fact(text: str | None, tokens: int | None, source: int | None) -> Fact:
 
 def _entry(r: Any) -> EntryView:
     return EntryView(r.kind, r.key, r.step, r.valid_from, bool(r.retired), r.name, r.state, r.hidden_until,
-                     Fact(r.text, r.tokens or 0, (r.source,)))
+                     Fact(r.text, r.tokens or 0, (r.source,)), bool(r.secret))
 
 
 def _step(r: Any) -> Step:
@@ -284,13 +298,14 @@ def _step(r: Any) -> Step:
         found = Rule.from_dict(rule).keys if rule else default_rule(r.name, aliases).keys
         keys = tuple(k for k in found if regex_key(k, False) is None)
     return Step(r.kind, r.key, r.step, r.valid_from, r.valid_to, retired, r.name, aliases, keys, r.state,
-                r.hidden_until, r.text, r.source, dict(driver_sql.json_column(r.facts) or {}))
+                r.hidden_until, r.text, r.source, dict(driver_sql.json_column(r.facts) or {}), bool(r.secret))
 
 
 def _earlier_step(r: Any) -> EntryView:
     """A superseded step: its text is fetched (``texts``) only if it is packed."""
     return EntryView(r.kind, r.key, r.step, r.valid_from, bool(r.retired), r.name, r.state, r.hidden_until,
-                     Fact(None, r.tokens or 0, (r.source,), ("canon", r.story_id, r.kind, r.key, r.step)))
+                     Fact(None, r.tokens or 0, (r.source,), ("canon", r.story_id, r.kind, r.key, r.step)),
+                     bool(r.secret))
 
 
 class SqlCanonReader(CanonReader):
@@ -403,7 +418,7 @@ class SqlCanonSnapshot(CanonSnapshot):
         for r in tag_rows:
             tags.setdefault(r.scene_id, []).append((r.tag_type, r.key))
         return [SceneView(r.scene_id, _fact(r.text, r.tokens, r.source), tuple(tags.get(r.scene_id, [])),
-                          r.summary or "") for r in cards]
+                          r.summary or "", r.pov) for r in cards]
 
     # Texts come with the entries: since the compiler reads P3 and P4 only while the budget has
     # room, most entries read are packed, and fetching their texts afterwards costs more than
@@ -505,3 +520,9 @@ class SqlCanonSnapshot(CanonSnapshot):
         return [NodeView(r.chain, r.node_id, r.node_kind, r.hidden_until,
                          Fact(None, r.tokens, (r.source,), ("node", story_id, r.chain, r.step, r.ordinal)))
                 for r in rows]
+
+    def knowledge(self, story_id: str, chapter: int, characters: tuple[str, ...] = ()) -> list[Known]:
+        [rows] = self._read("knowledge", story_id, chapter, tuple(characters))
+        out = [Known(r.character, r.kind, r.key, r.chapter, r.how, r.source) for r in rows]
+        out.sort(key=attrgetter("character", "kind", "key"))
+        return out

@@ -52,7 +52,7 @@ def s(store_url: str) -> Any:
     _version(services, "character", "ilse", "Ilse", 1,
              {"eyes": "grey", "age": 17, "alive": True, "height": 1.62, "home": "Harrowgate", "state": "apprentice",
               "hidden_until": 2, "recall": {"keys": ["the grey witch", "/wit+ch/i", "Ilsa"]}, "history": LONG,
-              "nodes": [], "lorebook": {"entry": {}}, "secret": "x", "titles": ["a", "b"], "kin": {"mother": "Ada"}},
+              "nodes": [], "lorebook": {"entry": {}}, "secret": True, "titles": ["a", "b"], "kin": {"mother": "Ada"}},
              aliases=("the apprentice",))
     services.canon.catch_up()
     _version(services, "character", "ilse", "Ilse", 5, {"eyes": "grey", "age": 18, "state": "witch"},

@@ -19,7 +19,7 @@ def test_a_paged_read_gives_the_same_packet_whatever_its_page(projected_demo, pa
     request = Request(STORY, "writer", 5, budget=100_000)
     with projected_demo.packets.reader.snapshot() as snap:
         whole = compiler.compile_packet(snap, request, projected_demo.packets.tokens, projected_demo.packets.retriever)
-        again = compiler.compile_with(paged, compiler.version_for(request), snap, request, projected_demo.packets.tokens,
+        again = compiler.compile_with(paged, compiler.COMPILER, snap, request, projected_demo.packets.tokens,
                                       projected_demo.packets.retriever)
     assert sum(i.kind == "world_rule" for i in whole.items) > page  # several pages, a last short one
     assert again.to_json() == whole.to_json()

@@ -27,6 +27,8 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine
 
+from canon_ledger.domain.commands import parse_command
+from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.projections.canon_tables import VERSION, canon_tables
 from canon_ledger.projections.canon_view import SqlCanonReader
 from tests import cli_runner
@@ -144,6 +146,32 @@ def test_an_old_release_s_store_is_refused_until_rebuilt_then_serves_and_audits(
         assert audit.returncode == 0, (packet_id, audit.stdout, audit.stderr)
         report = json.loads(audit.stdout)
         assert report["packet_id"] == packet_id and report["verdict"] == "ok", (packet_id, report)
+
+    # (e) Who knows what (issue 43) on the rebuilt store: its versions are no secrets, its scene
+    # cards (events stored before ``pov`` existed) have none, and it knows nothing; its aggregates,
+    # loaded from the old release's events, take a card with a pov and a knowledge record.
+    services = bootstrap(url, embedder="hashing")
+    try:
+        with services.packets.reader.snapshot(STORY) as snap:
+            assert [c.pov for c in snap.scenes(STORY, 5)] == [None]
+            entries = snap.entries_by_key(STORY, 5, ("ilse", "oskar", "clerk-hobb"))
+            assert len(entries) == 3 and not any(e.secret for e in entries)
+            assert snap.knowledge(STORY, 5) == []
+        results = services.ledger.apply([parse_command({"command_id": f"upgrade-{n}", "story_id": STORY, **c})
+                                         for n, c in (
+            (1, {"type": "add_scene_card", "chapter": 5, "scene_id": "5z", "summary": "Oskar watches Ilse.",
+                 "characters": ["oskar"], "locations": [], "threads": [], "callbacks": [], "items": [],
+                 "pov": "oskar"}),
+            (2, {"type": "record_knowledge", "character": "oskar", "kind": "character", "key": "ilse", "chapter": 4,
+                 "how": "saw her licence"}))])
+        assert [r.status for r in results] == ["applied", "applied"], [r.as_dict() for r in results]
+        services.canon.catch_up()
+        with services.packets.reader.snapshot(STORY) as snap:
+            assert [(c.scene_id, c.pov) for c in snap.scenes(STORY, 5)] == [("5a", None), ("5z", "oskar")]
+            assert [(k.character, k.key, k.chapter, k.how) for k in snap.knowledge(STORY, 5)] == [
+                ("oskar", "ilse", 4, "saw her licence")]
+    finally:
+        services.close()
 
 
 def test_status_explains_an_outdated_build_and_how_to_rebuild(release: str, old_store: Path) -> None:

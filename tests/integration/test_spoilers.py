@@ -73,7 +73,7 @@ def planted() -> list[dict[str, Any]]:
          "style_guardrails": ["Plain prose."], "output_contract": "Markdown prose."},
         *_propose("p-ilsa", "character", "ilsa", "Ilsa Gray", "A lantern keeper of the harbour.", {"age": 30}),
         *_propose("p-mystery", "character", "mystery", f"{CANON} the stranger", f"{CANON}: the stranger is the king.",
-                  {**hidden, "secret": f"{CANON} field", "state": CANON}, aliases=[f"{CANON} alias"]),
+                  {**hidden, "motive": f"{CANON} field", "state": CANON}, aliases=[f"{CANON} alias"]),
         *_propose("p-ilsa-2", "character", "ilsa", f"Ilsa {CANON}", f"Ilsa is {CANON}, the king's daughter.",
                   {**hidden, "age": 30}, valid_from=2),
         *_propose("p-thread", "thread", "open-question", f"{CANON} thread", f"{CANON}: who crowned the stranger?",
@@ -465,7 +465,7 @@ def test_a_summarizer_packet_names_no_entry_hidden_at_its_chapter_and_compiler_5
         then = replay.compile_packet(snap, request, packets.tokens, packets.retriever, compiler=5)
     lists = {p.compiler: "".join(i.text for i in p.items if i.kind == "role_lists") for p in (now, then)}
     # Both tagged entries are hidden at 2 (ilsa's version in force then too): no name to list.
-    assert now.compiler == compiler.version_for(request) and lists[now.compiler] == "" and CANON not in now.to_json()
+    assert now.compiler == 7 and lists[now.compiler] == "" and CANON not in now.to_json()
     assert f"{CANON} the stranger (mystery)" in lists[5] and then.compiler == 5  # as compiler 5 issued it
     revealed = Request(STORY, "summarizer", 3)
     with packets.reader.snapshot() as snap:

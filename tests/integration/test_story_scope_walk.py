@@ -74,7 +74,7 @@ def _other_story_commands() -> list[dict[str, Any]]:
          "goals": [f"{MARK}goal two"]},
         {"type": "propose_canon", "command_id": _cmd(4), "story_id": s, "proposal_id": f"{MARK}-prop",
          "kind": "character", "key": f"{MARK}-hero", "name": f"{MARK}name", "aliases": [f"{MARK}alias"],
-         "text": f"{MARK}canontext: the {SEARCH_WORD} of the harbour.", "fields": {"secret": f"{MARK}field"},
+         "text": f"{MARK}canontext: the {SEARCH_WORD} of the harbour.", "fields": {"motive": f"{MARK}field"},
          "valid_from": 1},
         {"type": "confirm_canon", "command_id": _cmd(5), "story_id": s, "proposal_id": f"{MARK}-prop"},
         {"type": "propose_canon", "command_id": _cmd(6), "story_id": s, "proposal_id": f"{MARK}-pending",

@@ -32,7 +32,7 @@ TEMPLATES = {
                     "budgets": {"writer": 100}},
     "plan_chapter": {"story_id": "s", "chapter": 2, "volume": 1, "goals": ["g"]},
     "add_scene_card": {"story_id": "s", "chapter": 1, "scene_id": "1b", "summary": "s", "characters": ["k"],
-                       "locations": [], "threads": [], "callbacks": [], "items": []},
+                       "locations": [], "threads": [], "callbacks": [], "items": [], "pov": "k"},
     "propose_canon": {"story_id": "s", "proposal_id": "p2", "kind": "thread", "key": "k2", "name": "N",
                       "aliases": ["a"], "text": "t", "fields": {"state": "open"}, "valid_from": 1},
     "confirm_canon": {"story_id": "s", "proposal_id": "p2"},
@@ -42,6 +42,8 @@ TEMPLATES = {
     "accept_draft": {"story_id": "s", "draft_id": "d"},
     "reject_draft": {"story_id": "s", "draft_id": "d", "reason": "r"},
     "dismiss_finding": {"story_id": "s", "draft_id": "d", "finding_id": "fnd_0123456789abcdef", "reason": "r"},
+    "record_knowledge": {"story_id": "s", "character": "k", "kind": "character", "key": "k", "chapter": 1,
+                         "how": "told"},
     "record_chapter_summary": {"story_id": "s", "chapter": 1, "text": "t"},
     "record_volume_summary": {"story_id": "s", "volume": 1, "text": "t"},
     "ingest_document": {"collection_id": "c", "document_id": "d.md", "title": "T", "text": "# H\n\nBody."},
@@ -87,7 +89,7 @@ def _valid(draw, command: dict) -> dict:  # noqa: ANN001
         if field in ("type", "command_id", "story_id", "kind", "chunk_id", "collection_id"):
             continue
         if isinstance(value, str) and field not in ("proposal_id", "draft_id", "scene_id", "document_id", "key",
-                                                    "finding_id"):
+                                                    "finding_id", "character", "pov"):
             command[field] = draw(VALID_TEXT)
         elif isinstance(value, list) and value and isinstance(value[0], str) and field in ("goals", "aliases",
                                                                                          "style_guardrails"):

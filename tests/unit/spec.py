@@ -136,6 +136,11 @@ def dismiss(draft_id: str, finding_id: str = FINDING, reason: str = "on purpose"
     return {"type": "dismiss_finding", "story_id": S, "draft_id": draft_id, "finding_id": finding_id, "reason": reason}
 
 
+def know(character: str, key: str, chapter: int, how: str = "told by Harl", kind: str = "character") -> dict[str, Any]:
+    return {"type": "record_knowledge", "story_id": S, "character": character, "kind": kind, "key": key,
+            "chapter": chapter, "how": how}
+
+
 def chapter_summary(chapter: int, text: str = "summary") -> dict[str, Any]:
     return {"type": "record_chapter_summary", "story_id": S, "chapter": chapter, "text": text}
 

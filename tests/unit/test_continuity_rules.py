@@ -6,16 +6,16 @@ from __future__ import annotations
 import pytest
 
 from canon_ledger.domain.continuity import Step
-from canon_ledger.domain.continuity_rules import (FIELD_CONFLICT, NOT_YET, RETIRED, SPOILER, UNAVAILABLE_CHARACTER,
-                                                  Vocabulary, check, spoiler_needs)
+from canon_ledger.domain.continuity_rules import (FIELD_CONFLICT, KNOWLEDGE_LEAK, NOT_YET, RETIRED, SPOILER,
+                                                  UNAVAILABLE_CHARACTER, Knowledge, Vocabulary, check, spoiler_needs)
 
 
 def step(kind: str, key: str, n: int, valid_from: int, valid_to: int | None, name: str, text: str = "",
          facts: dict | None = None, *, retired: bool = False, hidden: int | None = None, source: int = 0,
-         aliases: tuple[str, ...] = ()) -> Step:
+         aliases: tuple[str, ...] = (), secret: bool = False) -> Step:
     head = f"{name} ({kind} {key}; from chapter {valid_from})"
     return Step(kind, key, n, valid_from, valid_to, retired, name, aliases, () if retired else (name, *aliases),
-                None, hidden, text if retired else f"{head}\n{text}", source, facts or {})
+                None, hidden, text if retired else f"{head}\n{text}", source, facts or {}, secret)
 
 
 CANON = [
@@ -210,3 +210,33 @@ def test_a_cue_in_another_clause_or_after_the_action_does_not_silence_the_rule()
     assert found("Harl strode into the hall as if nothing had happened.") == [
         (UNAVAILABLE_CHARACTER, "harl", "Harl")]
     assert found("If Harl strode into the hall, nothing would happen.") == []
+
+
+SECRETS = [
+    step("character", "mira", 1, 1, None, "Mira", "A scout.", source=1),
+    step("character", "orrin", 1, 1, None, "Orrin", "A clerk.", source=2),
+    step("character", "harl", 1, 1, 5, "Harl", "The steward.", source=3),
+    step("character", "harl", 2, 5, None, "Harl", "Harl is a spy paid by the Duke of Osk.", secret=True, source=4),
+]
+
+
+def leaks(text: str, known: set = frozenset(), povs: set = frozenset(), chapter: int = 12):
+    return [(f.type, f.key, f.text) for f in check("d1", text, chapter, SECRETS, knowledge=Knowledge(
+        frozenset(povs), frozenset(known))) if f.type == KNOWLEDGE_LEAK]
+
+
+def test_a_character_who_does_not_know_a_secret_speaks_it():
+    text = 'Mira laughed. "Harl is a spy for the Duke of Osk," said Mira.'
+    [f] = check("d1", text, 12, SECRETS)
+    assert (f.type, f.key, f.text) == (KNOWLEDGE_LEAK, "harl", '"Harl is a spy for the Duke of Osk,"')
+    assert [e.source for e in f.evidence] == [4] and "Mira" in f.message
+    assert leaks(text, known={("mira", "character", "harl")}) == []  # she was told
+    assert leaks('"Harl is a spy for the Duke of Osk," said Harl.') == []  # his own secret
+
+
+def test_the_point_of_view_character_holds_a_secret_in_the_narration():
+    text = "Mira watched Harl, the Duke of Osk's spy, count the coins."
+    assert leaks(text, povs={"mira"}) == [(KNOWLEDGE_LEAK, "harl", text)]
+    assert leaks(text) == []  # no point of view: the narrator may know
+    assert leaks(text, povs={"orrin"}) == []  # the point of view is not named
+    assert leaks("Mira watched Harl count the coins.", povs={"mira"}) == []  # no secret held

@@ -42,8 +42,9 @@ RECIPES_V3 = {
              Read("P3", "thread", "active threads", "open thread")),
 }
 # Before compiler 7 a key was found as a whole word only and no read was gated (``Read.spaceless``
-# and ``Read.gate``, new with 7).
-RECIPES_V3 = {role: tuple(replace(r, spaceless=False, gate=False) for r in recipe) for role, recipe in RECIPES_V3.items()}
+# and ``Read.gate``, new with 7); before 8 no read applied the point-of-view rule (``Read.pov``).
+RECIPES_V3 = {role: tuple(replace(r, spaceless=False, gate=False, pov=False) for r in recipe)
+              for role, recipe in RECIPES_V3.items()}
 
 
 # Compiler 4's: compiler 3's, an earlier character state hidden until a later chapter dropped
@@ -85,7 +86,8 @@ RECIPES_V6 = {
              Read("P2", "chapter_summary", "latest chapter summaries", "latest chapter summary"),
              Read("P3", "thread", "active threads", "open thread")),
 }
-RECIPES_V6 = {role: tuple(replace(r, spaceless=False, gate=False) for r in recipe) for role, recipe in RECIPES_V6.items()}
+RECIPES_V6 = {role: tuple(replace(r, spaceless=False, gate=False, pov=False) for r in recipe)
+              for role, recipe in RECIPES_V6.items()}
 # Compiler 5's: compiler 6's with the role lists naming hidden entries too (compiler 6 leaves them out).
 RECIPES_V5 = {role: tuple(replace(r, hides=False) if r.read == "role lists" else r for r in recipe)
               for role, recipe in RECIPES_V6.items()}
@@ -93,7 +95,7 @@ RECIPES_V5 = {role: tuple(replace(r, hides=False) if r.read == "role lists" else
 
 def test_earlier_compilers_recipes_are_pinned() -> None:
     # Compiler 7's: the current ones without the qa packet's continuity findings (compiler 8).
-    assert compiler_v7.RECIPES == {role: tuple(r for r in recipe if r.read != "continuity findings")
+    assert compiler_v7.RECIPES == {role: tuple(replace(r, pov=False) for r in recipe if r.read != "continuity findings")
                                    for role, recipe in RECIPES.items()}
     assert [r.read for r in RECIPES["qa"]].index("continuity findings") == [
         r.read for r in RECIPES["qa"]].index("draft under review") + 1

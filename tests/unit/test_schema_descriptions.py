@@ -48,7 +48,7 @@ def prop(model: str, name: str) -> str:
 
 def test_the_walk_sees_every_command() -> None:
     mapping = SCHEMA["discriminator"]["mapping"]
-    assert len(mapping) == 16
+    assert len(mapping) == 17
     assert {ref.rsplit("/", 1)[1] for ref in mapping.values()} <= set(DEFS)
     assert {path for path, _ in _objects(SCHEMA, "#")} >= {f"#/$defs/{name}" for name in DEFS}
 
@@ -156,3 +156,21 @@ def test_the_bounds_stay_published_beside_the_descriptions() -> None:
     assert DEFS["StartStory"]["properties"]["budgets"]["propertyNames"]["enum"] == list(ROLES)
     assert DEFS["AddSceneCard"]["properties"]["characters"]["maxItems"] == b.MAX_LIST
     assert DEFS["ProposeCanon"]["properties"]["kind"]["enum"] == list(KINDS)
+
+
+def test_who_knows_what_states_its_rules() -> None:
+    """Issue 43: the secret flag, record_knowledge's refusals and the scene card's pov."""
+    fields = prop("ProposeCanon", "fields")
+    for needed in ("`secret`", "true or false", "record_knowledge", "secret_must_be_true_or_false"):
+        assert needed in fields, needed
+    assert "unknown_character" in prop("RecordKnowledge", "character")
+    key = prop("RecordKnowledge", "key")
+    for needed in ("entry_not_in_canon_at_chapter", "knowledge_before_entry_exists", "retired"):
+        assert needed in key, needed
+    assert CHAPTERS in prop("RecordKnowledge", "chapter")
+    assert f"1..{b.MAX_LINE_TEXT:,}" in prop("RecordKnowledge", "how")
+    for kind in KINDS:
+        assert f"`{kind}`" in prop("RecordKnowledge", "kind"), kind
+    pov = prop("AddSceneCard", "pov")
+    for needed in ("`character`", "unknown_pov_character", "default null", "same receipt digest"):
+        assert needed in pov, needed

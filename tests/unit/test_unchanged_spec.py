@@ -14,8 +14,8 @@ import pytest
 
 from canon_ledger.domain.commands import json_schema
 from tests.unit.spec import (
-    accept, chapter_summary, confirm, dismiss, edit, given, ingest, plan, propose, reject, reject_draft, retire, scene,
-    start, lore_cap, submit, volume_summary,
+    accept, chapter_summary, confirm, dismiss, edit, given, ingest, know, plan, propose, reject, reject_draft, retire,
+    scene, start, lore_cap, submit, volume_summary,
 )
 
 GUIDE = "# Lamps\nLamps keep memory.\n\n## Oil\nWhale oil only.\n"
@@ -36,6 +36,8 @@ SAME: dict[str, tuple[tuple[dict[str, Any], ...], dict[str, Any]]] = {
     "accept_draft": ((start(), plan(1), submit(1, "d")), accept("d")),
     "reject_draft": ((start(), plan(1), submit(1, "d")), reject_draft("d", "off voice")),
     "dismiss_finding": ((start(), plan(1), submit(1, "d")), dismiss("d", reason="the twin, on purpose")),
+    "record_knowledge": ((start(), *ANN, propose("p-bob", key="bob"), confirm("p-bob")),
+                         know("ann", "bob", 4, "told by Harl")),
     "record_chapter_summary": ((start(), plan(1)), chapter_summary(1, "it rained")),
     "record_volume_summary": ((start(),), volume_summary(1, "the first volume")),
     "set_lore_cap": ((start(),), lore_cap(25)),
@@ -80,6 +82,11 @@ EQUIVALENT = {
         (start(), plan(1), submit(1, "d"), accept("d", "meant")), accept("d", "meant")),
     "accepting again with no override reason, once accepted with one": (
         (start(), plan(1), submit(1, "d"), accept("d", "meant")), accept("d")),
+    "a scene card with its pov again": ((start(), plan(1), *ANN, scene(1, "a", pov="ann")), scene(1, "a", pov="ann")),
+    "knowledge corrected back to what was recorded": (
+        (start(), *ANN, know("ann", "ann", 4, "deduced"), know("ann", "ann", 2, "told"),
+         know("ann", "ann", 4, "deduced")),
+        know("ann", "ann", 4, "deduced")),
 }
 
 
@@ -105,6 +112,7 @@ REFUSED = [
              goals=["close the door", "open the thread"]),
     _differs("add_scene_card", "another summary", "scene_id_must_be_unique_in_chapter", "scene_id", summary="other"),
     _differs("add_scene_card", "other tags", "scene_id_must_be_unique_in_chapter", "scene_id", characters=[]),
+    _differs("add_scene_card", "a pov", "scene_id_must_be_unique_in_chapter", "scene_id", pov="ann"),
     _differs("propose_canon", "another key", "proposal_id_must_be_unique", "proposal_id", key="bob"),
     _differs("propose_canon", "another name", "proposal_id_must_be_unique", "proposal_id", name="Annie"),
     _differs("propose_canon", "other aliases", "proposal_id_must_be_unique", "proposal_id", aliases=[]),
@@ -178,6 +186,12 @@ CHANGED = {
     "dismissing another finding of the same draft": (
         (start(), plan(1), submit(1, "d"), dismiss("d")), dismiss("d", "fnd_fedcba9876543210"),
         [("Draft.FindingDismissed", {"finding_id": "fnd_fedcba9876543210"})]),
+    "another chapter for what a character knows (a correction)": (
+        SAME["record_knowledge"][0] + (SAME["record_knowledge"][1],), know("ann", "bob", 6, "told by Harl"),
+        [("CanonEntry.KnowledgeRecorded", {"character": "ann", "key": "bob", "chapter": 6})]),
+    "another way a character knows it (a correction)": (
+        SAME["record_knowledge"][0] + (SAME["record_knowledge"][1],), know("ann", "bob", 4, "overheard"),
+        [("CanonEntry.KnowledgeRecorded", {"chapter": 4, "how": "overheard"})]),
     "retiring again where a later revision brought the entry back": (
         (start(), *ANN, retire("character", "ann", 5, "died"), propose("p2", key="ann", valid_from=5), confirm("p2")),
         retire("character", "ann", 5, "died"), [("CanonEntry.Retired", {"valid_from": 5})]),

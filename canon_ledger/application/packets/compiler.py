@@ -28,11 +28,13 @@ from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound
 from canon_ledger.domain.tokens import TokenCounter
 
 __all__ = ["COMPILER", "L1_MAX_HITS", "MIN_TRIM_TOKENS", "PacketError", "Packing", "Query", "compile_packet",
-           "compile_with", "fill", "l1_hits", "l1_query", "refuse_over_budget", "start"]
+           "compile_with", "fill", "l1_hits", "l1_query", "refuse_over_budget", "stamped", "start"]
 
 # Which compiler built a packet (recorded in PacketIssued; an audit replays with the same one).
 # 8: a qa packet with a draft under review carries the continuity check's findings in P0
-# (``application.continuity``); every other packet is compiler 7's and says 7 (``version_for``).
+# (``application.continuity``); a secret the scene's point-of-view character does not know is
+# labelled, one it knows says since when (issue 43); every other packet is compiler 7's and says 7
+# (``stamped``).
 # 7: P2 opens with the end of the previous chapter's accepted text (the planner, writer and qa
 # packets); L1 asks for as many passages as the room L0 left can hold (``l1_hits``), packs them
 # while room is left (the rest are counted in the merge stage, not listed), and the truncate
@@ -72,15 +74,17 @@ def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retr
     if compiler != COMPILER:
         from canon_ledger.application.packets.replay import compile_packet as replayed
         return replayed(snap, req, tokens, retriever, compiler=compiler, draft=draft)
-    return compile_with(RECIPES, version_for(req), snap, req, tokens, retriever, draft=draft)
+    return compile_with(RECIPES, COMPILER, snap, req, tokens, retriever, draft=draft)
 
 
-def version_for(req: Request) -> int:
-    """The version a packet of the current compiler says it was built by: COMPILER for a qa
-    packet with a draft under review (compiler 8 added its continuity findings), 7 for every
-    other packet, which compiler 8 builds byte for byte as compiler 7 did, so that their ids
-    and hashes do not move. Either replays with the current recipes' reads or compiler_v7's."""
-    return COMPILER if req.draft is not None else 7
+def stamped(version: int, reading: Reading) -> int:
+    """The version a packet says it was built by: ``version``, except that compiler 8 says 7 for
+    a packet it built byte for byte as compiler 7 did (no draft under review, whose continuity
+    findings it adds, and no secret its point-of-view rule labelled), so that the ids and hashes
+    of those packets do not move. Either replays: with the current recipes or compiler_v7's."""
+    if version == COMPILER and reading.draft is None and not reading.pov_used:
+        return 7
+    return version
 
 
 def start(recipes: dict[str, Recipe], snap: CanonSnapshot, req: Request,
@@ -180,7 +184,8 @@ def compile_with(recipes: dict[str, Recipe], version: int, snap: CanonSnapshot, 
               *l1_stages,
               Stage("truncate", "done", render.room_left(items, budget, why) if fills else render.usage(items, budget))]
     return Packet(req.story_id, req.role, req.chapter, req.scene, story.position, budget, tokens.name,
-                  tuple(items), tuple(stages), recall=recall, compiler=version, draft=reading.draft).sealed()
+                  tuple(items), tuple(stages), recall=recall, compiler=stamped(version, reading),
+                  draft=reading.draft).sealed()
 
 
 def _read_while_room(packing: Packing, candidates: list[Candidate], reading: Reading, later: list[Read]) -> list[str]:

@@ -28,7 +28,7 @@ WAS = {recipes.LORE: (Read("P1", "canon", "mentioned entries", "mentioned"), Rea
 
 def _as_in_6(recipe: Recipe) -> Recipe:
     reads = (was for read in recipe if read.read not in NEW_IN_7 for was in WAS.get(read.read, (read,)))
-    return tuple(replace(read, spaceless=False, gate=False) for read in reads)
+    return tuple(replace(read, spaceless=False, gate=False, pov=False) for read in reads)
 
 
 RECIPES: dict[str, Recipe] = {role: _as_in_6(recipe) for role, recipe in compiler_v7.RECIPES.items()}

@@ -1,11 +1,14 @@
 """Compiler 7, frozen: packets it issued replay to the same bytes (``replay.compile_packet``).
 
 As compiler 8 (``compiler``), except that a qa packet's draft under review came with no
-continuity findings. Compiler 8 changed nothing else: every packet it builds without a draft
-under review is compiler 7's, byte for byte, and says so (``compiler.version_for``).
+continuity findings, and a secret was packed like any entry whatever the scene's point of view.
+Compiler 8 changed nothing else: every packet it builds with no draft under review and no secret
+its point of view changed is compiler 7's, byte for byte, and says so (``compiler.stamped``).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from canon_ledger.application.packets import recipes
 from canon_ledger.application.packets.compiler import compile_with
@@ -15,7 +18,7 @@ from canon_ledger.application.packets.recipes import Recipe, Request
 from canon_ledger.domain.tokens import TokenCounter
 
 NEW_IN_8 = (recipes.CONTINUITY,)
-RECIPES: dict[str, Recipe] = {role: tuple(read for read in recipe if read.read not in NEW_IN_8)
+RECIPES: dict[str, Recipe] = {role: tuple(replace(read, pov=False) for read in recipe if read.read not in NEW_IN_8)
                               for role, recipe in recipes.RECIPES.items()}
 
 

@@ -60,6 +60,7 @@ class SceneView:
     card: Fact
     tags: tuple[tuple[str, str], ...]  # (tag type, key) in card order
     summary: str = ""  # the card's summary as written
+    pov: str | None = None  # the point-of-view character's key (issue 43); None: none
 
 
 @dataclass(slots=True)
@@ -73,6 +74,20 @@ class EntryView:
     state: str | None
     hidden_until: int | None
     fact: Fact
+    secret: bool = False  # the step's fields.secret is true (issue 43): known only to those recorded as knowing it
+
+
+@dataclass(frozen=True)
+class Known:
+    """A character knows an entry from ``chapter`` on, ``how`` (``CanonEntry.KnowledgeRecorded``:
+    the latest record of that character and entry; ``source``, its log position)."""
+
+    character: str
+    kind: str
+    key: str
+    chapter: int
+    how: str
+    source: int
 
 
 @dataclass(frozen=True, order=True)
@@ -178,6 +193,11 @@ class CanonSnapshot(Protocol):
     def chapter_summaries(self, story_id: str, first: int, last: int) -> list[tuple[int, Fact]]: ...
     def volume_summaries(self, story_id: str) -> list[tuple[int, Fact]]: ...
     def chain_nodes(self, story_id: str, chapter: int) -> list[NodeView]: ...
+    def knowledge(self, story_id: str, chapter: int, characters: tuple[str, ...] = ()) -> list[Known]:
+        """What ``characters`` (every character when empty) know as of ``chapter``: each one's
+        latest record of an entry whose chapter is ``chapter`` or before, in (character, kind,
+        key) order."""
+        ...
     def lore(self, story_id: str) -> Lore:
         """The story's activation rules as its canon stands in this snapshot."""
         ...

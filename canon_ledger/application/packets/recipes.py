@@ -11,7 +11,7 @@ fetch together before anything is read (``first_reads``), and whether L1 retriev
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -19,7 +19,7 @@ from canon_ledger.application import continuity
 from canon_ledger.application.packets import render
 from canon_ledger.application.packets.packet import Tier
 from canon_ledger.application.packets.ports import (Call, CanonSnapshot, ChapterView, DraftView, EntryView, Fact,
-                                                    SceneView, StoryView)
+                                                    Known, SceneView, StoryView)
 from canon_ledger.domain.canon import hidden_at
 from canon_ledger.domain.errors import NotFound
 from canon_ledger.domain.story import ROLES
@@ -55,7 +55,9 @@ class Read:
     key with no ASCII letter or digit as a substring); False, whole words only (compilers 5, 6).
     ``gate``: an entry its rule gates (an imported lorebook entry: ``Lore.gated``) is left out
     of this read; False for the reads that bring entries in by their rule or a tag, and for
-    every read of compilers 1-6."""
+    every read of compilers 1-6. ``pov``: a secret (``EntryView.secret``) the packet's point-of-view
+    character does not know as of the chapter is labelled so, one it knows says since when and how
+    (``Reading.point_of_view``); False for every read of compilers 1-7."""
 
     tier: Tier
     kind: str
@@ -66,6 +68,7 @@ class Read:
     hides: bool = True
     spaceless: bool = True
     gate: bool = True
+    pov: bool = True
 
 
 Recipe = tuple[Read, ...]
@@ -118,6 +121,7 @@ class Candidate:
     blocked: str | None = None  # a reason it may not be packed at all (hidden, not yet canon)
     step: int | None = None  # an entry's step (a rule may keep it out of every packet)
     lore: bool = False  # brought in by its rule and counted against the story's lore cap (compiler 7)
+    secret: bool = False  # the step is a secret (``fields.secret``): known only to those recorded knowing it
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -168,6 +172,7 @@ class Reading:
         self.characters: list[EntryView] = []
         self.tagged: set[tuple[str, str]] = set()  # the entries a tag brought in (a mention never repeats one)
         self.rules = any(read.read in RULED for read in recipe)  # do entries' recall rules apply?
+        self.pov_used = False  # did the point-of-view rule change a candidate (compiler 8)?
         self._got: dict[str, Any] = {}
 
     def get(self, name: str) -> Any:
@@ -182,10 +187,63 @@ class Reading:
         while more and read.page:
             rows: list[EntryView] = _page(self.req, read, after).of(self.snap)
             after, more = rows[-1].key if rows else after, len(rows) == read.page
-            yield self._allowed([_entry(read.tier, e, read.reason, self.k) for e in rows if not e.retired],
-                                read.gate), more
+            yield self._secrets(self._allowed([_entry(read.tier, e, read.reason, self.k) for e in rows
+                                               if not e.retired], read.gate), read), more
         if not read.page:
-            yield self._allowed(SOURCES[read.read][1](self, read), read.gate), False
+            yield self._secrets(self._allowed(SOURCES[read.read][1](self, read), read.gate), read), False
+
+    def point_of_view(self) -> tuple[str, str] | None:
+        """The packet's point-of-view character, (key, name): the ``pov`` of the scene card asked
+        for, or, for a packet of the whole chapter, the one ``pov`` all its cards share; None
+        when there is none. Read only once a secret is among the candidates."""
+        if "pov" not in self._got:
+            povs = {s.pov for s in self.cards(False)}
+            key = povs.pop() if len(povs) == 1 else None
+            name = key
+            if key is not None:
+                names = [e.name for e in self.snap.entries_by_key(self.req.story_id, self.k, (key,))
+                         if e.kind == "character" and not e.retired and not hidden_at(e.hidden_until, self.k)]
+                name = names[0] if names else key
+            self._got["pov"] = (key, name) if key is not None else None
+        pov: tuple[str, str] | None = self._got["pov"]
+        return pov
+
+    def known(self, character: str) -> dict[tuple[str, str], Known]:
+        """What ``character`` knows as of the chapter (``record_knowledge``), by entry."""
+        if "known" not in self._got:
+            self._got["known"] = {(k.kind, k.key): k for k in self.snap.knowledge(self.req.story_id, self.k,
+                                                                                (character,))}
+        known: dict[tuple[str, str], Known] = self._got["known"]
+        return known
+
+    def _secrets(self, candidates: list[Candidate], read: Read) -> list[Candidate]:
+        """``candidates`` with the point-of-view rule applied to the secrets among them (compiler
+        8): one the point-of-view character knows as of the chapter says since when and how; one
+        it does not know is labelled in its text, "the reader knows; Mira does not" (planner,
+        writer and qa alike: docs/architecture.md argues it). A packet with no point of view,
+        or no secret, is left as it was."""
+        if not read.pov or not any(c.secret and c.blocked is None for c in candidates):
+            return candidates
+        pov = self.point_of_view()
+        if pov is None:
+            return candidates
+        key, name = pov
+        known = self.known(key)
+        out = []
+        for c in candidates:
+            if c.secret and c.blocked is None:
+                self.pov_used = True
+                k = known.get(c.identity)
+                if k is not None:
+                    c = replace(c, reason=f"{c.reason}; {render.known_since(name, k.chapter, k.how)}")
+                else:
+                    ref = c.fact.ref
+                    text = c.fact.text if c.fact.text is not None or ref is None else self.snap.texts([ref]).get(ref, "")
+                    labelled = render.secret_unknown(name, self.k, text or "")
+                    c = replace(c, fact=Fact(labelled, self.tokens.count(labelled), c.fact.sources),
+                                reason=f"{c.reason}; {render.unknown_to(name, self.k)}")
+            out.append(c)
+        return out
 
     def _allowed(self, candidates: list[Candidate], gate: bool) -> list[Candidate]:
         """``candidates`` less the entries whose rule says never (``domain.recall``) and, when
@@ -227,7 +285,7 @@ def _hidden(e: Any, chapter: int) -> str | None:
 
 def _entry(tier: Tier, e: EntryView, reason: str, chapter: int) -> Candidate:
     return Candidate(tier, e.kind, e.key, e.fact, reason + (" (retired)" if e.retired else ""), _hidden(e, chapter),
-                     e.step)
+                     e.step, secret=e.secret)
 
 
 def _one(read: Read, key: str, fact: Fact | None) -> list[Candidate]:

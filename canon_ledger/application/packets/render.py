@@ -109,6 +109,20 @@ def draft_under_review(draft_id: str, chapter: int, text: str) -> str:
             f"the confirmed canon in this packet.\n\n{text}")
 
 
+def secret_unknown(pov: str, chapter: int, text: str) -> str:
+    """A secret's text in a packet whose point-of-view character does not know it (compiler 8)."""
+    return (f"SECRET: the reader knows; {pov} does not, as of chapter {chapter}. {pov} must not think, say or act "
+            f"on it.\n{text}")
+
+
+def unknown_to(pov: str, chapter: int) -> str:
+    return f"secret: the reader knows, {pov} does not as of chapter {chapter}"
+
+
+def known_since(pov: str, chapter: int, how: str) -> str:
+    return f"known to {pov} since chapter {chapter} ({how})"
+
+
 def continuity_finding(f: Any) -> str:
     """A continuity finding (``domain.continuity.Finding``) as a qa packet's P0 item: what the
     check found, where in the draft, and the canon that proves it."""

@@ -166,7 +166,8 @@ def _located(text: str, start: int, said: str) -> tuple[int, int] | None:
         return None
     if 0 <= start and text[start:start + len(said)] == said:
         return start, start + len(said)
-    found, at = [], text.find(said)
+    found: list[int] = []
+    at = text.find(said)
     while at >= 0 and len(found) < 1000:
         found.append(at)
         at = text.find(said, at + 1)
