@@ -691,7 +691,8 @@ def build_parser() -> argparse.ArgumentParser:
                  "missing), then show its packets, an audit, a search and a rebuild.")
     p.set_defaults(run=cmd_demo)
 
-    from canon_ledger.infrastructure import cli_check, cli_export, cli_import, cli_mcp, cli_summarize, cli_worker
+    from canon_ledger.infrastructure import (cli_check, cli_export, cli_import, cli_knowledge, cli_mcp, cli_summarize,
+                                             cli_worker)
     from canon_ledger.infrastructure.cli_service import add_verbs
 
     add_verbs(verbs, common, bounded)
@@ -701,6 +702,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_export.add_verbs(verbs, common)
     cli_summarize.add_verbs(verbs, common)
     cli_check.add_verbs(verbs, common)
+    cli_knowledge.add_verbs(verbs, common)
     return parser
 
 

@@ -2,7 +2,7 @@
 
 These answer the HTTP API's and the CLI's browsing questions (which stories, what canon is
 in force as of chapter K, one entry's history, one chapter, the proposals (by state), the
-drafts). They read the same tables packets are compiled from (canon) and the authoring
+drafts, who knows what as of chapter K). They read the same tables packets are compiled from (canon) and the authoring
 model (drafts, proposals), in one transaction each, and never write. They are not on the
 packet path: nothing here is a packet candidate.
 
@@ -40,7 +40,7 @@ class StoryViews:
         return {"stories": c.stories.name, "chapters": c.chapters.name, "volumes": c.volumes.name,
                 "canon": c.canon.name, "aliases": c.aliases.name, "scene_cards": c.scene_cards.name,
                 "scene_tags": c.scene_tags.name, "proposals": a.proposals.name, "drafts": a.drafts.name,
-                "dismissed": a.dismissed.name}
+                "dismissed": a.dismissed.name, "knowledge": c.knowledge.name}
 
     def stories(self, only: tuple[str, ...] = ()) -> list[dict[str, Any]]:
         """Every story (or those in ``only``) with its counts, by id."""
@@ -176,6 +176,69 @@ class StoryViews:
             card["tags"] = [{"type": g["tag_type"], "key": g["key"]} for g in tags if g["scene_id"] == card["scene_id"]]
         chapter["scenes"] = cards
         return {"story_id": story_id, **chapter}
+
+    def who_knows(self, story_id: str, chapter: int) -> dict[str, list[dict[str, Any]]]:
+        """Who knows what as of ``chapter`` (issue 43), in one transaction: ``secrets``, the entries
+        whose version in force then has ``secret`` true (kind, key, step, valid_from, name,
+        hidden_until, text, source; by kind and key); ``knowledge``, every record of one of them
+        from a chapter up to ``chapter`` (kind, key, character, chapter, how, source); ``pov``, the
+        point-of-view characters of the scene cards up to ``chapter`` (key); ``characters``, the
+        character versions in force then (key, step, valid_from, name, hidden_until, source)."""
+        with self.engine.begin() as conn:
+            t = self._names(conn)
+            secrets = _rows(conn, f"""
+                SELECT kind, key, step, valid_from, name, hidden_until, text, source FROM {t['canon']}
+                 WHERE story_id = :s AND {IN_FORCE} AND NOT retired AND secret
+                 ORDER BY kind, key""", s=story_id, chapter=chapter)
+            knowledge = _rows(conn, f"""
+                SELECT k.kind, k."key", k."character", k.chapter, k.how, k.source FROM {t['knowledge']} k
+                 WHERE k.story_id = :s AND k.chapter <= :chapter AND EXISTS (
+                       SELECT 1 FROM {t['canon']} c
+                        WHERE c.story_id = k.story_id AND c.kind = k.kind AND c."key" = k."key"
+                          AND c.valid_from <= :chapter AND (c.valid_to IS NULL OR c.valid_to > :chapter)
+                          AND NOT c.retired AND c.secret)
+                 ORDER BY k.kind, k."key", k.chapter, k."character" """, s=story_id, chapter=chapter) if secrets else []
+            pov = _rows(conn, f"""
+                SELECT DISTINCT pov AS key FROM {t['scene_cards']}
+                 WHERE story_id = :s AND chapter <= :chapter AND pov IS NOT NULL ORDER BY pov""",
+                        s=story_id, chapter=chapter)
+            characters = _rows(conn, f"""
+                SELECT key, step, valid_from, name, hidden_until, source FROM {t['canon']}
+                 WHERE story_id = :s AND kind = 'character' AND {IN_FORCE} AND NOT retired
+                 ORDER BY key""", s=story_id, chapter=chapter)
+        return {"secrets": secrets, "knowledge": knowledge, "pov": pov, "characters": characters}
+
+    def knowledge_of(self, story_id: str, character: str, chapter: int) -> dict[str, Any] | None:
+        """What ``character`` knows as of ``chapter`` (issue 43), or None if no character of that
+        key was ever confirmed in the story: ``character``, its version in force then (step,
+        valid_from, name, hidden_until, source; None if none is, or a retirement), and ``knows``,
+        its every knowledge record from a chapter up to ``chapter`` (kind, key, chapter, how,
+        source) beside the known entry's step in force then (``step``, ``valid_from``, ``retired``,
+        ``name``, ``hidden_until``, ``secret``), by chapter, kind and key. One transaction."""
+        with self.engine.begin() as conn:
+            t = self._names(conn)
+            steps = _rows(conn, f"""
+                SELECT step, valid_from, valid_to, retired, name, hidden_until, source FROM {t['canon']}
+                 WHERE story_id = :s AND kind = 'character' AND key = :c ORDER BY step""", s=story_id, c=character)
+            if not steps:
+                return None
+            knows = _rows(conn, f"""
+                SELECT k.kind, k."key", k.chapter, k.how, k.source, c.step, c.valid_from, c.retired, c.name,
+                       c.hidden_until, c.secret
+                  FROM {t['knowledge']} k LEFT JOIN {t['canon']} c
+                    ON c.story_id = k.story_id AND c.kind = k.kind AND c."key" = k."key"
+                   AND c.valid_from <= :chapter AND (c.valid_to IS NULL OR c.valid_to > :chapter)
+                 WHERE k.story_id = :s AND k."character" = :c AND k.chapter <= :chapter
+                 ORDER BY k.chapter, k.kind, k."key" """, s=story_id, c=character, chapter=chapter)
+        in_force = [r for r in steps
+                    if r["valid_from"] <= chapter and (r["valid_to"] is None or r["valid_to"] > chapter)]
+        current = in_force[0] if in_force and not in_force[0]["retired"] else None
+        for row in knows:
+            row["retired"] = bool(row["retired"]) if row["retired"] is not None else None
+            row["secret"] = bool(row["secret"])
+        if current is not None:
+            current = {k: current[k] for k in ("step", "valid_from", "name", "hidden_until", "source")}
+        return {"character": current, "knows": knows}
 
     def proposals(self, story_id: str, status: str | None = None) -> list[dict[str, Any]]:
         """The story's proposals (of one status), each with its whole version as proposed

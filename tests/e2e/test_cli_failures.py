@@ -41,6 +41,8 @@ VERBS_WITH_A_STORE = {
     "export": ["export", "lorebook", "--story", "s", "--as-of", "1", "--as", "sillytavern"],
     "summarize": ["summarize", "--story", "s"],
     "check": ["check", "--story", "s", "--draft", "d"],
+    "secrets": ["secrets", "--story", "s"],
+    "knowledge": ["knowledge", "--story", "s", "--character", "c"],
 }
 
 

@@ -31,7 +31,7 @@ from tests.e2e.test_http_server import STORY, Server
 from tests.e2e.test_viewer import demo, key, served_demo  # noqa: F401 - demo, served_demo are fixtures
 
 TOOLS = {"list_stories", "get_packet", "search", "canon_entry", "list_canon", "open_threads", "propose_canon",
-         "audit_packet", "check_draft"}
+         "audit_packet", "check_draft", "character_knowledge", "secrets"}
 RULE = {"story": STORY, "kind": "world_rule", "key": "tide-bells", "name": "The tide bells",
         "text": "The tide bells of the harbour ring thirteen times at the turn of every spring tide.", "valid_from": 1,
         "aliases": ["tide bells"], "fields": {"source": "an agent"}}

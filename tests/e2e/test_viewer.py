@@ -298,6 +298,31 @@ def test_a_worker_key_gets_no_queue_and_forged_posts_change_nothing(browser, ser
     context.close()
 
 
+def test_the_secrets_grid_shows_who_learned_what_and_when(browser, served_demo: tuple[Server, str, str]) -> None:
+    """Who knows what (issue 43), in a story of its own beside the demo: characters by secrets, a cell
+    the chapter the character learned it with how as its tooltip, the as-of form reloading the grid."""
+    from tests.integration.test_who_knows import STORY as OSK, commands
+
+    server, token, _ = served_demo
+    with CanonClient(server.base, token) as api:
+        assert {r["status"] for r in api.apply(commands())["results"]} == {"applied"}
+    context, page = logged_in(browser, server, token, f"/stories/{OSK}/secrets?as_of=9")
+    assert page.eval_on_selector_all("#knows thead th[data-key]", "ths => ths.map(t => t.dataset.key)") == \
+        ["harl", "vault"]
+    cell = page.locator("#knows tr[data-character='mira'] td[data-secret='harl']")
+    assert cell.inner_text() == "ch. 9" and cell.get_attribute("title") == "told by Orrin"
+    assert page.locator("#knows tr[data-character='mira'] td[data-secret='vault']").inner_text() == ""
+    assert page.locator("#knows tr[data-character='orrin'] .badge").inner_text() == "POV"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"secrets-grid-{server.port}.png"), full_page=False)
+    assert overflowing(page) == []
+    page.fill("input[name=as_of]", "8")
+    page.click("form.controls button[type=submit]")
+    page.wait_for_load_state("load")
+    assert "as_of=8" in page.url and page.locator("#knows tr[data-character='mira']").count() == 0
+    context.close()
+
+
 def test_pages_refuse_bad_input_with_the_api_code(served_demo: tuple[Server, str, str]) -> None:
     """Without a browser: each bad query gets an HTML error page with the status and code the
     API would give, and no page of a hidden or unknown story exists."""

@@ -90,6 +90,8 @@ ROUTES = [
     ("GET", f"/v1/stories/{STORY}/canon?as_of=5", {}, "worker", True),
     ("GET", f"/v1/stories/{STORY}/canon/character/ilse", {}, "worker", True),
     ("GET", f"/v1/stories/{STORY}/chapters/5", {}, "worker", True),
+    ("GET", f"/v1/stories/{STORY}/secrets?as_of=5", {}, "worker", True),
+    ("GET", f"/v1/stories/{STORY}/characters/ilse/knowledge", {}, "worker", True),
     ("GET", f"/v1/stories/{STORY}/packet?role=writer&chapter=5", {}, "worker", True),
     ("GET", f"/v1/stories/{STORY}/proposals", {}, "author", True),
     ("GET", f"/v1/stories/{STORY}/drafts?chapter=2", {}, "author", True),
@@ -119,7 +121,8 @@ def test_every_route_is_in_the_matrix(shared_api: Api) -> None:
     assert len(served) > 20
     covered = {(m, p.split("?")[0].replace(STORY, "{story}").replace("/character/ilse", "/{kind}/{key}")
                 .replace("/chapters/5", "/chapters/{number}").replace("/guild/", "/{collection}/")
-                .replace("/drafts/d5-wip/", "/drafts/{draft}/")) for m, p, *_ in ROUTES}
+                .replace("/drafts/d5-wip/", "/drafts/{draft}/")
+                .replace("/characters/ilse/", "/characters/{character}/")) for m, p, *_ in ROUTES}
     covered |= {("GET", "/healthz"), ("GET", "/readyz"), ("POST", "/v1/rebuild"), ("DELETE", "/v1/keys/{name}"),
                 ("GET", "/v1/packets/{packet_id}"), ("GET", "/v1/packets/{packet_id}/audit"),
                 ("GET", "/v1/events/stream")}  # endless: its scopes are tested in tests/e2e/test_event_stream.py

@@ -73,7 +73,7 @@ def planted() -> list[dict[str, Any]]:
          "style_guardrails": ["Plain prose."], "output_contract": "Markdown prose."},
         *_propose("p-ilsa", "character", "ilsa", "Ilsa Gray", "A lantern keeper of the harbour.", {"age": 30}),
         *_propose("p-mystery", "character", "mystery", f"{CANON} the stranger", f"{CANON}: the stranger is the king.",
-                  {**hidden, "motive": f"{CANON} field", "state": CANON}, aliases=[f"{CANON} alias"]),
+                  {**hidden, "motive": f"{CANON} field", "state": CANON, "secret": True}, aliases=[f"{CANON} alias"]),
         *_propose("p-ilsa-2", "character", "ilsa", f"Ilsa {CANON}", f"Ilsa is {CANON}, the king's daughter.",
                   {**hidden, "age": 30}, valid_from=2),
         *_propose("p-thread", "thread", "open-question", f"{CANON} thread", f"{CANON}: who crowned the stranger?",
@@ -88,6 +88,9 @@ def planted() -> list[dict[str, Any]]:
                   ["ilsa", "mystery"]),
         *_chapter(3, f"{LATER} goal", f"{LATER} scene", f"{LATER} lantern lantern lantern: the crown is found.",
                   f"{LATER} summary", ["ilsa", "mystery"]),
+        # Ilsa knows the stranger's secret from chapter 2 (issue 43): who knows it is withheld as it is.
+        {"type": "record_knowledge", "command_id": "sp-knows", "story_id": STORY, "character": "ilsa",
+         "kind": "character", "key": "mystery", "chapter": 2, "how": f"{CANON}: overheard at the lantern"},
         # A draft under review that gives away Ilsa's hidden version (a spoiler finding whose
         # evidence is hidden until chapter 12) and names the lantern chain's hidden payoff.
         {"type": "submit_draft", "command_id": "sp-draft-review", "story_id": STORY, "chapter": 2,
@@ -127,7 +130,7 @@ PATH_VALUES: dict[str, list[Any]] = {
     "story": [STORY], "kind": ["character", "thread", "development_chain"],
     "key": ["mystery", "ilsa", "open-question", "the-chain"], "number": [2, 3],
     "collection": [f"story:{STORY}"], "name": ["the-worker"], "role": list(ROLES), "chapter": [2, 3],
-    "draft": ["d2-review"],
+    "draft": ["d2-review"], "character": ["ilsa", "mystery"],
 }
 # A search asks for the markers in lower case (the keyword index folds case): an answer echoes
 # its query, and only the planted spelling in a hit is a leak.

@@ -259,7 +259,7 @@ def _tagged(ids: Ids, side: str) -> Ids:
 PATH_FILL: dict[str, Callable[[Ids], str]] = {
     "story": lambda i: i.story, "kind": lambda i: "character", "key": lambda i: i.key, "number": lambda i: "1",
     "collection": lambda i: i.collection, "packet_id": lambda i: i.packet, "name": lambda i: i.name,
-    "position": lambda i: str(i.position), "draft": lambda i: i.draft,
+    "position": lambda i: str(i.position), "draft": lambda i: i.draft, "character": lambda i: i.key,
 }
 AIMED_QUERY: dict[str, Callable[[Ids], str]] = {  # optional parameters that name a story or its things
     "story": lambda i: i.story, "collection": lambda i: i.collection, "draft": lambda i: i.draft,
@@ -270,7 +270,7 @@ AIMED_QUERY: dict[str, Callable[[Ids], str]] = {  # optional parameters that nam
 PLAIN_QUERY = {"after", "limit", "kind", "status", "top", "feedback", "as_of", "budget", "at", "record", "provider",
                "projection", "atomic", "chapter"}
 REQUIRED_QUERY = {"as_of": "1", "role": "qa", "chapter": "1", "q": SEARCH_WORD}
-SUB_IDS = {"key", "packet_id", "position", "draft", "scene"}  # what the key's own story is asked about, of the other
+SUB_IDS = {"key", "packet_id", "position", "draft", "scene", "character"}  # what the key's own story is asked about, of the other
 
 
 def _bodies(method: str, path: str, ids: Ids) -> Any:
@@ -471,8 +471,9 @@ MCP_ARGS: dict[str, Callable[[Ids], Any]] = {
     "key": lambda i: i.key, "packet_id": lambda i: i.packet, "draft": lambda i: i.draft, "scene": lambda i: i.scene,
     "as_of": lambda i: 1, "chapter": lambda i: 1, "role": lambda i: "qa", "query": lambda i: SEARCH_WORD,
     "name": lambda i: "Walk", "text": lambda i: f"walk {i.tag}", "valid_from": lambda i: 1,
+    "character": lambda i: i.key,
 }
-MCP_AIMED = {"story", "collection", "key", "packet_id", "draft", "scene"}  # arguments that name a story or its things
+MCP_AIMED = {"story", "collection", "key", "packet_id", "draft", "scene", "character"}  # arguments that name a story or its things
 MCP_PLAIN = {"as_of", "budget", "after", "top", "aliases", "fields", "kind"}  # optional ones that name none
 
 

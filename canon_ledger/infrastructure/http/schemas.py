@@ -96,3 +96,83 @@ CHECK_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"model": ContinuityReport,
           "description": "The report, also when it holds error findings: they are the answer"},
 }
+
+
+# -- who knows what (issue 43): ``application.who_knows`` ------------------------------------------
+
+class KnownBy(BaseModel):
+    """One character who knows a secret as of the chapter read."""
+
+    character: str = Field(description="the character's key")
+    name: str = Field(description="its name as of the chapter (its key when that is hidden from this key)")
+    chapter: int = Field(description="the chapter from which it knows the secret")
+    how: str = Field(description="how it learned it (told by, overheard, deduced)")
+    source: int = Field(description="the log position of the knowledge record (`CanonEntry.KnowledgeRecorded`)")
+
+
+class Secret(BaseModel):
+    """An entry whose version in force at the chapter read is a secret (`fields.secret`), listed as
+    the canon view lists it: below author scope, one hidden at the chapter keeps only kind, key,
+    step, valid_from, hidden_until and source (name and text `""`) and who knows it is withheld."""
+
+    kind: str
+    key: str
+    step: int = Field(description="the entry's step (event version) in force")
+    valid_from: int
+    name: str
+    hidden_until: int | None
+    text: str = Field(description="the version's canon text, as a packet renders it")
+    source: int = Field(description="the log position of the version's event")
+    hidden: bool = Field(description="hidden at the chapter read (`hidden_until` later than it)")
+    reason: str | None = Field(None, description="why it is hidden (only when it is)")
+    known_by: list[KnownBy] = Field(description="who knows it as of the chapter read, by chapter then character")
+
+
+class SecretsRow(BaseModel):
+    """A character of the grid: one who knows a secret shown, or a scene's point of view."""
+
+    key: str
+    name: str
+    pov: bool = Field(description="the point of view of a scene card up to the chapter read")
+    knows: int = Field(ge=0, description="how many of the secrets listed it knows")
+
+
+class SecretsView(BaseModel):
+    """``canon secrets --format json``: the secrets in force as of a chapter and who knows each."""
+
+    story_id: str
+    as_of: int = Field(description="the chapter read (default: the story's latest planned chapter)")
+    secrets: list[Secret] = Field(description="by kind and key")
+    characters: list[SecretsRow] = Field(description="the characters who know any, and the point-of-view "
+                                                     "characters, by name")
+
+
+class Known(BaseModel):
+    """One entry a character knows as of the chapter read."""
+
+    kind: str
+    key: str
+    name: str = Field(description="the entry's name as of the chapter read (its key once retired)")
+    secret: bool = Field(description="its version in force at the chapter read is a secret")
+    retired: bool
+    chapter: int = Field(description="the chapter from which the character knows it")
+    how: str
+    source: int = Field(description="the log position of the knowledge record")
+    hidden: bool = Field(description="hidden at the chapter read: only an author key is shown it")
+    reason: str | None = Field(None, description="why it is hidden (only when it is)")
+
+
+class CharacterKnowledge(BaseModel):
+    """``canon knowledge --format json``: what one character knows as of a chapter."""
+
+    story_id: str
+    as_of: int
+    character: str = Field(description="the character's key")
+    name: str = Field(description="its name as of the chapter (its key when that is hidden from this key)")
+    knows: list[Known] = Field(description="by chapter, then kind and key")
+
+
+# ``GET /v1/stories/{story}/secrets`` and ``.../characters/{character}/knowledge``
+SECRETS_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"model": SecretsView, "description": "Who knows what"}}
+KNOWLEDGE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": CharacterKnowledge, "description": "What the character knows"}}

@@ -44,8 +44,10 @@ rules, timeline) as an append-only log, and compiles token-budgeted context pack
 Before writing or planning chapter N, call get_packet(story, role, chapter=N): it holds only
 confirmed canon, as of that chapter, within the role's token budget. Use search for passages of
 the story's chapters (collection "story:<story>") or of ingested notes, list_canon / canon_entry
-for what is established as of a chapter, open_threads for what is unresolved, check_draft(story,
-draft) for a submitted draft's contradictions of canon (with evidence). If you invent or
+for what is established as of a chapter, open_threads for what is unresolved, character_knowledge
+and secrets for who knows what as of a chapter (write a point-of-view character acting only on what
+it knows), check_draft(story, draft) for a submitted draft's contradictions of canon (with
+evidence). If you invent or
 discover a fact that should become canon, call propose_canon: a person reviews and confirms it;
 you cannot confirm, reject or retire canon. Errors come back as {"error": {code, message, field}}:
 fix the named field and retry."""
@@ -235,6 +237,29 @@ def build_server(tools: Callable[[], AgentTools],
     def open_threads(story: StoryArg, chapter: ChapterArg, ctx: Context) -> CallToolResult:
         """Plot threads in force as of a chapter whose state is not resolved."""
         return _answered(lambda: tools().open_threads(caller(ctx), story, chapter))
+
+    @server.tool(annotations=READ)
+    def character_knowledge(story: StoryArg, character: Annotated[Key, Field(description=(
+                                "The character's key (a confirmed character of the story)."))],
+                            ctx: Context,
+                            as_of: Annotated[int | None, Field(ge=1, le=b.MAX_CHAPTER, description=(
+                                "The chapter (default: the story's latest planned chapter)."))] = None,
+                            ) -> CallToolResult:
+        """What one character knows as of a chapter: every entry it was recorded as knowing from a
+        chapter up to it (since which chapter, how), with the entry's name and whether it is a secret
+        then. Write a character acting only on what it knows. Below author scope an entry hidden until
+        a later chapter is left out. The same JSON as the HTTP API's character knowledge."""
+        return _answered(lambda: tools().character_knowledge(caller(ctx), story, character, as_of))
+
+    @server.tool(annotations=READ)
+    def secrets(story: StoryArg, ctx: Context,
+                as_of: Annotated[int | None, Field(ge=1, le=b.MAX_CHAPTER, description=(
+                    "The chapter (default: the story's latest planned chapter)."))] = None,
+                ) -> CallToolResult:
+        """The secrets in force as of a chapter (entries marked secret) and, for each, who knows it then
+        (since which chapter, how). Below author scope a secret hidden until a later chapter is listed
+        without its name or text, and who knows it is withheld. The same JSON as the HTTP API's secrets."""
+        return _answered(lambda: tools().secrets(caller(ctx), story, as_of))
 
     @server.tool(annotations=PROPOSE)
     def propose_canon(story: StoryArg, kind: KindArg, key: KeyArg,

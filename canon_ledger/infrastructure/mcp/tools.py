@@ -16,7 +16,7 @@ import hashlib
 import json
 from typing import Any
 
-from canon_ledger.application import canon_reads
+from canon_ledger.application import canon_reads, who_knows
 from canon_ledger.application.packets.recipes import Request as PacketRequest
 from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.api_key import Principal
@@ -88,6 +88,20 @@ class AgentTools:
         views = story_views(self.context, principal, story, None)
         return {"story_id": story, "chapter": chapter,
                 "threads": canon_reads.canon_as_of(principal, views, story, chapter, "thread", active=True)}
+
+    def secrets(self, principal: Principal, story: str, as_of: int | None = None) -> dict[str, Any]:
+        """``GET /v1/stories/{story}/secrets``: the secrets in force as of the chapter and who knows each."""
+        require(principal, "worker")
+        views = story_views(self.context, principal, story, None)
+        return self.context.reading(who_knows.secrets, principal, views, story, as_of)  # type: ignore[no-any-return]
+
+    def character_knowledge(self, principal: Principal, story: str, character: str,
+                            as_of: int | None = None) -> dict[str, Any]:
+        """``GET /v1/stories/{story}/characters/{character}/knowledge``: what it knows as of the chapter."""
+        require(principal, "worker")
+        views = story_views(self.context, principal, story, None)
+        return self.context.reading(  # type: ignore[no-any-return]
+            who_knows.character_knowledge, principal, views, story, character, as_of)
 
     def propose_canon(self, principal: Principal, story: str, kind: str, key: str, name: str, text: str,
                       valid_from: int, aliases: list[str] | None = None,

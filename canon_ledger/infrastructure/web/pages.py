@@ -30,7 +30,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from canon_ledger.application import canon_reads
+from canon_ledger.application import canon_reads, who_knows
 from canon_ledger.application.packet_view import STATUSES, budget_bar, by_tier, diff_packets, previous_change
 from canon_ledger.application.review_view import cards, highlighted
 from canon_ledger.application.packets.recipes import Request as PacketRequest
@@ -309,6 +309,19 @@ def canon_page(request: Request, story: str, principal: Principal = Depends(view
     grouped = [(k, list(group)) for k, group in groupby(entries, key=lambda e: e["kind"])]
     return render(request, "canon.html", principal=principal, story=story, page="canon", as_of=as_of, kind=kind,
                   kinds=sorted(found["entries_by_kind"]), grouped=grouped)
+
+
+@router.get("/stories/{story}/secrets")
+def secrets_page(request: Request, story: str, principal: Principal = Depends(viewer)) -> Response:
+    """Who knows what as of a chapter (issue 43): characters by secrets, each cell the chapter the
+    character learned it (``who_knows.secrets``, as ``GET /v1/stories/{story}/secrets`` answers)."""
+    head = _story(request, principal, story)
+    as_of = _number(request, "as_of", 1, MAX_CHAPTER, head["last_chapter"] or 1)
+    assert as_of is not None  # a default was given
+    context = ctx(request)
+    view = context.reading(lambda: who_knows.secrets(principal, context.services.views(), story, as_of))
+    return render(request, "secrets.html", principal=principal, story=story, page="secrets", as_of=as_of, view=view,
+                  grid=who_knows.grid(view))
 
 
 @router.get("/stories/{story}/canon/{kind}/{key}")

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
 
-from canon_ledger.application import canon_reads
+from canon_ledger.application import canon_reads, who_knows
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.canon import PROPOSAL_STATE_ALIASES
 from canon_ledger.domain.bounds import MAX_CHAPTER, MAX_ID, MAX_POSITION, MAX_STORY_ID
@@ -16,7 +16,7 @@ from canon_ledger.infrastructure.http.auth import needs, unknown_story, visible
 from canon_ledger.infrastructure.http.context import ServerContext
 from canon_ledger.infrastructure.http.problems import Problem
 from canon_ledger.infrastructure.http.routes.common import ctx, json_response
-from canon_ledger.infrastructure.http.schemas import CHECK_RESPONSES
+from canon_ledger.infrastructure.http.schemas import CHECK_RESPONSES, KNOWLEDGE_RESPONSES, SECRETS_RESPONSES
 
 router = APIRouter(tags=["stories"])
 Story = Annotated[str, Path(min_length=1, max_length=MAX_STORY_ID)]
@@ -85,6 +85,36 @@ def get_chapter(request: Request, story: Story, number: Annotated[int, Path(ge=1
     if chapter is None:
         raise Problem(404, "unknown_chapter", f"chapter {number} of story {story!r} is not planned", "chapter")
     return json_response(chapter)
+
+
+@router.get("/v1/stories/{story}/secrets", summary="Who knows what: the secrets in force as of a chapter",
+            description="What `canon secrets --format json` prints: the entries whose version in force as of the "
+                        "chapter read is a secret (`fields.secret`), each with the characters who know it then "
+                        "(`record_knowledge` of a chapter up to it: since which chapter, how, the record's log "
+                        "position), and the grid's rows (`characters`: those who know one, and the scenes' points of "
+                        "view). Below author scope a secret hidden at the chapter is listed as the canon view lists "
+                        "it, and who knows it is withheld.", responses=SECRETS_RESPONSES)
+def list_secrets(request: Request, story: Story, principal: Annotated[Principal, Depends(needs("worker"))],
+                 as_of: AsOf = None, after: After = None) -> Response:
+    context = ctx(request)
+    views = story_views(context, principal, story, after)
+    return json_response(context.reading(who_knows.secrets, principal, views, story, as_of))
+
+
+@router.get("/v1/stories/{story}/characters/{character}/knowledge",
+            summary="What one character knows as of a chapter",
+            description="What `canon knowledge --format json` prints: every knowledge record of the character from "
+                        "a chapter up to the chapter read, with the known entry's name and whether its version in "
+                        "force then is a secret. Below author scope a record of an entry hidden at the chapter is "
+                        "left out. `404 unknown_character` when the story never confirmed that character.",
+            responses=KNOWLEDGE_RESPONSES)
+def character_knowledge(request: Request, story: Story,
+                        character: Annotated[str, Path(min_length=1, max_length=MAX_ID)],
+                        principal: Annotated[Principal, Depends(needs("worker"))], as_of: AsOf = None,
+                        after: After = None) -> Response:
+    context = ctx(request)
+    views = story_views(context, principal, story, after)
+    return json_response(context.reading(who_knows.character_knowledge, principal, views, story, character, as_of))
 
 
 @router.get("/v1/stories/{story}/proposals", summary="Canon proposals (authoring view; never on the packet path)")
