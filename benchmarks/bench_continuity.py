@@ -18,14 +18,29 @@ Not part of the pytest run. Three parts, one process:
    is the other's, hypotheticals, facts from another time of the timeline, near-miss spoilers,
    names that are common words, an unavailable character as an object. Every case records its
    template (``variant``), so misses and false alarms are reported by the phrasing that caused
-   them.
+   them. **Who knows what** (issue 43; ``KnowledgeGenerator``, its own random stream, so the
+   cases above do not change with it): a version with ``fields.secret`` in force (a
+   character's, or an item's, a place's, a faction's), knowledge records (``record_knowledge``)
+   and the chapter's point of view (a scene card's ``pov``); ``--per-type`` positives (a
+   character who does not know the secret speaks it in quotes with a speech tag: "said B", "B
+   said", "B whispered to C", "B said quietly, ...", "asked B", "B told C", "B muttered", a
+   pronoun tag; or the point-of-view character named in a sentence of narration that holds it;
+   some with a knowledge record from a later chapter, or of another entry) and ``--per-class``
+   hard negatives in 7 classes: the speaker (or the POV) knows it from before the chapter, the
+   secret's own character says or holds it, a near-miss sentence, narration with no POV, a POV
+   not named in the sentence, a character who knows it tells the POV, and "P had no idea that
+   <secret>". The pure path passes ``Knowledge(povs, known)`` to ``check``; the store path
+   records the knowledge and adds a scene card with the ``pov``.
 2. **Real text**: Pride and Prejudice (``tests/fixtures/pride_and_prejudice.txt.gz``, split as
    ``canon import manuscript`` splits it) with a small hand-written canon (``PP_CANON``: homes,
    ages, eye colour, Lydia missing from chapter 46, two secrets ``hidden_until`` their reveal,
    two entries retired). Its real chapters unedited are negatives; each edit (``PP_EDITS``,
-   inserted or replaced in a real chapter) is one labelled case. A finding of an edited chapter
-   that its unedited chapter also gives (same type, entry and text, outside the edit) is
-   counted once, with the unedited chapter.
+   inserted or replaced in a real chapter) is one labelled case. Again for who knows what
+   (``PP_KNOWLEDGE_CANON``: Wickham's Ramsgate attempt a secret from chapter 16, not hidden;
+   Darcy and Georgiana know it from 16, Colonel Fitzwilliam from 30, Elizabeth from 35; every
+   chapter's point of view is Elizabeth's): the same chapters unedited, and
+   ``PP_KNOWLEDGE_EDITS``. A finding of an edited chapter that its unedited chapter also gives
+   (same type, entry and text, outside the edit) is counted once, with the unedited chapter.
 3. **Latency**: ``gen_story``'s serial (seed 3, 1,000 chapters, 10,000 entries) loaded through
    the command path (``common.load_story``, atomic batches) into a temp SQLite file, a 5,000-word
    draft submitted for chapter 1,000 naming ~100 entries, then ``Services.continuity().check``
@@ -67,12 +82,13 @@ from canon_ledger.application.packets import render  # noqa: E402
 from canon_ledger.domain import recall  # noqa: E402
 from canon_ledger.domain.canon import valid_to  # noqa: E402
 from canon_ledger.domain.continuity import Step, facts_of  # noqa: E402
-from canon_ledger.domain.continuity_rules import (FIELD_CONFLICT, NOT_YET, RETIRED, SPOILER, TYPES,  # noqa: E402
-                                                  UNAVAILABLE_CHARACTER, VOCABULARY_ENTRY, Vocabulary, check)
+from canon_ledger.domain.continuity_rules import (FIELD_CONFLICT, KNOWLEDGE_LEAK, NOT_YET, RETIRED,  # noqa: E402
+                                                  SPOILER, TYPES, UNAVAILABLE_CHARACTER, VOCABULARY_ENTRY, Knowledge,
+                                                  Vocabulary, check)
 
 PP_PATH = ROOT / "tests" / "fixtures" / "pride_and_prejudice.txt.gz"
 GOALS = {"precision": 0.9, "recall": 0.8, "p50_ms": 100.0}
-RECALL_GOAL_TYPES = (NOT_YET, RETIRED, SPOILER, FIELD_CONFLICT)
+RECALL_GOAL_TYPES = (NOT_YET, RETIRED, SPOILER, FIELD_CONFLICT, KNOWLEDGE_LEAK)
 WHERE = "the draft"
 
 
@@ -113,6 +129,14 @@ class Case:
     focus: str = ""  # the injected or trap sentence, for the report
     edit: tuple[int, int] | None = None  # real text: the edited character range
     baseline: str | None = None  # real text: the id of the unedited chapter's case
+    povs: tuple[str, ...] = ()  # the chapter's point-of-view characters (scene cards' ``pov``)
+    known: tuple[tuple[str, str, str, int], ...] = ()  # record_knowledge: (character, kind, key, from chapter)
+    who: str = ""  # a knowledge_leak label: the name of the character the finding must name
+
+    def knowledge(self) -> Knowledge:
+        """What the check is given of who knows what at the case's chapter."""
+        return Knowledge(frozenset(self.povs),
+                         frozenset((c, k, key) for c, k, key, ch in self.known if ch <= self.chapter))
 
 
 class _Row(NamedTuple):  # what ``LoreIndex`` reads of a canon row
@@ -146,7 +170,8 @@ def steps_of(canon: list[Op]) -> list[Step]:
             keys = tuple(k for k in rule.keys if recall.regex_key(k, False) is None)
             out.append(Step(kind, key, step, op.valid_from, end, False, op.name, op.aliases, keys,
                             op.fields.get("state"), op.fields.get("hidden_until"),
-                            render.canon_version(kind, key, version), source, facts_of(op.fields)))
+                            render.canon_version(kind, key, version), source, facts_of(op.fields),
+                            op.fields.get("secret") is True))
     return out
 
 
@@ -171,13 +196,14 @@ def pure_findings(case: Case) -> list[dict[str, Any]]:
     index = LoreIndex(lore_rows(steps, case.canon))
     mentioned = {(m.kind, m.key) for m in index.match([(WHERE, case.text)], spaceless=True)} | {VOCABULARY_ENTRY}
     read = [s for s in steps if (s.kind, s.key) in mentioned]
-    found = check(case.id, case.text, case.chapter, read, Vocabulary.of(read, case.chapter))
+    found = check(case.id, case.text, case.chapter, read, Vocabulary.of(read, case.chapter), case.knowledge())
     return [f.as_dict() for f in found]
 
 
 def commands_of(case: Case, story: str) -> list[dict[str, Any]]:
     """The case as commands of its own story: canon proposed and confirmed (retirements
-    retired) in order, the draft's chapter planned and the draft submitted."""
+    retired) in order, the draft's chapter planned, a scene card per point-of-view character,
+    the knowledge recorded and the draft submitted."""
     out: list[dict[str, Any]] = [
         {"type": "start_story", "title": f"Continuity case {case.id}", "style_guardrails": [],
          "output_contract": "Prose."},
@@ -191,6 +217,13 @@ def commands_of(case: Case, story: str) -> list[dict[str, Any]]:
         out.append({"type": "propose_canon", "proposal_id": pid, "kind": op.kind, "key": op.key, "name": op.name,
                     "aliases": list(op.aliases), "text": op.text, "fields": op.fields, "valid_from": op.valid_from})
         out.append({"type": "confirm_canon", "proposal_id": pid})
+    for i, pov in enumerate(case.povs, 1):
+        out.append({"type": "add_scene_card", "chapter": case.chapter, "scene_id": f"s{i}",
+                    "summary": "The scene the draft tells.", "characters": [pov], "locations": [], "threads": [],
+                    "callbacks": [], "items": [], "pov": pov})
+    for character, kind, key, chapter in case.known:
+        out.append({"type": "record_knowledge", "character": character, "kind": kind, "key": key, "chapter": chapter,
+                    "how": "told by a friend"})
     out.append({"type": "submit_draft", "chapter": case.chapter, "draft_id": "d", "text": case.text})
     return [{**c, "command_id": f"{story}/{n}", "story_id": story} for n, c in enumerate(out)]
 
@@ -906,6 +939,231 @@ class Generator:
         return out
 
 
+# -- who knows what (issue 43): the knowledge_leak set --------------------------------------------
+# Per SECRETS entry (same order): the secret as a character says it of {A} (no closing stop), and
+# as {A} says it of itself.
+SPOKEN = [
+    ("{A} is the lost heir of House Varen, smuggled out of the burning palace as a baby",
+     "I am the lost heir of House Varen; they smuggled me out of the burning palace as a baby"),
+    ("{A} poisoned the old harbourmaster with foxglove from the chapel garden",
+     "I poisoned the old harbourmaster with foxglove from the chapel garden"),
+    ("{A} is a spy for the Salt Guild and sends word of every sailing to the masters in Corve",
+     "I am a spy for the Salt Guild, and I send word of every sailing to the masters in Corve"),
+    ("{A} survived the wreck of the Marigold and hides at the abbey as Brother Ansel",
+     "I survived the wreck of the Marigold, and at the abbey they call me Brother Ansel"),
+    ("{A} set the warehouse fire to burn the missing tax ledgers",
+     "I set the warehouse fire to burn the missing tax ledgers"),
+    ("{A} married the magistrate in secret at Saint Brannoc's chapel",
+     "I married the magistrate in secret at Saint Brannoc's chapel"),
+    ("{A} carries the grey fever, and no sign of it shows yet",
+     "I carry the grey fever, though no sign of it shows yet"),
+    ("{A} killed Captain Dorne on the night of the flood and sank the body in the lock",
+     "I killed Captain Dorne on the night of the flood and sank the body in the lock"),
+]
+THING_SPOKEN = {
+    "item": "The {I} is a forgery; the true one was melted down in the siege of Corve",
+    "location": "There is a tunnel under {L} to the old mint, and the stolen bullion is buried there",
+    "faction": "The {F} takes the Duke of Essery's money; the Duke wants the river tolls for himself",
+}
+# A character speaks the secret ({S}: its words; {s}: the same with a lower-case first letter
+# unless it opens with a name); {B} the speaker, {C} another character.
+LEAK_SPEECH = [
+    ("said B, after", '"{S}," said {B}.'),
+    ("B said, after", '"{S}," {B} said.'),
+    ("B whispered to C", '"{S}," {B} whispered to {C}.'),
+    ("B said, before", '{B} said quietly, "{S}."'),
+    ("asked B, a question", '"Is it true that {s}?" asked {B}.'),
+    ("B told C", '"{S}," {B} told {C}.'),
+    ("B muttered", '"{S}," {B} muttered.'),
+    ("pronoun speech tag", '{B} leaned across the table. "{S}," {B.he} said.'),
+]
+# The point-of-view character named in narration that holds the secret ({N}: the secret told in
+# narration, ``SECRETS``' first strong reveal; {Nc}: without its closing stop).
+LEAK_POV = [
+    ("P knew the truth", "{P} knew the truth: {N}"),
+    ("P watched A and thought", "{P} watched {A} across the room and thought of it again: {n}"),
+    ("N, and P knew it", "{Nc}, and {P} knew it."),
+    ("P remembered", "{P} remembered the night {P.he} found out: {N}"),
+]
+KNOWLEDGE_NEGATIVES = {
+    # class -> variants; what the case records and which character speaks or narrates is set by
+    # ``KnowledgeGenerator.negative``
+    "knows_before": ["speech, B known before the chapter", "POV narration, P known before the chapter"],
+    "own_secret": ["A says it of itself", "A is the POV and holds it"],
+    "near_miss": ["B says the near-miss", "POV narration of the near-miss"],
+    "narration_no_pov": ["B named, no POV in the chapter", "no character but A named, no POV"],
+    "pov_not_named": ["POV in the sentence before", "B named, the POV elsewhere"],
+    "pov_told_by_knower": ["C who knows tells the POV"],
+    "pov_unaware": ["P had no idea that"],
+}
+
+
+def _lower_first(text: str, name: str) -> str:
+    return text if text.startswith(name) else text[:1].lower() + text[1:]
+
+
+class KnowledgeGenerator(Generator):
+    """The knowledge_leak positives and hard negatives: each case a canon (as ``base``) in which
+    a character's entry (or an item's, a place's, a faction's) has a version in force with
+    ``fields.secret``, knowledge records, and a chapter point of view. Its own random stream
+    (the other types' cases do not change with it)."""
+
+    def __init__(self, seed: int, start: int) -> None:
+        super().__init__(seed)
+        self.rng = random.Random(f"knowledge-{seed}")
+        self.n = start
+
+    def secret(self, b: dict[str, Any], thing: bool) -> tuple[str, str, dict[str, Any], Any]:
+        """A secret added to ``b``'s canon: (kind, key, names for the templates, its holder
+        character or None)."""
+        rng, k = self.rng, b["chapter"]
+        a = rng.choice(b["chars"])
+        if not thing:
+            i = rng.randrange(len(SECRETS))
+            hidden, strong, _, near = SECRETS[i]
+            b["canon"].append(a.version(rng.randint(a.valid_from, k - 1),
+                                        text=f"{a.full} is {an(a.occupation)} of {a.home}. " + say(hidden, A=a.full),
+                                        secret=True))
+            spoken, own = SPOKEN[i]
+            names = {"A": a, "S": say(spoken, A=a), "I": own, "N": say(strong[0], A=a), "near": say(near, A=a)}
+            return "character", a.key, names, a
+        kind = rng.choice(list(THING_SECRETS))
+        hidden, strong, _, near = THING_SECRETS[kind]
+        if kind == "item":
+            name = b["items"][0]
+            key = "item-1"
+            first = next(op for op in b["canon"] if isinstance(op, Version) and op.key == key)
+            fields: dict[str, Any] = {"secret": True}
+            text = first.text + " " + say(hidden, I=name)
+            vf = rng.randint(first.valid_from, k - 1) if first.valid_from < k else k
+            sub = {"I": name}
+        elif kind == "location":
+            name = b["towns"][0]
+            key = "loc-1"
+            first = next(op for op in b["canon"] if isinstance(op, Version) and op.key == key)
+            fields = {**first.fields, "secret": True}
+            text = first.text + " " + say(hidden, L=name)
+            vf = rng.randint(first.valid_from, k - 1) if first.valid_from < k else k
+            sub = {"L": name}
+        else:
+            name = rng.choice(FACTIONS)
+            key = "fac-1"
+            first_vf = rng.randint(1, k - 2)
+            b["canon"].append(Version("faction", key, name, (), f"The {name}, a sworn company.", {}, first_vf))
+            fields, text = {"secret": True}, f"The {name}, a sworn company. " + say(hidden, F=name)
+            vf = rng.randint(first_vf, k - 1)
+            sub = {"F": name}
+        b["canon"].append(Version(kind, key, name, (), text, fields, vf))
+        names = {"A": a, "S": say(THING_SPOKEN[kind], **sub), "N": say(strong[0], **sub), "near": say(near, **sub)}
+        return kind, key, names, None
+
+    def knows(self, b: dict[str, Any], who: Char, kind: str, key: str, lo: int, hi: int) -> tuple[str, str, str, int]:
+        """A knowledge record of ``who`` for the entry, from a chapter in [lo, hi] at which both
+        are in canon."""
+        first = min(op.valid_from for op in b["canon"] if isinstance(op, Version) and op.key == key)
+        lo = max(lo, first, who.valid_from)
+        return (who.key, kind, key, self.rng.randint(lo, max(lo, hi)))
+
+    def _fill(self, names: dict[str, Any], template: str) -> str:
+        first = names["A"].first
+        return say(template, **{**names, "s": _lower_first(names["S"], first), "n": _lower_first(names["N"], first),
+                                "Nc": names["N"].rstrip(".")})
+
+    def knowledge_leak(self) -> Case:
+        rng = self.rng
+        b = self.base()
+        k = b["chapter"]
+        kind, key, names, holder = self.secret(b, thing=rng.random() < 0.25)
+        others = [c for c in b["chars"] if c is not holder]
+        speaker, listener, pov = rng.sample(others, 3) if len(others) >= 3 else (others[0], others[1], others[0])
+        names.update(B=speaker, C=listener, P=pov)
+        mode = rng.choices(["speech", "pov", "learns later", "knows another entry"], weights=[5, 3, 1, 1])[0]
+        known: list[tuple[str, str, str, int]] = []
+        povs: tuple[str, ...] = ()
+        if mode == "pov":
+            variant, template = rng.choice(LEAK_POV)
+            who, povs = pov, (pov.key,)
+        else:
+            variant, template = rng.choice(LEAK_SPEECH)
+            who = speaker
+            if rng.random() < 0.4 and pov is not speaker:
+                povs = (pov.key,)  # a point of view who is not the speaker
+            if mode == "learns later":
+                known.append((speaker.key, kind, key, k + rng.randint(1, 30)))
+            elif mode == "knows another entry":
+                known.append(self.knows(b, speaker, "character", listener.key, 1, k - 1))
+            if mode != "speech":
+                variant = f"{variant} ({mode})"
+        if mode == "pov" and kind != "character":
+            variant += f" ({kind})"
+        elif kind != "character":
+            variant += f" ({kind})"
+        c = self.case(KNOWLEDGE_LEAK, variant, b, self._fill(names, template), [(KNOWLEDGE_LEAK, kind, key)])
+        c.povs, c.known, c.who = povs, tuple(known), who.full
+        return c
+
+    def negative(self, klass: str) -> Case:
+        rng = self.rng
+        b = self.base()
+        k = b["chapter"]
+        variant = rng.choice(KNOWLEDGE_NEGATIVES[klass])
+        thing = rng.random() < 0.25 and klass not in ("own_secret",)
+        kind, key, names, holder = self.secret(b, thing=thing)
+        others = [c for c in b["chars"] if c is not holder]
+        speaker, listener, pov = rng.sample(others, 3) if len(others) >= 3 else (others[0], others[1], others[0])
+        names.update(B=speaker, C=listener, P=pov)
+        vf = max(op.valid_from for op in b["canon"] if isinstance(op, Version) and op.key == key)
+        known: list[tuple[str, str, str, int]] = []
+        povs: tuple[str, ...] = ()
+        if klass == "knows_before":
+            if variant.startswith("speech"):
+                focus_t = rng.choice([t for v, t in LEAK_SPEECH if v != "pronoun speech tag"])
+                known.append(self.knows(b, speaker, kind, key, vf, k - 1))
+            else:
+                focus_t = rng.choice(LEAK_POV)[1]
+                known.append(self.knows(b, pov, kind, key, vf, k - 1))
+                povs = (pov.key,)
+            assert known[0][3] < k, known
+        elif klass == "own_secret":
+            names["B"] = names["P"] = holder
+            if variant == "A says it of itself":
+                focus_t = rng.choice(['"{I}," said {A}.', '{A} said quietly, "{I}."', '"{I}," {A} whispered to {C}.'])
+            else:
+                focus_t = rng.choice([t for v, t in LEAK_POV if v != "P watched A and thought"])
+                povs = (holder.key,)
+        elif klass == "near_miss":
+            names["near_c"] = names["near"].rstrip(".")
+            if variant.startswith("B says"):
+                focus_t = rng.choice(['"{near_c}," said {B}.', '{B} said, "{near_c}."', '"{near_c}," {B} told {C}.'])
+            else:
+                focus_t = rng.choice(["{P} saw it: {near}", "{P} looked away. {near}", "{near_c}, and {P} saw it."])
+                povs = (pov.key,)
+        elif klass == "narration_no_pov":
+            focus_t = "{B} knew the truth: {N}" if variant.startswith("B named") else "{N}"
+        elif klass == "pov_not_named":
+            povs = (pov.key,)
+            focus_t = ("{P} came in out of the rain. {N}" if variant.startswith("POV in the sentence before")
+                       else "{B} knew the truth: {N}")
+        elif klass == "pov_told_by_knower":
+            povs = (pov.key,)
+            known.append(self.knows(b, listener, kind, key, vf, k - 1))
+            focus_t = rng.choice(['"{S}," said {C} to {P}.', '{C} took {P} aside. "{S}," said {C}.',
+                                  '"{S}," {C} said, and {P} stared at {C.him}.'])
+        else:  # pov_unaware
+            povs = (pov.key,)
+            focus_t = rng.choice(["{P} had no idea that {n}", "{P} did not know that {n}",
+                                  "{P} never guessed that {n}"])
+        c = self.case(klass, variant + (f" ({kind})" if kind != "character" else ""), b,
+                      self._fill(names, focus_t), [])
+        c.povs, c.known = povs, tuple(known)
+        return c
+
+    def build(self, per_type: int, per_class: int) -> list[Case]:
+        out = [self.knowledge_leak() for _ in range(per_type)]
+        out += [self.negative(klass) for klass in KNOWLEDGE_NEGATIVES for _ in range(per_class)]
+        return out
+
+
 # -- the real text: Pride and Prejudice ----------------------------------------------------------
 def _ch(name: str, key: str, aliases: tuple[str, ...], text: str, fields: dict[str, Any], vf: int) -> Version:
     return Version("character", key, name, aliases, text, fields, vf)
@@ -1045,13 +1303,58 @@ def pp_chapters() -> dict[int, str]:
     return {c.number: c.text for c in book.chapters}
 
 
-def real_cases() -> list[Case]:
+# Who knows what (issue 43) on the same chapters: the canon above, but Wickham's Ramsgate attempt
+# a secret (``fields.secret``, not hidden) from chapter 16, known to Darcy and Georgiana from 16,
+# to Colonel Fitzwilliam from 30 and to Elizabeth from 35 (Darcy's letter); every chapter's point
+# of view is Elizabeth's. The real chapters unedited are negatives; each edit one case.
+PP_KNOWLEDGE_CANON: list[Op] = [
+    Version(op.kind, op.key, op.name, op.aliases, op.text, {"status": "alive", "secret": True}, op.valid_from)
+    if isinstance(op, Version) and op.key == "wickham" and op.fields.get("hidden_until") == 35 else op
+    for op in PP_CANON]
+PP_KNOWN = (("darcy", "character", "wickham", 16), ("georgiana", "character", "wickham", 16),
+            ("fitzwilliam", "character", "wickham", 30), ("elizabeth", "character", "wickham", 35))
+PP_POVS = ("elizabeth",)
+PP_KNOWLEDGE_EDITS: list[tuple[int, Label | None, str, str, Any]] = [
+    (18, (KNOWLEDGE_LEAK, "character", "wickham"), "insert",
+     "\"Mr. Wickham once tried to persuade Miss Darcy to elope with him from Ramsgate, for her thirty thousand "
+     "pounds,\" said Elizabeth.", 12),
+    (29, (KNOWLEDGE_LEAK, "character", "wickham"), "insert",
+     "Elizabeth knew very well that Wickham had tried to elope with Georgiana Darcy from Ramsgate, for the sake of "
+     "her fortune.", 7),
+    (22, (KNOWLEDGE_LEAK, "character", "wickham"), "insert",
+     "\"They say Wickham tried to carry Miss Darcy off from Ramsgate when she was fifteen, for her fortune,\" "
+     "Charlotte whispered.", 6),
+    (41, (KNOWLEDGE_LEAK, "character", "wickham"), "insert",
+     "\"Wickham tried to elope with Miss Darcy from Ramsgate, for her thirty thousand pounds,\" said Jane.", 6),
+    (33, (KNOWLEDGE_LEAK, "character", "wickham"), "insert",
+     "Elizabeth thought of Ramsgate, and of how Wickham had tried to persuade Georgiana, then fifteen, to elope "
+     "with him.", 5),
+    (43, None, "insert", "\"Wickham once persuaded my sister to elope with him from Ramsgate, for her thirty "
+                         "thousand pounds,\" said Mr. Darcy.", 8),
+    (41, None, "insert", "\"Wickham tried to persuade Georgiana Darcy to elope with him from Ramsgate, for her "
+                         "fortune,\" Elizabeth said.", 6),
+    (43, None, "insert", "Elizabeth knew now what Wickham had tried at Ramsgate with Miss Darcy, for the sake of her "
+                         "thirty thousand pounds.", 10),
+    (16, None, "insert", "Wickham had once tried to elope with Georgiana Darcy from Ramsgate, for the sake of her "
+                         "thirty thousand pounds.", 10),
+    (18, None, "insert", "\"Miss Darcy is at Pemberley, and Mr. Wickham was brought up there,\" said Elizabeth.", 12),
+    (33, None, "insert", "\"Wickham once tried to elope with Georgiana from Ramsgate, for her fortune,\" said "
+                         "Colonel Fitzwilliam to Elizabeth.", 5),
+]
+
+
+def real_cases(canon: list[Op] | None = None, edits: list[tuple[int, Label | None, str, str, Any]] | None = None,
+               prefix: str = "pp", group: str = "real", povs: tuple[str, ...] = (),
+               known: tuple[tuple[str, str, str, int], ...] = ()) -> list[Case]:
+    """The real chapters unedited and each edit (``PP_EDITS`` against ``PP_CANON`` by default)."""
     texts = pp_chapters()
-    canon = list(PP_CANON)
+    canon = list(PP_CANON if canon is None else canon)
+    edits = PP_EDITS if edits is None else edits
     out = []
     for ch in PP_CHAPTERS:
-        out.append(Case(f"pp-ch{ch:02d}", "real", "real: unedited chapter", "unedited", ch, texts[ch], canon))
-    for n, (ch, label, how, text, where) in enumerate(PP_EDITS, 1):
+        out.append(Case(f"{prefix}-ch{ch:02d}", "real", f"{group}: unedited chapter", "unedited", ch, texts[ch], canon,
+                        povs=povs, known=known))
+    for n, (ch, label, how, text, where) in enumerate(edits, 1):
         base = texts[ch]
         if how == "replace":
             at = base.find(where)
@@ -1062,10 +1365,15 @@ def real_cases() -> list[Case]:
             at = starts[min(where, len(starts) - 1)]
             text += "\n\n"
             edited = base[:at] + text + base[at:]
-        category = label[0] if label else "real: injected hard negative"
-        out.append(Case(f"pp-e{n:02d}", "real", category, f"ch {ch} edit", ch, edited, canon,
-                        [label] if label else [], text.strip(), (at, at + len(text)), f"pp-ch{ch:02d}"))
+        category = label[0] if label else f"{group}: injected hard negative"
+        out.append(Case(f"{prefix}-e{n:02d}", "real", category, f"ch {ch} edit", ch, edited, canon,
+                        [label] if label else [], text.strip(), (at, at + len(text)), f"{prefix}-ch{ch:02d}",
+                        povs=povs, known=known))
     return out
+
+
+def real_knowledge_cases() -> list[Case]:
+    return real_cases(PP_KNOWLEDGE_CANON, PP_KNOWLEDGE_EDITS, "ppk", "real, who knows", PP_POVS, PP_KNOWN)
 
 
 def pp_canon_warnings(texts: dict[int, str]) -> list[str]:
@@ -1104,6 +1412,7 @@ def score(cases: list[Case], found: dict[str, list[dict[str, Any]]]) -> dict[str
     fps, fns = [], []
     negatives: Counter[str] = Counter()
     negatives_fired: Counter[str] = Counter()
+    who_found = who_right = 0
     for case in cases:
         findings = found[case.id]
         if case.baseline is not None:  # an edited real chapter: its unedited chapter's findings are counted there
@@ -1116,6 +1425,11 @@ def score(cases: list[Case], found: dict[str, list[dict[str, Any]]]) -> dict[str
         seen: dict[Label, dict[str, Any]] = {}
         for f in findings:
             seen.setdefault((f["type"], f["entry"]["kind"], f["entry"]["key"]), f)
+        if case.who:  # a knowledge_leak found: does it name the character who leaks?
+            leak = [f for f in findings if (f["type"], f["entry"]["kind"], f["entry"]["key"]) in case.labels]
+            if leak:
+                who_found += 1
+                who_right += any(f["message"].startswith(case.who + " ") for f in leak)
         for lab, f in seen.items():
             reported[lab[0]] += 1
             if lab in case.labels:
@@ -1149,6 +1463,7 @@ def score(cases: list[Case], found: dict[str, list[dict[str, Any]]]) -> dict[str
     return {"cases": len(cases), "positives": sum(1 for c in cases if c.labels),
             "negatives": sum(1 for c in cases if not c.labels), "per_type": per_type,
             "negatives_with_a_finding": {k: f"{negatives_fired[k]}/{negatives[k]}" for k in negatives},
+            "knowledge_leak_names_the_character": f"{who_right}/{who_found}" if who_found else None,
             "false_positives": fps, "false_negatives": fns,
             "fp_classes": _classes(fps, lambda x: f"{x['type']} on {x['category']}: {x['variant']}"),
             "fn_classes": _classes(fns, lambda x: f"{x['type']}: {x['variant']}")}
@@ -1321,6 +1636,8 @@ def markdown(report: dict[str, Any], argv: list[str], show: int) -> str:
                                                               if report.get("store") else ""), "", *table(g), "",
            "Hard negatives with any finding: " + ", ".join(f"{k} {v}" for k, v in g["negatives_with_a_finding"]
                                                            .items()),
+           *([f"knowledge_leak findings that name the character who leaks: "
+              f"{g['knowledge_leak_names_the_character']}."] if g.get("knowledge_leak_names_the_character") else []),
            *_examples(g, show), "",
            f"Real text (Pride and Prejudice, chapters {', '.join(map(str, PP_CHAPTERS))}; "
            f"{r['words']:,} words unedited): {r['cases']} cases, {r['positives']} edits labelled, "
@@ -1345,7 +1662,8 @@ def markdown(report: dict[str, Any], argv: list[str], show: int) -> str:
             out.append(f"| {name} | {p['p50']:.1f} | {p['p90']:.1f} | {p['p99']:.1f} | {p['min']:.1f} |")
         out += ["", f"Goal p50 <= {GOALS['p50_ms']:.0f} ms: "
                     f"{'met' if lat['check']['p50'] <= GOALS['p50_ms'] else 'missed'}."]
-    out += ["", "Goals (precision >= 0.9 every type; recall >= 0.8 not-yet, retired, spoiler, field conflict): "
+    out += ["", "Goals (precision >= 0.9 every type; recall >= 0.8 not-yet, retired, spoiler, field conflict, "
+                "knowledge leak): "
                 + "; ".join(f"{k}: {v}" for k, v in report["verdicts"].items())]
     return "\n".join(out)
 
@@ -1386,7 +1704,8 @@ def main(argv: list[str] | None = None) -> int:
     info = machine_info()
 
     generated = Generator(args.seed).build(args.per_type, args.per_class)
-    real = real_cases()
+    generated += KnowledgeGenerator(args.seed, len(generated)).build(args.per_type, args.per_class)
+    real = real_cases() + real_knowledge_cases()
     t0 = time.perf_counter()
     pure = {c.id: pure_findings(c) for c in generated + real}
     pure_s = time.perf_counter() - t0

@@ -804,7 +804,9 @@ def _unavailable(c: _Check, e: _Entry, spans: list[tuple[int, int]]) -> list[Fin
 
 
 _APPOSITIVE = re.compile(r",[^,.;:!?\"“”]{1,60},")
-_SPEECH = ("said", "asked", "replied", "whispered", "shouted", "cried", "called", "answered")
+_SPEECH = ("said", "asked", "replied", "whispered", "shouted", "cried", "called", "answered", "muttered", "murmured",
+           "told", "snapped", "hissed", "growled", "added", "insisted", "admitted", "confessed", "explained",
+           "declared", "announced", "continued", "repeated", "warned", "breathed", "yelled", "blurted")
 
 
 def _acts(draft: _Draft, span: tuple[int, int], names: list[tuple[int, int]]) -> int | None:
@@ -890,11 +892,13 @@ def _knowers(c: _Check, i: int, distinctive: set[str], need: int) -> list[tuple[
     for qa, qb in draft.quoted:
         if qb <= a or qa >= b or len(terms(draft.text[qa:qb]) & distinctive) < need:
             continue
-        speaker = _speaker(draft, people, qa, qb)
+        earlier = [(span, who[1]) for span, who in c.by_sentence.get(i - 1, []) if who[0] == "character"]
+        speaker = _speaker(draft, people, qa, qb) or _pronoun_speaker(draft, earlier + people, qa, qb)
         if speaker is not None:
             out.append((speaker, (qa, qb), "speaks"))
     plain = draft.unquoted(a, b)
-    if len(terms(plain) & distinctive) >= need:
+    # The narration: not where it says the point of view does not know it ("had no idea that").
+    if len(terms(plain) & distinctive) >= need and "negation" not in draft.cues(i):
         for span, who in people:
             if who in c.knowledge.povs and not draft.in_quotes(span[0]):
                 out.append((who, (a, b), "(the point of view) holds"))
@@ -905,7 +909,8 @@ def _speaker(draft: _Draft, people: list[tuple[tuple[int, int], str]], qa: int, 
     """The character a speech tag next to the quotation ``qa:qb`` names: "<quote>," said Mira /
     Mira said / Mira asked, "<quote>"."""
     text = draft.text
-    for span, who in people:
+    # Nearest first: in '"...," Crispin told Osric' the speaker is Crispin, not Osric.
+    for span, who in sorted(people, key=lambda p: min(abs(p[0][0] - qb), abs(qa - p[0][1]))):
         if span[0] >= qb and span[0] - qb <= 25:  # after the quote: ", said Mira" or " Mira said"
             between = _WORD.findall(text[qb:span[0]])
             after = _WORD.findall(text[span[1]:span[1] + 20])
@@ -917,3 +922,19 @@ def _speaker(draft: _Draft, people: list[tuple[tuple[int, int], str]], qa: int, 
             if between and between[0].casefold() in (*_SPEECH, *_THINKING):
                 return who
     return None
+
+
+_PRONOUN_TAG = re.compile(r"\W{0,3}(?:(?:he|she|they)\s+(\w+)|(\w+)\s+(?:he|she|they))\b", re.I)
+
+
+def _pronoun_speaker(draft: _Draft, people: list[tuple[tuple[int, int], str]], qa: int, qb: int) -> str | None:
+    """The speaker of a quotation tagged with a pronoun ('"...," she said'): the character named
+    last before the quotation, outside quotes, in its sentence or the one before, when only one
+    character is named there."""
+    m = _PRONOUN_TAG.match(draft.text, qb)
+    if m is None or (m.group(1) or m.group(2) or "").casefold() not in _SPEECH:
+        return None
+    before = [(span, who) for span, who in people if span[1] <= qa and not draft.in_quotes(span[0])]
+    if len({who for _, who in before}) != 1:
+        return None
+    return before[-1][1]

@@ -240,3 +240,19 @@ def test_the_point_of_view_character_holds_a_secret_in_the_narration():
     assert leaks(text) == []  # no point of view: the narrator may know
     assert leaks(text, povs={"orrin"}) == []  # the point of view is not named
     assert leaks("Mira watched Harl count the coins.", povs={"mira"}) == []  # no secret held
+
+
+def test_a_leak_is_read_through_more_speech_tags_and_not_in_a_denial():
+    assert leaks('"Harl is a spy for the Duke of Osk," Mira muttered.') == [
+        (KNOWLEDGE_LEAK, "harl", '"Harl is a spy for the Duke of Osk,"')]
+    assert leaks('"Harl is a spy for the Duke of Osk," Mira told Orrin.') == [
+        (KNOWLEDGE_LEAK, "harl", '"Harl is a spy for the Duke of Osk,"')]
+    assert leaks("Mira had no idea that Harl was a spy for the Duke of Osk.", povs={"mira"}) == []
+
+
+def test_the_speaker_is_the_nearest_name_and_a_pronoun_tag_names_the_one_named_before():
+    assert leaks('"Harl is a spy for the Duke of Osk," Orrin told Mira.', known={("mira", "character", "harl")}) == [
+        (KNOWLEDGE_LEAK, "harl", '"Harl is a spy for the Duke of Osk,"')]  # Orrin speaks, not Mira
+    assert leaks('Mira leaned in. "Harl is a spy for the Duke of Osk," she said.') == [
+        (KNOWLEDGE_LEAK, "harl", '"Harl is a spy for the Duke of Osk,"')]
+    assert leaks('Mira looked at Orrin. "Harl is a spy for the Duke of Osk," she said.') == []  # whose "she"?

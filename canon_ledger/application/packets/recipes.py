@@ -229,6 +229,12 @@ class Reading:
             return candidates
         key, name = pov
         known = self.known(key)
+        unknown = [c for c in candidates if c.secret and c.blocked is None and c.identity not in known]
+        refs = [c.fact.ref for c in unknown if c.fact.text is None and c.fact.ref is not None]
+        texts = self.snap.texts(refs) if refs else {}  # one read for every text still to fetch
+        label = render.secret_label(name, self.k)
+        # The label ends its own line, so a tiktoken encoding counts it apart from the text after it.
+        label_tokens = self.tokens.count(label)
         out = []
         for c in candidates:
             if c.secret and c.blocked is None:
@@ -237,10 +243,8 @@ class Reading:
                 if k is not None:
                     c = replace(c, reason=f"{c.reason}; {render.known_since(name, k.chapter, k.how)}")
                 else:
-                    ref = c.fact.ref
-                    text = c.fact.text if c.fact.text is not None or ref is None else self.snap.texts([ref]).get(ref, "")
-                    labelled = render.secret_unknown(name, self.k, text or "")
-                    c = replace(c, fact=Fact(labelled, self.tokens.count(labelled), c.fact.sources),
+                    text = c.fact.text if c.fact.text is not None else texts.get(c.fact.ref, "") if c.fact.ref else ""
+                    c = replace(c, fact=Fact(label + text, label_tokens + c.fact.tokens, c.fact.sources),
                                 reason=f"{c.reason}; {render.unknown_to(name, self.k)}")
             out.append(c)
         return out

@@ -109,10 +109,11 @@ def draft_under_review(draft_id: str, chapter: int, text: str) -> str:
             f"the confirmed canon in this packet.\n\n{text}")
 
 
-def secret_unknown(pov: str, chapter: int, text: str) -> str:
-    """A secret's text in a packet whose point-of-view character does not know it (compiler 8)."""
+def secret_label(pov: str, chapter: int) -> str:
+    """The line before a secret's text in a packet whose point-of-view character does not know
+    it (compiler 8)."""
     return (f"SECRET: the reader knows; {pov} does not, as of chapter {chapter}. {pov} must not think, say or act "
-            f"on it.\n{text}")
+            "on it.\n")
 
 
 def unknown_to(pov: str, chapter: int) -> str:
