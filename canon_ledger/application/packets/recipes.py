@@ -200,8 +200,10 @@ class Reading:
             povs = {s.pov for s in self.cards(False)}
             key = povs.pop() if len(povs) == 1 else None
             name = key
-            if key is not None:
-                names = [e.name for e in self.snap.entries_by_key(self.req.story_id, self.k, (key,))
+            if key is not None:  # the tagged characters are read already; a pov not tagged is read here
+                tagged = [e for e in self.characters if e.key == key]
+                found = tagged or self.snap.entries_by_key(self.req.story_id, self.k, (key,))
+                names = [e.name for e in found
                          if e.kind == "character" and not e.retired and not hidden_at(e.hidden_until, self.k)]
                 name = names[0] if names else key
             self._got["pov"] = (key, name) if key is not None else None
