@@ -118,19 +118,13 @@ class ContinuityCheck:
         draft = drafts.draft(story_id, draft_id, target) if drafts is not None else None
         if draft is None:
             raise NotFound("unknown_draft", f"story {story_id!r} has no draft {draft_id!r}", "draft_id")
-        self.packets.canon.reach(target, story_id)
-        for _ in range(5):
-            with self.packets.reader.snapshot(story_id) as snap:
-                if self.packets.canon.reflects(snap.position, target):
-                    if snap.story(story_id) is None:
-                        raise NotFound("unknown_story", f"no story {story_id!r}", "story_id")
-                    read = time.perf_counter()
-                    steps, found = run(snap, story_id, draft)
-                    position = snap.position
-                    break
-            self.packets.canon.catch_up(target)
-        else:
-            raise CanonError("read_model_behind", f"the read model did not reach position {target}; retry")
+        def checked(snap: CanonSnapshot) -> tuple[float, list[Step], list[Finding], int]:
+            if snap.story(story_id) is None:
+                raise NotFound("unknown_story", f"no story {story_id!r}", "story_id")
+            read = time.perf_counter()
+            return (read, *run(snap, story_id, draft), snap.position)
+
+        read, steps, found, position = self.packets.read_at(story_id, target, checked)
         ruled = time.perf_counter()
         entries = len({(s.kind, s.key) for s in steps} - {VOCABULARY_ENTRY})
         dismissed = {d[0]: (d[1], d[2]) for d in draft.dismissed}

@@ -81,10 +81,8 @@ class Evidence:
         return self.valid_from <= chapter and not (self.hidden_until is not None and self.hidden_until > chapter)
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"text": self.text, "valid_from": self.valid_from, "source": self.source}
-        if self.hidden_until is not None:
-            out["hidden_until"] = self.hidden_until
-        return out
+        return {"text": self.text, "valid_from": self.valid_from, "source": self.source,
+                "hidden_until": self.hidden_until}
 
 
 @dataclass(frozen=True)

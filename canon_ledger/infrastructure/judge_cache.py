@@ -10,10 +10,10 @@ is another key. Not canon and not a projection: no event makes a row and a rebui
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, select
 from sqlalchemy.engine import Engine
+
+from canon_ledger.infrastructure.read_store import upsert
 
 TABLE = "continuity_judge_cache_v1"
 
@@ -48,17 +48,6 @@ class SqlJudgeCache:
         row = {"story_id": story_id, "draft_id": draft_id, "position": position, "method": method,
                "findings": findings, "created_at": now}
         with self.write_engine.begin() as conn:
-            statement = _upsert(conn.dialect.name).values(key=key, **row)
+            statement = upsert(judge_cache, conn.dialect.name).values(key=key, **row)
             conn.execute(statement.on_conflict_do_update(index_elements=["key"], set_=row))
 
-
-def _upsert(dialect: str) -> Any:
-    if dialect == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
-        return postgresql.insert(judge_cache)
-    if dialect == "sqlite":
-        from sqlalchemy.dialects import sqlite
-
-        return sqlite.insert(judge_cache)
-    raise NotImplementedError(f"no judge cache upsert for {dialect}")

@@ -89,3 +89,17 @@ def engines(config: StoreConfig) -> tuple[Engine, Engine]:
     _ping_when_idle(write)
     read = write.execution_options(isolation_level="REPEATABLE READ")
     return read, write
+
+
+def upsert(table: Any, dialect: str) -> Any:
+    """INSERT .. ON CONFLICT into one of the read store's plain tables (the caches): both stores
+    speak it, each through its own SQLAlchemy dialect."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table)
+    if dialect == "sqlite":
+        from sqlalchemy.dialects import sqlite
+
+        return sqlite.insert(table)
+    raise NotImplementedError(f"no upsert into {table.name} for {dialect}")

@@ -7,12 +7,11 @@ ignored on read and replaced on the next write (an upsert), and ``purge`` drops 
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import Column, Float, MetaData, String, Table, Text, delete, select
 from sqlalchemy.engine import Engine
 
 from canon_ledger.application.retrieval.stepback import StepBackCache
+from canon_ledger.infrastructure.read_store import upsert
 
 TABLE = "stepback_cache_v1"
 
@@ -47,22 +46,10 @@ class SqlStepBackCache(StepBackCache):
         row = {"query": query, "generalised": generalised, "method": method, "created_at": now,
                "expires_at": now + ttl_s}
         with self.write_engine.begin() as conn:
-            statement = _upsert(conn.dialect.name).values(key=key, **row)
+            statement = upsert(stepback_cache, conn.dialect.name).values(key=key, **row)
             conn.execute(statement.on_conflict_do_update(index_elements=["key"], set_=row))
 
     def purge(self, now: float) -> int:
         with self.write_engine.begin() as conn:
             return conn.execute(delete(stepback_cache).where(stepback_cache.c.expires_at <= now)).rowcount
 
-
-def _upsert(dialect: str) -> Any:
-    """INSERT .. ON CONFLICT: both stores speak it, each through its own SQLAlchemy dialect."""
-    if dialect == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
-        return postgresql.insert(stepback_cache)
-    if dialect == "sqlite":
-        from sqlalchemy.dialects import sqlite
-
-        return sqlite.insert(stepback_cache)
-    raise NotImplementedError(f"no step-back cache upsert for {dialect}")

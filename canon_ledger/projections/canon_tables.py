@@ -254,7 +254,13 @@ NEXT_FROM = (
 
 # "In force at chapter :chapter" on the stored column, and the same test as the union of two
 # disjoint index ranges: the steps still current, and the steps superseded after the chapter.
-IN_FORCE = "valid_from <= :chapter AND (valid_to IS NULL OR valid_to > :chapter)"
+def in_force(alias: str = "") -> str:
+    """``IN_FORCE`` on the canon table named ``alias`` in a join ("c": ``c.valid_from <= ...``)."""
+    at = f"{alias}." if alias else ""
+    return f"{at}valid_from <= :chapter AND ({at}valid_to IS NULL OR {at}valid_to > :chapter)"
+
+
+IN_FORCE = in_force()
 IN_FORCE_CURRENT = "valid_to IS NULL AND valid_from <= :chapter"
 IN_FORCE_SUPERSEDED_LATER = "valid_to > :chapter AND valid_from <= :chapter"
 

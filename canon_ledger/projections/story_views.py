@@ -19,7 +19,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-from canon_ledger.projections.canon_tables import IN_FORCE
+from canon_ledger.domain.canon import InForce
+from canon_ledger.projections.canon_tables import IN_FORCE, in_force
 from canon_ledger.projections.driver_sql import json_column
 
 Tables = Callable[[Connection], Any]  # the serving build's table set, read in ``conn``'s transaction
@@ -195,7 +196,7 @@ class StoryViews:
                  WHERE k.story_id = :s AND k.chapter <= :chapter AND EXISTS (
                        SELECT 1 FROM {t['canon']} c
                         WHERE c.story_id = k.story_id AND c.kind = k.kind AND c."key" = k."key"
-                          AND c.valid_from <= :chapter AND (c.valid_to IS NULL OR c.valid_to > :chapter)
+                          AND {in_force('c')}
                           AND NOT c.retired AND c.secret)
                  ORDER BY k.kind, k."key", k.chapter, k."character" """, s=story_id, chapter=chapter) if secrets else []
             pov = _rows(conn, f"""
@@ -227,12 +228,11 @@ class StoryViews:
                        c.hidden_until, c.secret
                   FROM {t['knowledge']} k LEFT JOIN {t['canon']} c
                     ON c.story_id = k.story_id AND c.kind = k.kind AND c."key" = k."key"
-                   AND c.valid_from <= :chapter AND (c.valid_to IS NULL OR c.valid_to > :chapter)
+                   AND {in_force('c')}
                  WHERE k.story_id = :s AND k."character" = :c AND k.chapter <= :chapter
                  ORDER BY k.chapter, k.kind, k."key" """, s=story_id, c=character, chapter=chapter)
-        in_force = [r for r in steps
-                    if r["valid_from"] <= chapter and (r["valid_to"] is None or r["valid_to"] > chapter)]
-        current = in_force[0] if in_force and not in_force[0]["retired"] else None
+        now = [r for r in steps if InForce(r["valid_from"], r["valid_to"]).holds_at(chapter)]
+        current = now[0] if now and not now[0]["retired"] else None
         for row in knows:
             row["retired"] = bool(row["retired"]) if row["retired"] is not None else None
             row["secret"] = bool(row["secret"])

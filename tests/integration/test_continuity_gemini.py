@@ -212,7 +212,7 @@ def test_findings_that_do_not_hold_up_are_dropped(s: Any) -> None:
     ]})
     (kept,) = [f.as_dict() for f in validated(answer, draft, shown)]
     assert kept["type"] == "llm:unavailable_character" and kept["message"] == "Harl walks."
-    assert kept["evidence"] == [{"text": harl.text, "valid_from": 2, "source": harl.source}]
+    assert kept["evidence"] == [{"text": harl.text, "valid_from": 2, "source": harl.source, "hidden_until": None}]
 
 
 def test_the_verb_with_gemini(tmp_path: Path, gemini: FakeGemini, gemini_key: str) -> None:
@@ -234,3 +234,12 @@ def test_the_verb_with_gemini(tmp_path: Path, gemini: FakeGemini, gemini_key: st
     no_key = cli_runner.canon("--db", db, "--format", "json", "check", "--story", STORY, "--draft", "d3",
                               "--provider", "gemini", env={"CANON_EMBEDDER": "hashing", "GEMINI_API_KEY": None})
     assert no_key.returncode == 2 and json.loads(no_key.stdout)["error"]["code"] == "provider_unavailable"
+
+
+def test_the_model_may_answer_every_type_the_rules_know() -> None:
+    from typing import get_args
+
+    from canon_ledger.domain.continuity_rules import TYPES
+    from canon_ledger.infrastructure.providers.gemini_judge import FindingSchema
+
+    assert set(get_args(FindingSchema.model_fields["type"].annotation)) == {*TYPES, "other"}

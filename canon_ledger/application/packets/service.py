@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.application.packets.compiler import compile_packet
 from canon_ledger.application.packets.packet import Packet
-from canon_ledger.application.packets.ports import CanonReader, DraftView, Drafts, Freshness, Retriever
+from canon_ledger.application.packets.ports import (CanonReader, CanonSnapshot, DraftView, Drafts, Freshness,
+                                                    Retriever)
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.domain.packet_log import PacketRecord, dropped_summary, kept_items
 from canon_ledger.domain.tokens import TokenCounter
+
+
+T = TypeVar("T")
 
 
 class Issued(NamedTuple):
@@ -51,18 +55,9 @@ class PacketService:
         before (by this process, another one or before a restart) counts as recorded and takes
         nothing from the budget."""
         target = self.within_log(after)
-        story = request.story_id
         draft = self.draft(request, target)
-        self.canon.reach(target, story)  # before the snapshot: a request after a write finds it behind
-        for _ in range(5):
-            with self.reader.snapshot(story) as snap:
-                if self.canon.reflects(snap.position, target):
-                    packet = compile_packet(snap, request, self.tokens, self.retriever, draft=draft)
-                    break
-            # Behind all the same (a rebuild switched builds in between): catch up, read again.
-            self.canon.catch_up(target)
-        else:
-            raise CanonError("read_model_behind", f"the read model did not reach position {target}; retry")
+        packet = self.read_at(request.story_id, target,
+                              lambda snap: compile_packet(snap, request, self.tokens, self.retriever, draft=draft))
         if not record:
             return Issued(packet, False)
         if packet.packet_id in self._recorded:
@@ -75,6 +70,18 @@ class PacketService:
             self.ledger.record_packet(issued(packet))
         self._remember(packet.packet_id)
         return Issued(packet, True)
+
+    def read_at(self, story: str, target: int, read: Callable[[CanonSnapshot], T]) -> T:
+        """``read`` of a snapshot of ``story``'s canon that reflects ``target`` (read your writes):
+        the read model is caught up first, and read again if a rebuild switched builds in between."""
+        self.canon.reach(target, story)  # before the snapshot: a request after a write finds it behind
+        for _ in range(5):
+            with self.reader.snapshot(story) as snap:
+                if self.canon.reflects(snap.position, target):
+                    return read(snap)
+            # Behind all the same (a rebuild switched builds in between): catch up, read again.
+            self.canon.catch_up(target)
+        raise CanonError("read_model_behind", f"the read model did not reach position {target}; retry")
 
     def _remember(self, packet_id: str) -> None:
         self._recorded[packet_id] = None

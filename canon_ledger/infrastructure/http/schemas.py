@@ -49,6 +49,8 @@ class FindingEvidence(BaseModel):
     text: str = Field(description="the step's canon text, as a packet renders it")
     valid_from: int = Field(description="the chapter it takes effect")
     source: int = Field(description="the log position of the canon event that made it")
+    hidden_until: int | None = Field(description="the step's, when it has one (its text is withheld below "
+                                                       "author scope while it is hidden)")
 
 
 class FindingDismissal(BaseModel):
@@ -60,7 +62,8 @@ class ContinuityFinding(BaseModel):
     """One contradiction between the draft and the canon in force at its chapter."""
 
     id: str = Field(description="stable for the same draft and canon: what a dismissal names")
-    type: str = Field(description="not_yet_in_canon, retired, spoiler, field_conflict or unavailable_character")
+    type: str = Field(description="not_yet_in_canon, retired, spoiler, field_conflict, unavailable_character or "
+                                  "knowledge_leak; `llm:` and a type for a finding of the LLM review (`provider`)")
     severity: Literal["error", "warning"]
     entry: FindingEntry
     span: FindingSpan

@@ -105,7 +105,8 @@ class EvidenceRef(BaseModel):
 
 class FindingSchema(BaseModel):
     # The rules' types (``continuity_rules.TYPES``) and ``other``.
-    type: Literal["not_yet_in_canon", "retired", "spoiler", "field_conflict", "unavailable_character", "other"]
+    type: Literal["not_yet_in_canon", "retired", "spoiler", "field_conflict", "unavailable_character", "knowledge_leak",
+                  "other"]
     severity: Literal["error", "warning"]
     entry: EntryRef
     span: SpanRef
