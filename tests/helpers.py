@@ -1,5 +1,6 @@
-"""The helpers tests share, one copy each (issue 39): the demo story's commands, a stage of
-a search or packet, and the hypothesis example counts of the active profile. Fixtures built
+"""The helpers tests share, one copy each (issue 39): the demo story's commands, commands
+applied as JSON (``applied``), a stage of a search or packet, and the hypothesis example counts
+of the active profile. Fixtures built
 on them (``demo``, ``gemini``, the stores) live in ``tests/conftest.py``; the committed
 event-log fixtures are loaded by ``tests/fixture_log.py``."""
 
@@ -9,10 +10,10 @@ import json
 import os
 from typing import Any
 
-from canon_ledger.domain.commands import Command, parse_line
+from canon_ledger.domain.commands import Command, parse_command, parse_line
 from canon_ledger.infrastructure.demo import SAMPLE, STORY, sample_commands
 
-__all__ = ["STORY", "apply_demo", "demo_commands", "demo_json", "examples", "hypothesis_profile", "stage_of"]
+__all__ = ["STORY", "applied", "apply_demo", "demo_commands", "demo_json", "examples", "hypothesis_profile", "stage_of"]
 
 
 def demo_commands() -> list[Command]:
@@ -68,3 +69,11 @@ def examples(quick: int, deep: int) -> int:
     run), ``deep`` with CANON_HYPOTHESIS=deep (at least the count the property ran before)."""
     assert 0 < quick <= deep
     return deep if hypothesis_profile() == "deep" else quick
+
+
+def applied(services: Any, *commands: dict[str, Any]) -> int:
+    """Apply ``commands`` (dicts, as a client sends them) one by one; every one must be ok. The
+    log's end after them."""
+    results = services.ledger.apply([parse_command(c) for c in commands])
+    assert all(r.ok for r in results), [r.as_dict() for r in results if not r.ok]
+    return int(services.ledger.position())

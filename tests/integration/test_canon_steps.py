@@ -9,19 +9,14 @@ from typing import Any
 
 import pytest
 
-from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.continuity import Step
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.infrastructure.scratch import scratch_canon
 from canon_ledger.projections import canon_view
+from tests.helpers import applied
 
 STORY = "harrow"
 LONG = "a" * 201  # a string field longer than a fact (MAX_FACT): prose
-
-
-def _apply(s: Any, *commands: dict[str, Any]) -> None:
-    results = s.ledger.apply([parse_command(c) for c in commands])
-    assert all(r.ok for r in results), [r.as_dict() for r in results]
 
 
 _n = iter(range(10**6))
@@ -30,21 +25,21 @@ _n = iter(range(10**6))
 def _version(s: Any, kind: str, key: str, name: str, valid_from: int, fields: dict[str, Any],
              aliases: tuple[str, ...] = ()) -> None:
     n = next(_n)
-    _apply(s, {"type": "propose_canon", "command_id": f"p{n}", "story_id": STORY, "proposal_id": f"prop-{n}",
+    applied(s, {"type": "propose_canon", "command_id": f"p{n}", "story_id": STORY, "proposal_id": f"prop-{n}",
                "kind": kind, "key": key, "name": name, "aliases": list(aliases), "text": f"{name}, as of {valid_from}.",
                "fields": fields, "valid_from": valid_from},
            {"type": "confirm_canon", "command_id": f"c{n}", "story_id": STORY, "proposal_id": f"prop-{n}"})
 
 
 def _retire(s: Any, kind: str, key: str, valid_from: int) -> None:
-    _apply(s, {"type": "retire_canon", "command_id": f"r{next(_n)}", "story_id": STORY, "kind": kind, "key": key,
+    applied(s, {"type": "retire_canon", "command_id": f"r{next(_n)}", "story_id": STORY, "kind": kind, "key": key,
                "valid_from": valid_from, "reason": "drowned in the mere"})
 
 
 @pytest.fixture
 def s(store_url: str) -> Any:
     services = bootstrap(store_url, embedder="hashing")
-    _apply(services, {"type": "start_story", "command_id": "start", "story_id": STORY, "title": "Harrow",
+    applied(services, {"type": "start_story", "command_id": "start", "story_id": STORY, "title": "Harrow",
                       "style_guardrails": [], "output_contract": ""})
     # Ilse: three versions and a retirement, one version confirmed last but in force earlier;
     # caught up between them, so valid_to comes from both of the projection's ways (in Python

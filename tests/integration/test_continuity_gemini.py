@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
@@ -17,13 +17,14 @@ from canon_ledger.application.continuity import read_steps
 from canon_ledger.application.knowledge.quota import QuotaPolicy
 from canon_ledger.application.packets.ports import DraftView
 from canon_ledger.domain import ids
-from canon_ledger.domain.commands import parse_command
+from canon_ledger.domain.continuity_rules import TYPES
 from canon_ledger.infrastructure.bootstrap import bootstrap
-from canon_ledger.infrastructure.providers.gemini_judge import (MARKER, PREFIX, FindingsSchema, evidence_table,
-                                                                validated)
+from canon_ledger.infrastructure.providers.gemini_judge import (MARKER, PREFIX, FindingSchema, FindingsSchema,
+                                                                evidence_table, validated)
 from tests import cli_runner
 from tests.conftest import sqlite_store
 from tests.fakes.gemini_server import FakeGemini
+from tests.helpers import applied
 
 STORY = "ford"
 DRAFT = "Mira waited at the gate. Harl walked into the hall, and Mira's blue eyes narrowed."
@@ -38,13 +39,8 @@ def _entry(key: str, name: str, valid_from: int, fields: dict[str, Any], n: int 
             {"type": "confirm_canon", "command_id": f"c-{pid}", "story_id": STORY, "proposal_id": pid}]
 
 
-def _apply(s: Any, *commands: dict[str, Any]) -> None:
-    results = s.ledger.apply([parse_command(c) for c in commands])
-    assert all(r.ok for r in results), [r.as_dict() for r in results if not r.ok]
-
-
 def _story(services: Any) -> None:
-    _apply(services,
+    applied(services,
            {"type": "start_story", "command_id": "start", "story_id": STORY, "title": "Ford",
             "style_guardrails": ["Past tense."], "output_contract": "Prose only."},
            *({"type": "plan_chapter", "command_id": f"plan-{n}", "story_id": STORY, "chapter": n, "volume": 1,
@@ -124,7 +120,7 @@ def test_one_reserved_call_adds_a_finding_and_asking_again_hits_the_cache(
             other.close()
         assert len(gemini.calls("generate")) == 1
         # A dismissed model finding is not reported again (the rules' are kept).
-        _apply(s, {"type": "dismiss_finding", "command_id": "dismiss", "story_id": STORY, "draft_id": "d3",
+        applied(s, {"type": "dismiss_finding", "command_id": "dismiss", "story_id": STORY, "draft_id": "d3",
                    "finding_id": added["id"], "reason": "a ghost, on purpose"})
         after = _check(s, gemini, gemini_key)
         assert {f["type"] for f in after["findings"]} == RULES and len(gemini.calls("generate")) == 1
@@ -237,9 +233,4 @@ def test_the_verb_with_gemini(tmp_path: Path, gemini: FakeGemini, gemini_key: st
 
 
 def test_the_model_may_answer_every_type_the_rules_know() -> None:
-    from typing import get_args
-
-    from canon_ledger.domain.continuity_rules import TYPES
-    from canon_ledger.infrastructure.providers.gemini_judge import FindingSchema
-
     assert set(get_args(FindingSchema.model_fields["type"].annotation)) == {*TYPES, "other"}

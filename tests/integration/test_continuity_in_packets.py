@@ -10,17 +10,11 @@ from typing import Any
 import pytest
 
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.bootstrap import bootstrap
+from tests.helpers import applied
 
 STORY = "ford"
 DRAFT = "Mira waited at the gate. Harl walked into the hall, and Mira's blue eyes narrowed."
-
-
-def _apply(s: Any, *commands: dict[str, Any]) -> int:
-    results = s.ledger.apply([parse_command(c) for c in commands])
-    assert all(r.ok for r in results), [r.as_dict() for r in results if not r.ok]
-    return s.ledger.position()
 
 
 def _entry(key: str, name: str, valid_from: int, fields: dict[str, Any], n: int = 1) -> list[dict[str, Any]]:
@@ -34,7 +28,7 @@ def _entry(key: str, name: str, valid_from: int, fields: dict[str, Any], n: int 
 @pytest.fixture
 def s(store_url: str) -> Any:
     services = bootstrap(store_url, embedder="hashing")
-    _apply(services,
+    applied(services,
            {"type": "start_story", "command_id": "start", "story_id": STORY, "title": "Ford",
             "style_guardrails": ["Past tense."], "output_contract": "Prose only."},
            *({"type": "plan_chapter", "command_id": f"plan-{n}", "story_id": STORY, "chapter": n, "volume": 1,
@@ -76,7 +70,7 @@ def test_the_qa_packet_carries_the_findings_and_audits(s: Any) -> None:
 def test_a_dismissed_finding_leaves_the_packet_and_the_packet_still_audits(s: Any) -> None:
     report = s.continuity().check(STORY, "d3").as_dict()
     (harl,) = [f for f in report["findings"] if f["type"] == "unavailable_character"]
-    _apply(s, {"type": "dismiss_finding", "command_id": "dismiss", "story_id": STORY, "draft_id": "d3",
+    applied(s, {"type": "dismiss_finding", "command_id": "dismiss", "story_id": STORY, "draft_id": "d3",
                "finding_id": harl["id"], "reason": "his ghost, on purpose"})
     after = s.continuity().check(STORY, "d3").as_dict()
     assert [f["id"] for f in after["findings"]] != [] and harl["id"] not in [f["id"] for f in after["findings"]]

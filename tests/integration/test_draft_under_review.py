@@ -12,25 +12,19 @@ from typing import Any
 import pytest
 
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.domain.packet_log import PacketRecord
 from canon_ledger.infrastructure.bootstrap import bootstrap
+from tests.helpers import applied
 
 STORY = "tide"
 DRAFT_TEXT = "DRAFT-UNDER-REVIEW-MARKER. Mara rows past the Lantern Reef while the gulls scream."
 
 
-def _apply(s: Any, *commands: dict[str, Any]) -> int:
-    results = s.ledger.apply([parse_command(c) for c in commands])
-    assert all(r.ok for r in results), [r.as_dict() for r in results if not r.ok]
-    return s.ledger.position()
-
-
 @pytest.fixture
 def s(store_url: str) -> Any:
     services = bootstrap(store_url, embedder="hashing")
-    _apply(services,
+    applied(services,
            {"type": "start_story", "command_id": "start", "story_id": STORY, "title": "Tide",
             "style_guardrails": ["Past tense."], "output_contract": "Prose only."},
            *({"type": "plan_chapter", "command_id": f"plan-{n}", "story_id": STORY, "chapter": n, "volume": 1,
@@ -97,7 +91,7 @@ def test_a_draft_is_refused_in_every_other_role(s: Any, role: str) -> None:
 
 
 def test_an_unknown_accepted_rejected_or_other_chapters_draft_is_refused_and_nothing_recorded(s: Any) -> None:
-    _apply(s, {"type": "submit_draft", "command_id": "d-3a", "story_id": STORY, "chapter": 3, "draft_id": "d3a",
+    applied(s, {"type": "submit_draft", "command_id": "d-3a", "story_id": STORY, "chapter": 3, "draft_id": "d3a",
                "text": "Accepted text."},
            {"type": "accept_draft", "command_id": "a-3a", "story_id": STORY, "draft_id": "d3a"},
            {"type": "submit_draft", "command_id": "d-3b", "story_id": STORY, "chapter": 3, "draft_id": "d3b",
@@ -134,7 +128,7 @@ def test_the_review_packet_audits_also_after_the_draft_is_accepted(s: Any) -> No
     assert report.ok and report.live == "ok", report.as_dict()
     lineage = {i.kind: l for i, l in report.items}["draft_under_review"]
     assert [(x.type, x.command_id, x.command_type) for x in lineage] == [("Draft.Submitted", "d-2", "submit_draft")]
-    _apply(s, {"type": "accept_draft", "command_id": "a-2", "story_id": STORY, "draft_id": "d2"})
+    applied(s, {"type": "accept_draft", "command_id": "a-2", "story_id": STORY, "draft_id": "d2"})
     later = s.auditor.audit(packet.packet_id)
     assert later.ok and later.replayed_hash == packet.hash
     # Accepted now: a new review of it is refused; its text reaches packets only as chapter text.

@@ -20,6 +20,7 @@ from canon_ledger.application.packets.recipes import Request
 from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.lorebook import read
 from canon_ledger.infrastructure.bootstrap import bootstrap
+from tests.helpers import applied
 
 STORY = "lore"
 FILLER = "The old words are long and the lore of the land is deep. " * 40  # ~500 tokens
@@ -37,13 +38,8 @@ def _import(s: Any, entries: list[dict[str, Any]]) -> None:
     assert report.failed is None and not report.refused
 
 
-def _apply(s: Any, *commands: dict[str, Any]) -> None:
-    results = s.ledger.apply([parse_command(c) for c in commands])
-    assert all(r.ok for r in results), [r.as_dict() for r in results]
-
-
 def _plan(s: Any, chapter: int, goals: list[str], scene: str = "") -> None:
-    _apply(s, {"type": "plan_chapter", "command_id": f"plan-{chapter}", "story_id": STORY, "chapter": chapter,
+    applied(s, {"type": "plan_chapter", "command_id": f"plan-{chapter}", "story_id": STORY, "chapter": chapter,
                "volume": 1, "goals": goals},
            *([{"type": "add_scene_card", "command_id": f"card-{chapter}", "story_id": STORY, "chapter": chapter,
                "scene_id": f"{chapter}a", "summary": scene, "characters": [], "locations": [], "threads": [],
@@ -79,7 +75,7 @@ def test_only_what_its_rule_brings_in_enters_a_packet(s: Any) -> None:
     _plan(s, 2, ["The harbor in winter"])
     assert set(_lore(_packet(s, 2))) == {"harbor", "sky"}
     # A world rule written by hand keeps today's behaviour: P3 lists it wholesale.
-    _apply(s, {"type": "propose_canon", "command_id": "own", "story_id": STORY, "proposal_id": "own", "kind": "world_rule",
+    applied(s, {"type": "propose_canon", "command_id": "own", "story_id": STORY, "proposal_id": "own", "kind": "world_rule",
                "key": "tides", "name": "Tides", "aliases": [], "text": "Two tides a day.", "fields": {}, "valid_from": 1},
            {"type": "confirm_canon", "command_id": "own-c", "story_id": STORY, "proposal_id": "own"})
     assert _lore(_packet(s, 2))["tides"].tier == "P3"
@@ -107,7 +103,7 @@ def test_lore_shares_the_budget_in_its_order_under_the_story_s_cap(s: Any) -> No
                 _st(21, ["oath"], "The oath binds.", constant=True, order=1, ignoreBudget=True)])
     _plan(s, 1, ["The dragon wakes"])
     before = s.ledger.position()
-    _apply(s, {"type": "set_lore_cap", "command_id": "cap", "story_id": STORY, "share": 25})
+    applied(s, {"type": "set_lore_cap", "command_id": "cap", "story_id": STORY, "share": 25})
     assert s.ledger.position() > before
     packet = _packet(s, 1, budget=4000)  # the cap: 1,000 tokens, two entries of ~500
     lore = [i for i in packet.items if i.kind == "world_rule"]
@@ -122,7 +118,7 @@ def test_lore_shares_the_budget_in_its_order_under_the_story_s_cap(s: Any) -> No
     assert oath.status == "included" and "outside the lore cap" in oath.reason
     assert packet.used_tokens < 0.5 * packet.budget  # the cap left the rest for the scene
     # No cap: the same entries fill the budget in the same order.
-    _apply(s, {"type": "set_lore_cap", "command_id": "uncap", "story_id": STORY, "share": None})
+    applied(s, {"type": "set_lore_cap", "command_id": "uncap", "story_id": STORY, "share": None})
     uncapped = [i for i in _packet(s, 1, budget=4000).items if i.kind == "world_rule" and i.status != "dropped"]
     assert [i.key for i in uncapped][:4] == ["law7", "law6", "law5", "dragon"] and len(uncapped) >= 6
 
@@ -148,7 +144,7 @@ def test_at_equal_order_the_scene_s_own_lore_comes_before_the_always_on(s: Any) 
     _import(s, [*(_st(n, [f"law{n}"], f"Law {n}. {FILLER}", constant=True) for n in range(4)),
                 _st(9, ["dragon"], f"Dragons. {FILLER}")])
     _plan(s, 1, ["The dragon wakes"])
-    _apply(s, {"type": "set_lore_cap", "command_id": "cap", "story_id": STORY, "share": 15})
+    applied(s, {"type": "set_lore_cap", "command_id": "cap", "story_id": STORY, "share": 15})
     lore = [i for i in _packet(s, 1, budget=4000).items if i.kind == "world_rule"]
     assert [i.key for i in lore] == ["dragon", "law0", "law1", "law2", "law3"]
     assert lore[0].status in ("included", "trimmed") and all(i.status == "dropped" for i in lore[2:])

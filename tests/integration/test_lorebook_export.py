@@ -12,10 +12,10 @@ import pytest
 
 from canon_ledger.application.lorebook_export import export_lorebook
 from canon_ledger.application.lorebook_import import import_lorebook
-from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.errors import NotFound
 from canon_ledger.domain.lorebook import read
 from canon_ledger.infrastructure.bootstrap import bootstrap
+from tests.helpers import applied
 
 from tests.lorebook_formats import problems
 from tests.shared_data import LOREBOOKS as SAMPLES
@@ -24,16 +24,11 @@ WORLD_INFO = SAMPLES / "sillytavern-world-info-eldoria.json"
 CARD = SAMPLES / "sillytavern-card-seraphina.png"
 
 
-def _apply(s: Any, *commands: dict[str, Any]) -> None:
-    results = s.ledger.apply([parse_command(c) for c in commands])
-    assert all(r.ok for r in results), [r.as_dict() for r in results]
-
-
 @pytest.fixture
 def s(store_url: str) -> Any:
     services = bootstrap(store_url, embedder="hashing")
     for story in ("el", "copy"):
-        _apply(services, {"type": "start_story", "command_id": f"start-{story}", "story_id": story, "title": "Eldoria",
+        applied(services, {"type": "start_story", "command_id": f"start-{story}", "story_id": story, "title": "Eldoria",
                           "style_guardrails": [], "output_contract": ""})
     yield services
     services.close()
@@ -108,7 +103,7 @@ def test_reimporting_an_export_into_its_own_story_appends_nothing(s: Any) -> Non
 
 def _propose(s: Any, n: int, key: str, name: str, text: str, *, valid_from: int = 1, aliases: tuple[str, ...] = (),
              fields: dict[str, Any] | None = None, kind: str = "world_rule") -> None:
-    _apply(s, {"type": "propose_canon", "command_id": f"p-{n}", "story_id": "el", "proposal_id": f"own-{n}",
+    applied(s, {"type": "propose_canon", "command_id": f"p-{n}", "story_id": "el", "proposal_id": f"own-{n}",
                "kind": kind, "key": key, "name": name, "aliases": list(aliases), "text": text,
                "fields": fields or {}, "valid_from": valid_from},
            {"type": "confirm_canon", "command_id": f"c-{n}", "story_id": "el", "proposal_id": f"own-{n}"})
@@ -129,7 +124,7 @@ def test_the_chapter_decides_which_version_and_what_is_shown(s: Any) -> None:
         {"id": "ring", "kind": "foreshadow", "text": "A ring in the moss."},
         {"id": "reveal", "kind": "payoff", "text": "Seraphina's daughter.", "hidden_until": 8}]})
     _propose(s, 4, "tollgate", "Tollgate", "A toll at the bridge.", valid_from=3)
-    _apply(s, {"type": "retire_canon", "command_id": "r-4", "story_id": "el", "kind": "world_rule", "key": "tollgate",
+    applied(s, {"type": "retire_canon", "command_id": "r-4", "story_id": "el", "kind": "world_rule", "key": "tollgate",
                "valid_from": 6, "reason": "burnt down"})
 
     at2 = _shown(_export(s, "el", 2, "novelai"))

@@ -12,13 +12,9 @@ import pytest
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.bootstrap import bootstrap
+from tests.helpers import applied
 
 STORY = "moby"
-
-
-def _apply(s: Any, *commands: dict[str, Any]) -> None:
-    results = s.ledger.apply([parse_command(c) for c in commands])
-    assert all(r.ok for r in results), [r.as_dict() for r in results]
 
 
 _n = iter(range(10**6))
@@ -27,14 +23,14 @@ _n = iter(range(10**6))
 def _entry(s: Any, key: str, name: str, *, aliases: tuple[str, ...] = (), kind: str = "character",
            valid_from: int = 1, fields: dict[str, Any] | None = None, text: str = "") -> None:
     n = next(_n)
-    _apply(s, {"type": "propose_canon", "command_id": f"p{n}", "story_id": STORY, "proposal_id": f"prop-{n}",
+    applied(s, {"type": "propose_canon", "command_id": f"p{n}", "story_id": STORY, "proposal_id": f"prop-{n}",
                "kind": kind, "key": key, "name": name, "aliases": list(aliases), "text": text or f"{name} is here.",
                "fields": fields or {}, "valid_from": valid_from},
            {"type": "confirm_canon", "command_id": f"c{n}", "story_id": STORY, "proposal_id": f"prop-{n}"})
 
 
 def _chapter(s: Any, number: int, goals: list[str], scenes: dict[str, str], **tags: list[str]) -> None:
-    _apply(s, {"type": "plan_chapter", "command_id": f"plan-{number}-{next(_n)}", "story_id": STORY,
+    applied(s, {"type": "plan_chapter", "command_id": f"plan-{number}-{next(_n)}", "story_id": STORY,
                "chapter": number, "volume": 1, "goals": goals},
            *({"type": "add_scene_card", "command_id": f"card-{number}-{sid}-{next(_n)}", "story_id": STORY,
               "chapter": number, "scene_id": sid, "summary": summary,
@@ -45,7 +41,7 @@ def _chapter(s: Any, number: int, goals: list[str], scenes: dict[str, str], **ta
 @pytest.fixture
 def s(store_url: str) -> Any:
     services = bootstrap(store_url, embedder="hashing")
-    _apply(services, {"type": "start_story", "command_id": "start", "story_id": STORY, "title": "Moby",
+    applied(services, {"type": "start_story", "command_id": "start", "story_id": STORY, "title": "Moby",
                       "style_guardrails": [], "output_contract": ""})
     yield services
     services.close()

@@ -12,18 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.bootstrap import bootstrap
+from tests.helpers import applied
 
 STORY = "osk"
 SECRET = "Harl is a spy paid by the Duke of Osk."
 LABEL = "SECRET: the reader knows; Mira does not, as of chapter 12."
-
-
-def _apply(s: Any, *commands: dict[str, Any]) -> int:
-    results = s.ledger.apply([parse_command(c) for c in commands])
-    assert all(r.ok for r in results), [r.as_dict() for r in results if not r.ok]
-    return s.ledger.position()
 
 
 def _entry(story: str, key: str, name: str, valid_from: int, text: str, fields: dict[str, Any],
@@ -56,7 +50,7 @@ def _story(story: str, secret_from: int, chapters: int) -> list[dict[str, Any]]:
 @pytest.fixture
 def s(store_url: str) -> Any:
     services = bootstrap(store_url, embedder="hashing")
-    _apply(services, *_story(STORY, 5, 12), _card(STORY, 12, "a", "mira"), _card(STORY, 12, "b", None),
+    applied(services, *_story(STORY, 5, 12), _card(STORY, 12, "a", "mira"), _card(STORY, 12, "b", None),
            _card(STORY, 12, "c", "orrin"))
     yield services
     services.close()
@@ -76,7 +70,7 @@ def test_a_secret_the_point_of_view_does_not_know_is_labelled_and_one_it_knows_s
         assert harl.tokens == s.packets.tokens.count(harl.text)
         assert s.auditor.audit(packet.packet_id).ok
     before = s.packets.packet(Request(STORY, "writer", 12, scene="a"))
-    _apply(s, {"type": "record_knowledge", "command_id": "knows", "story_id": STORY, "character": "mira",
+    applied(s, {"type": "record_knowledge", "command_id": "knows", "story_id": STORY, "character": "mira",
                "kind": "character", "key": "harl", "chapter": 9, "how": "told by Orrin"})
     after = s.packets.packet(Request(STORY, "writer", 12, scene="a"))
     harl = _harl(after)
@@ -87,7 +81,7 @@ def test_a_secret_the_point_of_view_does_not_know_is_labelled_and_one_it_knows_s
     travelled = s.auditor.packet_at(Request(STORY, "writer", 12, scene="a", budget=before.budget), before.position)
     assert travelled.to_json() == before.to_json()
     # Before chapter 9 she did not know it yet.
-    _apply(s, _card(STORY, 8, "a", "mira"))
+    applied(s, _card(STORY, 8, "a", "mira"))
     early = s.packets.packet(Request(STORY, "writer", 8, scene="a"))
     assert _harl(early).text.startswith("SECRET: the reader knows; Mira does not, as of chapter 8.")
 
@@ -103,13 +97,13 @@ def test_a_packet_without_a_point_of_view_is_unchanged(s: Any) -> None:
 
 def test_the_check_finds_a_character_speaking_a_secret_it_does_not_know(s: Any) -> None:
     text = 'Mira counted the coins. "Harl is a spy for the Duke of Osk," said Mira.'
-    _apply(s, {"type": "submit_draft", "command_id": "d", "story_id": STORY, "chapter": 12, "draft_id": "d12",
+    applied(s, {"type": "submit_draft", "command_id": "d", "story_id": STORY, "chapter": 12, "draft_id": "d12",
                "text": text})
     report = s.continuity().check(STORY, "d12").as_dict()
     (leak,) = [f for f in report["findings"] if f["type"] == "knowledge_leak"]
     assert leak["entry"]["key"] == "harl" and leak["span"]["text"] == '"Harl is a spy for the Duke of Osk,"'
     assert leak["evidence"][0]["text"].endswith(SECRET) or SECRET in leak["evidence"][0]["text"]
-    _apply(s, {"type": "record_knowledge", "command_id": "knows", "story_id": STORY, "character": "mira",
+    applied(s, {"type": "record_knowledge", "command_id": "knows", "story_id": STORY, "character": "mira",
                "kind": "character", "key": "harl", "chapter": 9, "how": "told by Orrin"})
     assert not [f for f in s.continuity().check(STORY, "d12").as_dict()["findings"] if f["type"] == "knowledge_leak"]
 
@@ -128,7 +122,7 @@ def test_no_packet_of_a_point_of_view_carries_unlabelled_a_secret_it_does_not_kn
             commands.append({"type": "record_knowledge", "command_id": "knows", "story_id": STORY,
                              "character": "mira", "kind": "character", "key": "harl", "chapter": knows_from,
                              "how": "overheard"})
-        _apply(services, *commands)
+        applied(services, *commands)
         packet = services.packets.packet(Request(STORY, role, chapter, scene="a"))
         knows = knows_from is not None and secret_from <= knows_from <= chapter
         for item in packet.items:
