@@ -244,6 +244,7 @@ def statements(tables: Any, dialect: str) -> dict[str, Any]:
 _BY_KIND_KEY = attrgetter("kind", "key")
 _BY_CHAIN_ORDINAL = attrgetter("chain", "ordinal")
 LORE_CACHE = 64  # stories whose matcher a reader keeps (oldest built goes first)
+KNOWN_CACHE = 256  # knowledge reads a reader keeps (``SqlCanonSnapshot.knowledge``)
 LORE_NEWER = 512  # steps added since a matcher's whole build that it keeps apart (then: build it whole)
 STEPS_CHUNK = 500  # entries per ``steps`` statement: SQLite binds each list item as a parameter
 
@@ -319,6 +320,7 @@ class SqlCanonReader(CanonReader):
         self._statements: dict[str, tuple[CanonTables, dict[str, Any]]] = {}
         self._row_types: dict[str, type[NamedTuple]] = {}  # statement name -> its named-tuple row type (SQLite)
         self._lore: dict[tuple[str, str], tuple[int | None, LoreIndex]] = {}  # (build, story) -> (source, matcher)
+        self._known: dict[tuple[Any, ...], list[Known]] = {}  # (build, position, read's arguments) -> knowledge
 
     @contextmanager
     def snapshot(self, story: str | None = None) -> Iterator[SqlCanonSnapshot]:
@@ -328,7 +330,8 @@ class SqlCanonReader(CanonReader):
             known = self._statements.get(tables.tag)
             if known is None or known[0] is not tables:
                 known = self._statements[tables.tag] = (tables, statements(tables, self.engine.dialect.name))
-            yield SqlCanonSnapshot(conn, known[1], position, self._row_types, self._lore, tables.tag)
+            yield SqlCanonSnapshot(conn, known[1], position, self._row_types, self._lore, tables.tag,
+                                   self._known if story is not None else None, story)
 
 
 def _key(stmt: Any, params: dict[str, Any]) -> tuple[Any, ...]:
@@ -338,9 +341,13 @@ def _key(stmt: Any, params: dict[str, Any]) -> tuple[Any, ...]:
 class SqlCanonSnapshot(CanonSnapshot):
     def __init__(self, conn: Connection, statements: dict[str, Any], position: int,
                  row_types: dict[str, type[NamedTuple]] | None = None,
-                 lore: dict[tuple[str, str], tuple[int | None, LoreIndex]] | None = None, tag: str = "") -> None:
+                 lore: dict[tuple[str, str], tuple[int | None, LoreIndex]] | None = None, tag: str = "",
+                 known: dict[tuple[Any, ...], list[Known]] | None = None, story: str | None = None) -> None:
+        """``known``: the reader's knowledge reads, kept for ``story`` (the one story whose
+        position this snapshot reads) by build and position; None keeps none."""
         self.c = conn
         self._lore = {} if lore is None else lore
+        self._known, self._story = known, story
         self._tag = tag
         self._row_types = {} if row_types is None else row_types
         self.q = statements
@@ -522,7 +529,22 @@ class SqlCanonSnapshot(CanonSnapshot):
                 for r in rows]
 
     def knowledge(self, story_id: str, chapter: int, characters: tuple[str, ...] = ()) -> list[Known]:
-        [rows] = self._read("knowledge", story_id, chapter, tuple(characters))
-        out = [Known(r.character, r.kind, r.key, r.chapter, r.how, r.source) for r in rows]
-        out.sort(key=attrgetter("character", "kind", "key"))
+        """Of the snapshot's own story, kept by the reader by build and position
+        (``KNOWN_CACHE`` reads): a story's rows in one build at one position never change, and
+        every knowledge record moves the position, so a repeated request reads none. The list
+        is shared: do not change it."""
+        cache = self._known if story_id == self._story else None
+        key = (self._tag, self.position, story_id, chapter, tuple(characters))
+        out = cache.get(key) if cache is not None else None
+        if out is not None and self._ahead:  # a prefetch of it is not needed
+            for name, params in STATEMENTS["knowledge"](story_id, chapter, tuple(characters)):
+                self._ahead.pop(_key(self.q[name], params), None)
+        if out is None:
+            [rows] = self._read("knowledge", story_id, chapter, tuple(characters))
+            out = [Known(r.character, r.kind, r.key, r.chapter, r.how, r.source) for r in rows]
+            out.sort(key=attrgetter("character", "kind", "key"))
+            if cache is not None:
+                if len(cache) >= KNOWN_CACHE:  # full: start again (positions only grow)
+                    cache.clear()
+                cache[key] = out
         return out

@@ -77,7 +77,7 @@ class EntryView:
     secret: bool = False  # the step's fields.secret is true (issue 43): known only to those recorded as knowing it
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Known:
     """A character knows an entry from ``chapter`` on, ``how`` (``CanonEntry.KnowledgeRecorded``:
     the latest record of that character and entry; ``source``, its log position)."""
