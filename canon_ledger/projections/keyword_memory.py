@@ -1,0 +1,256 @@
+"""BM25 over a keyword index held in memory: the same hits, in the same order, as each store's
+SQL (``retrieval_view``), without a statement per query term.
+
+A reader keeps, per docs table and collection, the collection's terms as postings (a term's
+documents and frequencies, as arrays) with each document's id and length. A collection is
+read again whole when its fingerprint moved: (number of docs, highest ``source``). That pair
+changes with every write to the collection: the retrieval projection applies a collection's
+events in log order and stamps each upserted doc with its event's position, so an insert or an
+update raises the highest source and a delete lowers the count. One statement, on the docs
+table's collection index, reads every fingerprint.
+
+The scores are computed as each store computes them, operation for operation, in IEEE double:
+
+* **SQLite** (FTS5 ``bm25(fts, 0.0, 1.0)`` of ``coll : (c) AND terms : (t1 OR t2 ...)``): N and
+  the token total are the whole FTS table's (its averages record: every collection, and the
+  one ``coll`` token of each row), a document's length D counts that token too, and a term's
+  IDF is ``log((N - df + 0.5) / (df + 0.5))`` (at least 1e-6) with df over every collection.
+  The per-term contributions are added in query order, as FTS5 adds its phrases.
+* **PostgreSQL** (``_postgres_bm25``): N, the average length and df over the collections
+  searched; the IDF ``ln(1 + (N - df + 0.5) / (df + 0.5))``. PostgreSQL's ``sum`` adds in the
+  order its plan reads the postings, so its last bit may differ; the order of hits differs
+  only where two scores tie within that bit.
+
+Ties are broken by doc id, as both statements do (``ORDER BY score DESC, doc_id``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import TextClause, bindparam, text
+from sqlalchemy.engine import Connection
+
+from canon_ledger.application.retrieval.ports import Hit
+from canon_ledger.domain.wiki import PAGE_PREFIX
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from canon_ledger.projections.retrieval_tables import RetrievalTables
+
+K1, B = 1.2, 0.75
+MAX_DOCS = 500_000  # a table with more docs is searched in SQL (the memory it would take)
+
+
+@dataclass
+class CollectionTerms:
+    """One collection's keyword index, as of ``fingerprint``."""
+
+    fingerprint: tuple[int, int]
+    ids: list[str]
+    plain: np.ndarray  # the ids as ``below`` compares them (a page's without ``page:``)
+    length: np.ndarray  # float64: each doc's number of terms
+    postings: dict[str, tuple[np.ndarray, np.ndarray]]  # term -> (doc rows, frequencies as float64)
+    total_length: int
+    _below: dict[str | None, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def docs(self) -> int:
+        return len(self.ids)
+
+    def df(self, term: str) -> int:
+        found = self.postings.get(term)
+        return 0 if found is None else len(found[0])
+
+    def kept(self, below: str | None) -> np.ndarray | None:
+        """The rows ``below`` keeps (None: every row), kept for the next query with the same bound."""
+        if below is None:
+            return None
+        mask = self._below.get(below)
+        if mask is None:
+            if len(self._below) > 64:
+                self._below.clear()
+            mask = self._below[below] = self.plain < below
+        return mask
+
+
+def _collection(rows: Sequence[Any], fingerprint: tuple[int, int]) -> CollectionTerms:
+    import numpy as np
+
+    ids: list[str] = []
+    lengths: list[int] = []
+    build: dict[str, tuple[list[int], list[int]]] = {}
+    for row, (doc_id, length, terms) in enumerate(rows):
+        ids.append(doc_id)
+        lengths.append(length)
+        counts: dict[str, int] = {}
+        for term in terms.split():
+            counts[term] = counts.get(term, 0) + 1
+        for term, tf in counts.items():
+            entry = build.get(term)
+            if entry is None:
+                entry = build[term] = ([], [])
+            entry[0].append(row)
+            entry[1].append(tf)
+    postings = {term: (np.asarray(rs, dtype=np.int64), np.asarray(tfs, dtype=np.float64))
+                for term, (rs, tfs) in build.items()}
+    plain = np.array([i.removeprefix(PAGE_PREFIX) for i in ids] or [""], dtype=str)[:len(ids)]
+    return CollectionTerms(fingerprint, ids, plain, np.asarray(lengths, dtype=np.float64), postings,
+                           sum(lengths))
+
+
+def _varint(blob: bytes, at: int) -> tuple[int, int]:
+    """SQLite's variable-length integer at ``at``: (value, next offset)."""
+    value = 0
+    for i in range(8):
+        byte = blob[at + i]
+        if byte < 0x80:
+            return (value << 7) | byte, at + i + 1
+        value = (value << 7) | (byte & 0x7F)
+    return (value << 8) | blob[at + 8], at + 9
+
+
+def fts5_totals(conn: Connection, fts: str, statement: TextClause | None = None) -> tuple[int, int]:
+    """(rows, tokens over every column) of an FTS5 table, from its averages record (rowid 1 of
+    ``<fts>_data``: a varint row count, then one varint token total per column) — what its
+    ``bm25`` takes N and the average length from."""
+    row = conn.execute(statement if statement is not None else text(f"SELECT block FROM {fts}_data WHERE id = 1")).first()
+    if row is None or not row[0]:
+        return 0, 0
+    blob = bytes(row[0])
+    rows, at = _varint(blob, 0)
+    tokens = 0
+    while at < len(blob):
+        value, at = _varint(blob, at)
+        tokens += value
+    return rows, tokens
+
+
+class KeywordMemory:
+    """The keyword indexes a reader keeps (``SqlRetrievalReader``), per docs table and collection."""
+
+    def __init__(self) -> None:
+        self._collections: dict[tuple[str, str], CollectionTerms] = {}
+        self._lock = threading.Lock()
+        self._statements: dict[str, TextClause] = {}
+
+    def _statement(self, sql: str, *expanding: str) -> TextClause:
+        stmt = self._statements.get(sql)
+        if stmt is None:
+            stmt = text(sql)
+            if expanding:
+                stmt = stmt.bindparams(*(bindparam(name, expanding=True) for name in expanding))
+            self._statements[sql] = stmt
+        return stmt
+
+    def search(self, conn: Connection, tables: RetrievalTables, terms: list[str], collection_ids: Sequence[str],
+               limit: int, below: str | None) -> list[Hit] | None:
+        """The BM25 hits of ``terms`` (each weighing 1), best first, as the store's SQL ranks
+        them; None when the index is too large to keep (search it in SQL)."""
+        docs = tables.docs.name
+        searched = list(dict.fromkeys(collection_ids))
+        postgres = tables.postings is not None
+        with self._lock:
+            held = self._current(conn, docs, None if not postgres else searched)
+            if held is None:
+                return None
+            if postgres:
+                n = sum(held[c].docs for c in searched if c in held)
+                total = sum(held[c].total_length for c in searched if c in held)
+                every = [held[c] for c in searched if c in held]
+                idf = {t: math.log(1 + (float(n) - df + 0.5) / (df + 0.5))
+                       for t in terms for df in [float(sum(c.df(t) for c in every))] if df}
+                avgdl = float(total) / max(n, 1)
+                extra = 0.0
+            else:
+                assert tables.fts is not None  # a SQLite build has its FTS5 table
+                n, tokens = fts5_totals(conn, tables.fts,
+                                        self._statement(f"SELECT block FROM {tables.fts}_data WHERE id = 1"))
+                idf = {}
+                for t in terms:
+                    df = sum(c.df(t) for c in held.values())
+                    if df:
+                        value = math.log((n - df + 0.5) / (df + 0.5))
+                        idf[t] = value if value > 0.0 else 1e-6
+                avgdl = float(tokens) / float(n) if n else 1.0
+                extra = 1.0  # a row's ``coll`` token counts in its length
+            return _ranked([held[c] for c in searched if c in held], terms, idf, avgdl, extra, limit, below, postgres)
+
+    def _current(self, conn: Connection, docs: str, collections: list[str] | None) -> dict[str, CollectionTerms] | None:
+        """The indexes of ``collections`` (None: every collection of the table), each read again
+        if its fingerprint moved. Called under the lock."""
+        if collections is None:
+            marks = conn.execute(self._statement(f"SELECT collection_id, count(*), max(source) FROM {docs} "
+                                                 f"GROUP BY collection_id")).all()
+        else:
+            marks = conn.execute(self._statement(f"SELECT collection_id, count(*), max(source) FROM {docs} "
+                                                 f"WHERE collection_id IN :c GROUP BY collection_id", "c"),
+                                 {"c": collections}).all()
+        if sum(int(m[1]) for m in marks) > MAX_DOCS:
+            return None
+        held: dict[str, CollectionTerms] = {}
+        for collection, count, top in marks:
+            key = (docs, collection)
+            fingerprint = (int(count), int(top))
+            known = self._collections.get(key)
+            if known is None or known.fingerprint != fingerprint:
+                rows = conn.execute(self._statement(f"SELECT doc_id, length, terms FROM {docs} "
+                                                    f"WHERE collection_id = :c ORDER BY doc_id"),
+                                    {"c": collection}).all()
+                known = self._collections[key] = _collection(rows, fingerprint)
+            held[collection] = known
+        if collections is None:  # a collection gone from the table goes from memory too
+            for key in [k for k in self._collections if k[0] == docs and k[1] not in held]:
+                del self._collections[key]
+        return held
+
+
+
+
+def _ranked(collections: list[CollectionTerms], terms: list[str], idf: dict[str, float], avgdl: float, extra: float,
+            limit: int, below: str | None, postgres: bool) -> list[Hit]:
+    import numpy as np
+
+    ids: list[str] = []
+    scores: list[np.ndarray] = []
+    for c in collections:
+        if not c.ids:
+            continue
+        score = np.zeros(c.docs, dtype=np.float64)
+        hit = np.zeros(c.docs, dtype=bool)
+        dl = c.length + extra
+        for t in (sorted(terms) if postgres else terms):
+            weight = idf.get(t)
+            found = c.postings.get(t)
+            if weight is None or found is None:
+                continue
+            rows, tf = found
+            norm = K1 * ((1 - B) + (B * dl[rows]) / avgdl)
+            if postgres:  # w * ln(...) * tf * (k1 + 1) / (tf + k1 * (...)), left to right
+                score[rows] += ((weight * tf) * (K1 + 1.0)) / (tf + norm)
+            else:  # idf * ((f * (k1 + 1)) / (f + k1 * (...))), as FTS5's bm25
+                score[rows] += weight * ((tf * (K1 + 1.0)) / (tf + norm))
+            hit[rows] = True
+        mask = c.kept(below)
+        if mask is not None:
+            hit &= mask
+        rows_hit = np.flatnonzero(hit)
+        ids += [c.ids[i] for i in rows_hit]
+        scores.append(score[rows_hit])
+    if not ids or limit <= 0:
+        return []
+    every = np.concatenate(scores)
+    k = min(limit, len(ids))
+    if k < len(ids):  # every doc scoring at least the k-th best: ties at the bound sort by id
+        bound = np.partition(-every, k - 1)[k - 1]
+        top = np.flatnonzero(-every <= bound)
+    else:
+        top = np.arange(len(ids))
+    order = sorted(top.tolist(), key=lambda i: (-float(every[i]), ids[i]))[:k]
+    return [Hit(ids[i], float(every[i])) for i in order]
+
