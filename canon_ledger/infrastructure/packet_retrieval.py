@@ -11,6 +11,7 @@ packet is built from L0 alone.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from canon_ledger.application.knowledge.lint import lint
@@ -32,6 +33,13 @@ def _document(doc_id: str) -> str | None:
     return tail.partition("#")[0] if slash else None
 
 
+@lru_cache(maxsize=65_536)
+def _chapter(doc_id: str) -> int | None:
+    """The chapter whose text ``doc_id`` comes from, or None (remembered: every search of a
+    packet checks the same ids again)."""
+    return document_chapter(_document(doc_id))
+
+
 class EarlierChapters(RetrievalSnapshot):
     """A retrieval snapshot that sees only documents before one chapter of the story: the
     indexes filter by document before ranking (``below``), and every id is checked again."""
@@ -44,7 +52,7 @@ class EarlierChapters(RetrievalSnapshot):
 
     def _keep(self, doc_id: str) -> bool:
         # By number: the ids' zero padding sorts in chapter order only below chapter 100,000.
-        number = document_chapter(_document(doc_id))
+        number = _chapter(doc_id)
         return number is not None and number < self.chapter
 
     def _below(self, collection_ids: Sequence[str], below: str | None = None) -> str:

@@ -330,13 +330,13 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
             if chunk_ids:
                 rows = self.c.execute(self.reader.statement(
                     f"SELECT chunk_id, text, source FROM {kb.chunks.name} WHERE collection_id = :c "
-                    f"AND chunk_id IN :ids AND removed = false", "ids"), {"c": collection, "ids": chunk_ids})
+                    f"AND chunk_id IN :ids AND removed = false", "ids"), {"c": collection, "ids": chunk_ids}).all()
                 for r in rows:
                     out[r.chunk_id] = Doc(r.chunk_id, "chunk", collection, r.text, False, [r.source])
             if topic_ids:
                 rows = self.c.execute(self.reader.statement(
                     f"SELECT topic_id, title, tldr, edited, set_changed, compiled FROM {kb.pages.name} "
-                    f"WHERE collection_id = :c AND topic_id IN :ids", "ids"), {"c": collection, "ids": topic_ids})
+                    f"WHERE collection_id = :c AND topic_id IN :ids", "ids"), {"c": collection, "ids": topic_ids}).all()
                 for r in rows:
                     doc_id = PAGE_PREFIX + r.topic_id
                     # A stale page serves its last good TLDR, flagged: never a guess at a newer one.

@@ -156,7 +156,7 @@ def zscore_order(candidates: Sequence[Candidate], missing: MissingRule | None = 
         for i, v in enumerate(z):
             totals[i] += v if v is not None else floor
     order = sorted(range(len(candidates)), key=lambda i: (-totals[i], i))
-    return [replace(candidates[i], fused=totals[i]) for i in order]
+    return [Candidate(candidates[i].id, candidates[i].scores, candidates[i].ranks, totals[i]) for i in order]
 
 
 def _pool_scale(raw: list[float | None], present: list[float],
