@@ -150,3 +150,27 @@ def pipelined(conn: Connection) -> Iterator[Any]:
             yield driver
     except (DBAPIError, psycopg.Error) as e:
         raise PipelineFailed(str(e)) from e
+
+
+class Statements:
+    """Named SQL run as each driver takes it, each text made into a statement once: SQLite on
+    sqlite3's own connection (``for_sqlite``, a list parameter spelled out item by item), where
+    SQLAlchemy's execution costs more than a small read itself; PostgreSQL through SQLAlchemy,
+    a list as one array (``= ANY(:name)``)."""
+
+    def __init__(self) -> None:
+        self._made: dict[str, Any] = {}
+
+    def rows(self, conn: Connection, sql: str, params: dict[str, Any] | None = None) -> list[Any]:
+        """The rows of ``sql`` (``= ANY(:name)`` for a list), as tuples, in ``conn``'s transaction."""
+        params = params or {}
+        if conn.dialect.name != "postgresql":
+            made = self._made.get(sql)
+            if made is None:
+                made = self._made[sql] = for_sqlite(sql)
+            raw = conn.connection.driver_connection
+            return raw.execute(*sqlite_params(made, params)).fetchall()  # type: ignore[union-attr]
+        stmt = self._made.get(sql)
+        if stmt is None:
+            stmt = self._made[sql] = text(sql)
+        return list(conn.execute(stmt, params).all())

@@ -32,11 +32,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.engine import Connection
 
 from canon_ledger.application.retrieval.ports import Hit
 from canon_ledger.domain.wiki import PAGE_PREFIX
+from canon_ledger.projections.driver_sql import Statements
 
 if TYPE_CHECKING:
     import numpy as np
@@ -115,14 +115,14 @@ def _varint(blob: bytes, at: int) -> tuple[int, int]:
     return (value << 8) | blob[at + 8], at + 9
 
 
-def fts5_totals(conn: Connection, fts: str, statement: TextClause | None = None) -> tuple[int, int]:
+def fts5_totals(conn: Connection, fts: str, statements: Statements | None = None) -> tuple[int, int]:
     """(rows, tokens over every column) of an FTS5 table, from its averages record (rowid 1 of
     ``<fts>_data``: a varint row count, then one varint token total per column) — what its
     ``bm25`` takes N and the average length from."""
-    row = conn.execute(statement if statement is not None else text(f"SELECT block FROM {fts}_data WHERE id = 1")).first()
-    if row is None or not row[0]:
+    found = (statements or Statements()).rows(conn, f"SELECT block FROM {fts}_data WHERE id = 1")
+    if not found or not found[0][0]:
         return 0, 0
-    blob = bytes(row[0])
+    blob = bytes(found[0][0])
     rows, at = _varint(blob, 0)
     tokens = 0
     while at < len(blob):
@@ -137,16 +137,7 @@ class KeywordMemory:
     def __init__(self) -> None:
         self._collections: dict[tuple[str, str], CollectionTerms] = {}
         self._lock = threading.Lock()
-        self._statements: dict[str, TextClause] = {}
-
-    def _statement(self, sql: str, *expanding: str) -> TextClause:
-        stmt = self._statements.get(sql)
-        if stmt is None:
-            stmt = text(sql)
-            if expanding:
-                stmt = stmt.bindparams(*(bindparam(name, expanding=True) for name in expanding))
-            self._statements[sql] = stmt
-        return stmt
+        self._sql = Statements()
 
     def search(self, conn: Connection, tables: RetrievalTables, terms: list[str], collection_ids: Sequence[str],
                limit: int, below: str | None) -> list[Hit] | None:
@@ -169,8 +160,7 @@ class KeywordMemory:
                 extra = 0.0
             else:
                 assert tables.fts is not None  # a SQLite build has its FTS5 table
-                n, tokens = fts5_totals(conn, tables.fts,
-                                        self._statement(f"SELECT block FROM {tables.fts}_data WHERE id = 1"))
+                n, tokens = fts5_totals(conn, tables.fts, self._sql)
                 idf = {}
                 for t in terms:
                     df = sum(c.df(t) for c in held.values())
@@ -185,12 +175,11 @@ class KeywordMemory:
         """The indexes of ``collections`` (None: every collection of the table), each read again
         if its fingerprint moved. Called under the lock."""
         if collections is None:
-            marks = conn.execute(self._statement(f"SELECT collection_id, count(*), max(source) FROM {docs} "
-                                                 f"GROUP BY collection_id")).all()
+            marks = self._sql.rows(conn, f"SELECT collection_id, count(*), max(source) FROM {docs} "
+                                         f"GROUP BY collection_id")
         else:
-            marks = conn.execute(self._statement(f"SELECT collection_id, count(*), max(source) FROM {docs} "
-                                                 f"WHERE collection_id IN :c GROUP BY collection_id", "c"),
-                                 {"c": collections}).all()
+            marks = self._sql.rows(conn, f"SELECT collection_id, count(*), max(source) FROM {docs} "
+                                         f"WHERE collection_id = ANY(:c) GROUP BY collection_id", {"c": collections})
         if sum(int(m[1]) for m in marks) > MAX_DOCS:
             return None
         held: dict[str, CollectionTerms] = {}
@@ -199,9 +188,8 @@ class KeywordMemory:
             fingerprint = (int(count), int(top))
             known = self._collections.get(key)
             if known is None or known.fingerprint != fingerprint:
-                rows = conn.execute(self._statement(f"SELECT doc_id, length, terms FROM {docs} "
-                                                    f"WHERE collection_id = :c ORDER BY doc_id"),
-                                    {"c": collection}).all()
+                rows = self._sql.rows(conn, f"SELECT doc_id, length, terms FROM {docs} "
+                                            f"WHERE collection_id = :c ORDER BY doc_id", {"c": collection})
                 known = self._collections[key] = _collection(rows, fingerprint)
             held[collection] = known
         if collections is None:  # a collection gone from the table goes from memory too

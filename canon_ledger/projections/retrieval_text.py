@@ -49,8 +49,14 @@ def term_counts(text: str) -> Counter[str]:
 
 
 def query_terms(text: str) -> list[str]:
-    """A query's distinct terms, in first-seen order."""
-    return list(dict.fromkeys(terms(text)))
+    """A query's distinct terms, in first-seen order (the last queries' are remembered: a
+    packet asked again searches with the same words)."""
+    return list(_query_terms(text))
+
+
+@lru_cache(maxsize=1024)
+def _query_terms(text: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(terms(text)))
 
 
 def key64(*parts: str) -> int:

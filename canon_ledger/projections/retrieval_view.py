@@ -29,12 +29,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import TextClause, bindparam, select, text
+from sqlalchemy import bindparam, select, text
 from sqlalchemy.engine import Connection, Engine
 
 from canon_ledger.application.retrieval.ports import Hit
 from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult, RetrievalSnapshot, TermStats
 from canon_ledger.domain.wiki import PAGE_PREFIX, page_summary
+from canon_ledger.projections.driver_sql import Statements
 from canon_ledger.projections.keyword_memory import KeywordMemory
 from canon_ledger.projections.knowledge_tables import KnowledgeTables
 from canon_ledger.projections.retrieval import from_blob
@@ -92,7 +93,7 @@ class SqlRetrievalReader:
         self._builds = builds
         self.vector_model = vector_model
         self.keywords = KeywordMemory() if keyword_memory else None
-        self._statements: dict[str, TextClause] = {}
+        self.sql = Statements()  # the reads' statements, made once
         self._matrices: dict[tuple[str, str], _Matrix] = {}
         self._lock = threading.Lock()
 
@@ -101,22 +102,12 @@ class SqlRetrievalReader:
         with self.engine.begin() as conn:
             yield SqlRetrievalSnapshot(conn, self._builds(conn), self)
 
-    def statement(self, sql: str, *expanding: str) -> TextClause:
-        """``sql`` as a statement, made once per text (``expanding``: the list parameters)."""
-        stmt = self._statements.get(sql)
-        if stmt is None:
-            stmt = text(sql)
-            if expanding:
-                stmt = stmt.bindparams(*(bindparam(name, expanding=True) for name in expanding))
-            self._statements[sql] = stmt
-        return stmt
-
     def matrix(self, conn: Connection, tables: VectorTables, collection_id: str) -> _Matrix | None:
         import numpy as np
 
         vs, vecs = tables.vecsets, tables.vectors
-        changed = conn.execute(self.statement(f"SELECT changed FROM {vs.name} WHERE collection_id = :c"),
-                               {"c": collection_id}).scalar()
+        found = self.sql.rows(conn, f"SELECT changed FROM {vs.name} WHERE collection_id = :c", {"c": collection_id})
+        changed = found[0][0] if found else None
         if changed is None:
             return None
         key = (vecs.name, collection_id)
@@ -328,20 +319,18 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
         out: dict[str, Doc] = {}
         for collection, (chunk_ids, topic_ids) in _by_collection(ids).items():
             if chunk_ids:
-                rows = self.c.execute(self.reader.statement(
-                    f"SELECT chunk_id, text, source FROM {kb.chunks.name} WHERE collection_id = :c "
-                    f"AND chunk_id IN :ids AND removed = false", "ids"), {"c": collection, "ids": chunk_ids}).all()
-                for r in rows:
-                    out[r.chunk_id] = Doc(r.chunk_id, "chunk", collection, r.text, False, [r.source])
+                for chunk_id, body, source in self.reader.sql.rows(self.c, (
+                        f"SELECT chunk_id, text, source FROM {kb.chunks.name} WHERE collection_id = :c "
+                        f"AND chunk_id = ANY(:ids) AND removed = false"), {"c": collection, "ids": chunk_ids}):
+                    out[chunk_id] = Doc(chunk_id, "chunk", collection, body, False, [source])
             if topic_ids:
-                rows = self.c.execute(self.reader.statement(
-                    f"SELECT topic_id, title, tldr, edited, set_changed, compiled FROM {kb.pages.name} "
-                    f"WHERE collection_id = :c AND topic_id IN :ids", "ids"), {"c": collection, "ids": topic_ids}).all()
-                for r in rows:
-                    doc_id = PAGE_PREFIX + r.topic_id
+                for topic_id, title, tldr, edited, set_changed, compiled in self.reader.sql.rows(self.c, (
+                        f"SELECT topic_id, title, tldr, edited, set_changed, compiled FROM {kb.pages.name} "
+                        f"WHERE collection_id = :c AND topic_id = ANY(:ids)"), {"c": collection, "ids": topic_ids}):
+                    doc_id = PAGE_PREFIX + topic_id
                     # A stale page serves its last good TLDR, flagged: never a guess at a newer one.
-                    out[doc_id] = Doc(doc_id, "page", collection, page_summary(r.title, r.tldr),
-                                      bool(r.edited or r.set_changed), [r.compiled])
+                    out[doc_id] = Doc(doc_id, "page", collection, page_summary(title, tldr),
+                                      bool(edited or set_changed), [compiled])
         return out
 
     def overview(self, collection_id: str) -> Doc | None:

@@ -27,9 +27,10 @@ class TermStats:
     df: dict[str, int]  # term -> documents holding it
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Doc:
-    """An indexed chunk or wiki page as search returns it. A page is its last good TLDR."""
+    """An indexed chunk or wiki page as search returns it. A page is its last good TLDR.
+    Slotted, not frozen (one is built per candidate of every search): treat it as a value."""
 
     id: str
     kind: str  # chunk | page | overview
