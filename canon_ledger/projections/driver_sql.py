@@ -159,18 +159,16 @@ class Statements:
     a list as one array (``= ANY(:name)``)."""
 
     def __init__(self) -> None:
-        self._made: dict[str, Any] = {}
+        self._made: dict[tuple[bool, str], Any] = {}  # (PostgreSQL?, SQL) -> what that driver runs
 
     def rows(self, conn: Connection, sql: str, params: dict[str, Any] | None = None) -> list[Any]:
         """The rows of ``sql`` (``= ANY(:name)`` for a list), as tuples, in ``conn``'s transaction."""
         params = params or {}
-        if conn.dialect.name != "postgresql":
-            made = self._made.get(sql)
-            if made is None:
-                made = self._made[sql] = for_sqlite(sql)
-            raw = conn.connection.driver_connection
-            return raw.execute(*sqlite_params(made, params)).fetchall()  # type: ignore[union-attr]
-        stmt = self._made.get(sql)
-        if stmt is None:
-            stmt = self._made[sql] = text(sql)
-        return list(conn.execute(stmt, params).all())
+        postgres = conn.dialect.name == "postgresql"
+        made: Any = self._made.get((postgres, sql))
+        if made is None:
+            made = self._made[(postgres, sql)] = text(sql) if postgres else for_sqlite(sql)
+        if postgres:
+            return list(conn.execute(made, params).all())
+        raw = conn.connection.driver_connection
+        return raw.execute(*sqlite_params(made, params)).fetchall()  # type: ignore[union-attr]

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from canon_ledger.application.packets.ports import Freshness
 from canon_ledger.domain.errors import CanonError
-from canon_ledger.projections.driver_sql import driver_rows
+from canon_ledger.projections.driver_sql import Statements, driver_rows
 from canon_ledger.projections.partitions import PartitionRunner
 from canon_ledger.projections.partitioning import Partitioning, partitioning_of
 from canon_ledger.projections.runner import (
@@ -51,8 +51,8 @@ registry = Table(
 )
 
 
-_ACTIVE_OF = (select(registry.c.projection, registry.c.active_tag, registry.c.active_version)
-              .where(registry.c.projection.in_(bindparam("names", expanding=True))))
+_ACTIVE_OF = f"SELECT projection, active_tag, active_version FROM {registry.name} WHERE projection = ANY(:names)"
+_READS = Statements()
 
 
 class TableSet(Protocol):
@@ -199,8 +199,8 @@ class ReadModels(Freshness):
         """The active build of each of ``models`` (None for None), in one statement: what a
         reader of several models (the retrieval snapshot) asks first."""
         names = [m.spec.name for m in models if m is not None]
-        rows = {r.projection: Build(r.active_tag, r.active_version) for r in conn.execute(
-            _ACTIVE_OF, {"names": names})} if names else {}
+        rows = {name: Build(tag, version) for name, tag, version in _READS.rows(
+            conn, _ACTIVE_OF, {"names": names})} if names else {}
         return [None if m is None else rows[m.spec.name] for m in models]
 
     def building(self) -> Build | None:

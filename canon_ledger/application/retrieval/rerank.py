@@ -39,7 +39,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from statistics import fmean, pstdev
+import statistics
+from statistics import fmean
 from typing import Any
 
 from canon_ledger.application.packets.packet import Stage
@@ -157,6 +158,23 @@ def zscore_order(candidates: Sequence[Candidate], missing: MissingRule | None = 
             totals[i] += v if v is not None else floor
     order = sorted(range(len(candidates)), key=lambda i: (-totals[i], i))
     return [Candidate(candidates[i].id, candidates[i].scores, candidates[i].ranks, totals[i]) for i in order]
+
+
+def pstdev(values: Sequence[float]) -> float:
+    """``statistics.pstdev`` of finite floats, the same float: the square root, correctly
+    rounded, of the exact population variance, here summed in integers over the floats' common
+    binary denominator instead of in ``Fraction``s (which cost more than the rest of a search's
+    fusion). Another input (or a Python without the rounding helper) goes to ``statistics``."""
+    root = getattr(statistics, "_float_sqrt_of_frac", None)
+    if root is None or not values or not all(type(v) is float and math.isfinite(v) for v in values):
+        return statistics.pstdev(values)
+    ratios = [v.as_integer_ratio() for v in values]
+    common = max(d for _, d in ratios)  # every denominator is a power of two: the largest holds them all
+    scaled = [n * (common // d) for n, d in ratios]
+    count = len(scaled)
+    sx = sum(scaled)
+    sxx = sum(x * x for x in scaled)
+    return float(root(count * sxx - sx * sx, count * count * common * common))
 
 
 def _pool_scale(raw: list[float | None], present: list[float],
