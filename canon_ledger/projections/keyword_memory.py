@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
@@ -47,21 +46,37 @@ K1, B = 1.2, 0.75
 MAX_DOCS = 500_000  # a table with more docs is searched in SQL (the memory it would take)
 
 
-@dataclass
 class CollectionTerms:
-    """One collection's keyword index, as of ``fingerprint``."""
+    """One collection's keyword index, as of ``fingerprint``: a row per doc (a removed doc's row
+    is left empty, with no postings, until the rows are packed), each term's rows and
+    frequencies as arrays. ``update`` applies what changed since (docs removed, added or
+    rewritten), touching only their terms' arrays."""
 
-    fingerprint: tuple[int, int]
-    ids: list[str]
-    plain: np.ndarray  # the ids as ``below`` compares them (a page's without ``page:``)
-    length: np.ndarray  # float64: each doc's number of terms
-    postings: dict[str, tuple[np.ndarray, np.ndarray]]  # term -> (doc rows, frequencies as float64)
-    total_length: int
-    _below: dict[str | None, np.ndarray] = field(default_factory=dict, repr=False)
+    def __init__(self) -> None:
+        self.fingerprint: tuple[int, int] = (0, 0)
+        self.ids: list[str] = []  # row -> doc id ("" for an empty row)
+        self.rows: dict[str, int] = {}  # doc id -> row
+        self.sources: dict[str, int] = {}  # doc id -> the position that wrote it
+        self.lengths: list[int] = []  # row -> the doc's number of terms (0 for an empty row)
+        self.terms: list[tuple[str, ...]] = []  # row -> the doc's distinct terms
+        self.postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # term -> (rows, frequencies, float64)
+        self.total_length = 0
+        self._length: np.ndarray | None = None
+        self._plain: np.ndarray | None = None
+        self._below: dict[str, np.ndarray] = {}
 
     @property
     def docs(self) -> int:
-        return len(self.ids)
+        return len(self.rows)
+
+    @property
+    def length(self) -> np.ndarray:
+        """float64: each row's number of terms."""
+        import numpy as np
+
+        if self._length is None:
+            self._length = np.asarray(self.lengths, dtype=np.float64)
+        return self._length
 
     def df(self, term: str) -> int:
         found = self.postings.get(term)
@@ -69,39 +84,77 @@ class CollectionTerms:
 
     def kept(self, below: str | None) -> np.ndarray | None:
         """The rows ``below`` keeps (None: every row), kept for the next query with the same bound."""
+        import numpy as np
+
         if below is None:
             return None
         mask = self._below.get(below)
         if mask is None:
+            if self._plain is None:  # the ids as ``below`` compares them (a page's without ``page:``)
+                self._plain = np.array([i.removeprefix(PAGE_PREFIX) for i in self.ids] or [""], dtype=str)[
+                    :len(self.ids)]
             if len(self._below) > 64:
                 self._below.clear()
-            mask = self._below[below] = self.plain < below
+            mask = self._below[below] = self._plain < below
         return mask
 
+    def update(self, gone: Sequence[str], docs: Sequence[Any], fingerprint: tuple[int, int]) -> None:
+        """Remove the docs ``gone`` and (re)write ``docs`` (doc id, length, terms, source rows)."""
+        import numpy as np
 
-def _collection(rows: Sequence[Any], fingerprint: tuple[int, int]) -> CollectionTerms:
-    import numpy as np
+        freed = [self.rows.pop(doc_id) for doc_id in [*gone, *(d[0] for d in docs)] if doc_id in self.rows]
+        touched: set[str] = set()
+        for row in freed:
+            touched.update(self.terms[row])
+            self.sources.pop(self.ids[row], None)
+            self.total_length -= self.lengths[row]
+            self.ids[row], self.lengths[row], self.terms[row] = "", 0, ()
+        dropped = np.asarray(freed, dtype=np.int64)
+        added: dict[str, tuple[list[int], list[int]]] = {}
+        for doc_id, length, text, source in docs:
+            row = len(self.ids)
+            counts: dict[str, int] = {}
+            for term in text.split():
+                counts[term] = counts.get(term, 0) + 1
+            self.ids.append(doc_id)
+            self.rows[doc_id], self.sources[doc_id] = row, int(source)
+            self.lengths.append(int(length))
+            self.terms.append(tuple(counts))
+            self.total_length += int(length)
+            for term, tf in counts.items():
+                entry = added.get(term)
+                if entry is None:
+                    entry = added[term] = ([], [])
+                entry[0].append(row)
+                entry[1].append(tf)
+        for term in touched | added.keys():
+            rows, tfs = self.postings.get(term, (_EMPTY_ROWS, _EMPTY_TFS))
+            if len(dropped) and term in touched:
+                keep = ~np.isin(rows, dropped)
+                rows, tfs = rows[keep], tfs[keep]
+            more = added.get(term)
+            if more is not None:
+                rows = np.concatenate([rows, np.asarray(more[0], dtype=np.int64)])
+                tfs = np.concatenate([tfs, np.asarray(more[1], dtype=np.float64)])
+            if len(rows):
+                self.postings[term] = (rows, tfs)
+            else:
+                self.postings.pop(term, None)
+        self.fingerprint = fingerprint
+        self._length = self._plain = None
+        self._below = {}
 
-    ids: list[str] = []
-    lengths: list[int] = []
-    build: dict[str, tuple[list[int], list[int]]] = {}
-    for row, (doc_id, length, terms) in enumerate(rows):
-        ids.append(doc_id)
-        lengths.append(length)
-        counts: dict[str, int] = {}
-        for term in terms.split():
-            counts[term] = counts.get(term, 0) + 1
-        for term, tf in counts.items():
-            entry = build.get(term)
-            if entry is None:
-                entry = build[term] = ([], [])
-            entry[0].append(row)
-            entry[1].append(tf)
-    postings = {term: (np.asarray(rs, dtype=np.int64), np.asarray(tfs, dtype=np.float64))
-                for term, (rs, tfs) in build.items()}
-    plain = np.array([i.removeprefix(PAGE_PREFIX) for i in ids] or [""], dtype=str)[:len(ids)]
-    return CollectionTerms(fingerprint, ids, plain, np.asarray(lengths, dtype=np.float64), postings,
-                           sum(lengths))
+
+_EMPTY_ROWS: Any = None  # set on first use (numpy loads with the first keyword query)
+_EMPTY_TFS: Any = None
+
+
+def _empty() -> None:
+    global _EMPTY_ROWS, _EMPTY_TFS
+    if _EMPTY_ROWS is None:
+        import numpy as np
+
+        _EMPTY_ROWS, _EMPTY_TFS = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
 
 
 def _varint(blob: bytes, at: int) -> tuple[int, int]:
@@ -188,9 +241,7 @@ class KeywordMemory:
             fingerprint = (int(count), int(top))
             known = self._collections.get(key)
             if known is None or known.fingerprint != fingerprint:
-                rows = self._sql.rows(conn, f"SELECT doc_id, length, terms FROM {docs} "
-                                            f"WHERE collection_id = :c ORDER BY doc_id", {"c": collection})
-                known = self._collections[key] = _collection(rows, fingerprint)
+                known = self._collections[key] = self._refreshed(conn, docs, collection, known, fingerprint)
             held[collection] = known
         if collections is None:  # a collection gone from the table goes from memory too
             for key in [k for k in self._collections if k[0] == docs and k[1] not in held]:
@@ -198,6 +249,31 @@ class KeywordMemory:
         return held
 
 
+
+
+    def _refreshed(self, conn: Connection, docs: str, collection: str, known: CollectionTerms | None,
+                   fingerprint: tuple[int, int]) -> CollectionTerms:
+        """``known`` brought to ``fingerprint``: the docs whose source changed read again, the docs
+        gone removed; a new index, read whole, when there is none or most of it changed."""
+        _empty()
+        sources = dict(self._sql.rows(conn, f"SELECT doc_id, source FROM {docs} WHERE collection_id = :c",
+                                      {"c": collection}))
+        if known is not None:
+            changed = [d for d, source in sources.items() if known.sources.get(d) != source]
+            gone = [d for d in known.sources if d not in sources]
+            if len(changed) + len(gone) <= max(64, len(sources) // 4) and len(known.ids) <= 2 * max(len(sources), 64):
+                rows: list[Any] = []
+                for i in range(0, len(changed), 500):  # SQLite binds each id as a parameter
+                    rows += self._sql.rows(conn, f"SELECT doc_id, length, terms, source FROM {docs} "
+                                                 f"WHERE collection_id = :c AND doc_id = ANY(:ids)",
+                                           {"c": collection, "ids": changed[i:i + 500]})
+                known.update(gone, rows, fingerprint)
+                return known
+        fresh = CollectionTerms()
+        fresh.update((), self._sql.rows(conn, f"SELECT doc_id, length, terms, source FROM {docs} "
+                                              f"WHERE collection_id = :c ORDER BY doc_id", {"c": collection}),
+                     fingerprint)
+        return fresh
 
 
 def _ranked(collections: list[CollectionTerms], terms: list[str], idf: dict[str, float], avgdl: float, extra: float,
@@ -209,8 +285,8 @@ def _ranked(collections: list[CollectionTerms], terms: list[str], idf: dict[str,
     for c in collections:
         if not c.ids:
             continue
-        score = np.zeros(c.docs, dtype=np.float64)
-        hit = np.zeros(c.docs, dtype=bool)
+        score = np.zeros(len(c.ids), dtype=np.float64)
+        hit = np.zeros(len(c.ids), dtype=bool)
         dl = c.length + extra
         for t in (sorted(terms) if postgres else terms):
             weight = idf.get(t)

@@ -74,8 +74,9 @@ def retrieval_tables(tag: str, version: int = VERSION, *, postgres: bool = False
     )
     Index(f"ix_{name('docs')}_key", docs.c.doc_key, unique=True)
     Index(f"ix_{name('docs')}_document", docs.c.collection_id, docs.c.document_id)
-    # Each collection's fingerprint (count, highest source) from the index alone (``keyword_memory``).
-    Index(f"ix_{name('docs')}_source", docs.c.collection_id, docs.c.source)
+    # Each collection's fingerprint (count, highest source) and its docs' sources from the index
+    # alone (``keyword_memory``).
+    Index(f"ix_{name('docs')}_source", docs.c.collection_id, docs.c.source, docs.c.doc_id)
     if not postgres:
         fts = name("fts")
         _sqlite_fts(md, docs, fts)

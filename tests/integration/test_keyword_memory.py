@@ -83,6 +83,16 @@ def test_memory_answers_as_the_sql_does_and_follows_every_change(rs: Any) -> Non
     rng = random.Random(7)
     assert _compare(rs, rng, 60) > 200  # the queries find something to compare
 
+    # A few edits update the held index in place (rows emptied and added), answering as the SQL.
+    held = rs.retrieval_reader.keywords._collections
+    [novel] = [v for k, v in held.items() if k[1] == "novel"]
+    for n, chunk in enumerate([d[1] for d in _docs(rs) if d[0] == "novel"][:4]):
+        _apply(rs, {"type": "edit_chunk", "chunk_id": chunk, "text": f"Queequeg's harpoon, edit {n}: the whale oil."})
+        rs.catch_up_retrieval()
+        assert _compare(rs, rng, 8) > 0
+    assert [v for k, v in held.items() if k[1] == "novel"] == [novel]  # the same index, updated
+    assert len(novel.ids) == novel.docs + 4  # each edit emptied one row and wrote one
+
     # Every kind of change moves a collection's fingerprint: an edit, a re-ingest that drops
     # chunks, a new collection (on SQLite every collection's df and N count).
     chunk = next(d[1] for d in _docs(rs) if d[0] == "guild" and "notes.md" in d[1])
