@@ -93,8 +93,10 @@ class MemorySnapshot:
         with reader.snapshot() as snap:
             b = snap.b
             memory = KeywordMemory()
-            self.held = memory._current(snap.c, b.keyword.docs.name, None if b.keyword.postings is None
-                                        else [collection])
+            scope = None if b.keyword.postings is None else [collection]
+            # A collection's first query goes to SQL: the second reads it into memory.
+            self.held = memory._current(snap.c, b.keyword.docs.name, scope) or memory._current(
+                snap.c, b.keyword.docs.name, scope)
             self.fts = b.keyword.fts
             if b.keyword.fts is not None:
                 from canon_ledger.projections.keyword_memory import fts5_totals

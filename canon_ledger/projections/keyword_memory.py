@@ -191,11 +191,13 @@ class KeywordMemory:
         self._collections: dict[tuple[str, str], CollectionTerms] = {}
         self._lock = threading.Lock()
         self._sql = Statements()
+        self._asked: set[tuple[str, str]] = set()  # collections searched once, in SQL (``_current``)
 
     def search(self, conn: Connection, tables: RetrievalTables, terms: list[str], collection_ids: Sequence[str],
                limit: int, below: str | None) -> list[Hit] | None:
         """The BM25 hits of ``terms`` (each weighing 1), best first, as the store's SQL ranks
-        them; None when the index is too large to keep (search it in SQL)."""
+        them; None (search it in SQL) for a collection's first query in this process, or when
+        the index is too large to keep."""
         docs = tables.docs.name
         searched = list(dict.fromkeys(collection_ids))
         postgres = tables.postings is not None
@@ -234,6 +236,12 @@ class KeywordMemory:
             marks = self._sql.rows(conn, f"SELECT collection_id, count(*), max(source) FROM {docs} "
                                          f"WHERE collection_id = ANY(:c) GROUP BY collection_id", {"c": collections})
         if sum(int(m[1]) for m in marks) > MAX_DOCS:
+            return None
+        unread = [(docs, m[0]) for m in marks if (docs, m[0]) not in self._collections]
+        if unread and not all(key in self._asked for key in unread):
+            # A collection's first query in this process goes to SQL: a one-shot process (a CLI
+            # verb) asks once, and reading the whole collection would cost it more.
+            self._asked.update(unread)
             return None
         held: dict[str, CollectionTerms] = {}
         for collection, count, top in marks:
