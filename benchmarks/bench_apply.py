@@ -12,6 +12,10 @@ PostgreSQL database ``canon_bench_<hex>`` created and dropped here) and each mod
 * ``ledger``   - CanonLedger.apply on a generated story (reads aggregates, decides, saves);
 * ``recorder`` - the library's own ``recorder.insert_events`` of the same stored events,
                  one call per ledger transaction (no reads, no decide, no mapping);
+* ``event_store`` - the library's ``events.put`` of the same events (decoded from the rows
+                 before the clock), one call per ledger transaction: its mapper (JSON
+                 transcoding) and recorder, the least any save of these events through the
+                 library costs (no reads, no decide, no event objects made);
 * ``raw``      - plain sqlite3 / psycopg INSERTs of exactly the rows the ledger wrote (read
                  back from its events table: originator_id, originator_version, topic,
                  state), one transaction per ledger transaction, into a fresh events table
@@ -22,8 +26,9 @@ PostgreSQL database ``canon_bench_<hex>`` created and dropped here) and each mod
 
 Every variant gets a fresh store per repeat; the report gives medians over the repeats and
 the ratio ledger/raw. One extra instrumented ledger run per store and mode (not part of the
-medians) splits the time into loads (repository.get, of which SQL), save (of which the recorder's
-insert + commit) and the rest (domain decisions, receipts, unit of work, ledger code).
+medians) splits the time into loads (repository.get and get_many, of which SQL; a batch's one
+read of many aggregates counts as one read), save (of which the recorder's insert + commit) and
+the rest (domain decisions, receipts, unit of work, ledger code).
 """
 
 from __future__ import annotations
@@ -79,33 +84,62 @@ class Probe:
     ledger: CanonLedger
     totals: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    depth: dict[str, int] = field(default_factory=dict)  # a load inside a load is timed once
 
     def __post_init__(self) -> None:
         self._wrap(self.ledger.repository, "get", "load")
         self._wrap(self.ledger.recorder, "select_events", "read_sql")
+        if hasattr(self.ledger.repository, "get_many"):  # a batch's aggregates in one query: one read
+            self._wrap(self.ledger.repository, "get_many", "load")
+            self._wrap(self.ledger.repository, "_select_heads", "read_sql")
         self._wrap(self.ledger, "save", "save")
         self._wrap(self.ledger.recorder, "insert_events", "write_sql")
         self.counts["read_sql_empty"] = 0
 
     def _wrap(self, obj: Any, name: str, label: str) -> None:
         inner = getattr(obj, name)
-        self.totals[label] = 0.0
-        self.counts[label] = 0
+        self.totals.setdefault(label, 0.0)
+        self.counts.setdefault(label, 0)
+        self.depth.setdefault(label, 0)
         clock = time.perf_counter
 
         def timed(*args: Any, **kwargs: Any) -> Any:
+            if self.depth[label]:
+                return inner(*args, **kwargs)
             t0 = clock()
             result = None
+            self.depth[label] += 1
             try:
                 result = inner(*args, **kwargs)
                 return result
             finally:
+                self.depth[label] -= 1
                 self.totals[label] += clock() - t0
                 self.counts[label] += 1
                 if label == "read_sql" and not result:
                     self.counts["read_sql_empty"] += 1
 
         setattr(obj, name, timed)
+
+
+def run_event_store(url: str, transactions: list[list[Row]]) -> float:
+    """The library's event store alone: ``events.put`` (mapper, then recorder) of the ledger's
+    events, decoded from its rows before the clock, one call per ledger transaction."""
+    from eventsourcing.persistence import StoredEvent
+
+    ledger = open_ledger(url)
+    try:
+        batches = [[ledger.mapper.to_domain_event(StoredEvent(o, v, t, s)) for o, v, t, s in rows]
+                   for rows in transactions]
+        put = ledger.events.put
+        t0 = time.perf_counter()
+        for events in batches:
+            put(events)
+        seconds = time.perf_counter() - t0
+        assert (ledger.recorder.max_notification_id() or 0) == sum(map(len, batches))
+        return seconds
+    finally:
+        ledger.close()
 
 
 def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
@@ -195,6 +229,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                     samples.setdefault((*key, "ledger"), []).append(run.seconds)
                     variants: list[tuple[str, Callable[[str], float]]] = [
                         ("recorder", lambda u: run_recorder(u, run.transactions)),
+                        ("event_store", lambda u: run_event_store(u, run.transactions)),
                     ]
                     if store.kind == "sqlite":
                         variants.append(("raw", lambda u: run_raw_sqlite(u, run.transactions)))
@@ -206,7 +241,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                             samples.setdefault((*key, name), []).append(fn(url))
                     line = ", ".join(
                         f"{v} {len(commands) / samples[(*key, v)][-1]:,.0f}"
-                        for v in ("ledger", "recorder", "raw", "raw_lock")
+                        for v in ("ledger", "event_store", "recorder", "raw", "raw_lock")
                         if (*key, v) in samples
                     )
                     log(f"repeat {repeat + 1}/{args.repeats} {store.kind:8} {mode:6} cmd/s: {line}")
@@ -234,7 +269,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 "transactions": c["transactions"],
                 "events": c["events"],
             }
-            for variant in ("ledger", "recorder", "raw", "raw_lock"):
+            for variant in ("ledger", "event_store", "recorder", "raw", "raw_lock"):
                 secs = samples.get((*key, variant))
                 if not secs:
                     continue
@@ -246,7 +281,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                     "events_per_s": c["events"] / med,
                 }
             ledger_s = row["ledger"]["median_seconds"]
-            for variant in ("recorder", "raw", "raw_lock"):
+            for variant in ("event_store", "recorder", "raw", "raw_lock"):
                 if variant in row:
                     row[f"ratio_vs_{variant}"] = row[variant]["median_seconds"] / ledger_s
                     # Ledger and its baselines ran back to back in each repeat: paired ratios.
@@ -254,6 +289,8 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                     row[f"ratio_vs_{variant}_per_repeat"] = paired
             if "recorder" in row:
                 row["recorder_vs_raw"] = row["raw"]["median_seconds"] / row["recorder"]["median_seconds"]
+            if "event_store" in row:
+                row["event_store_vs_raw"] = row["raw"]["median_seconds"] / row["event_store"]["median_seconds"]
             prof = profiles.get(key)
             if prof:
                 t, k = prof["totals"], prof["counts"]
@@ -311,8 +348,9 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
         "ratios (ledger run and its baselines run back to back).",
         "",
         "| Store | Mode | Txns | Events | Ledger cmd/s | Ledger events/s | Raw cmd/s | Raw events/s "
-        "| Ledger/raw | Raw+LOCK cmd/s | Ledger/raw+LOCK | Recorder cmd/s | Recorder/raw | Ledger/recorder |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| Ledger/raw | Raw+LOCK cmd/s | Ledger/raw+LOCK | Recorder cmd/s | Recorder/raw | Ledger/recorder "
+        "| Event store cmd/s | Event store/raw |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in report["results"]:
         led, raw = r["ledger"], r["raw"]
@@ -331,6 +369,8 @@ def markdown(report: dict[str, Any], argv: list[str]) -> str:
             _fmt(r["recorder"]["commands_per_s"]),
             f"{r['recorder_vs_raw']:.2f}x",
             _ratio(r, "recorder"),
+            _fmt(r["event_store"]["commands_per_s"]) if "event_store" in r else "-",
+            f"{r['event_store_vs_raw']:.2f}x" if "event_store_vs_raw" in r else "-",
         ]
         out.append("| " + " | ".join(cells) + " |")
     profiled = [r for r in report["results"] if "profile" in r]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from uuid import UUID
 
 from canon_ledger.application.unit_of_work import UnitOfWork
 from canon_ledger.domain import commands as c
@@ -252,6 +253,60 @@ HANDLERS: dict[type, Callable[[Any, UnitOfWork], None]] = {
     c.RecordVolumeSummary: record_volume_summary,
     c.SetLoreCap: set_lore_cap,
 }
+
+
+def _scene_card_reads(cmd: c.AddSceneCard) -> list[UUID]:
+    story = cmd.story_id
+    named = [ids.chapter_id(story, cmd.chapter)]
+    for name in (*TAG_KINDS, "callbacks"):
+        kinds = TAG_KINDS.get(name, KINDS)
+        named += [ids.canon_entry_id(story, kind, key) for key in getattr(cmd, name) for kind in kinds]
+    if cmd.pov is not None:
+        named.append(ids.canon_entry_id(story, "character", cmd.pov))
+    return named
+
+
+def _chunk_reads(cmd: c.EditChunk) -> list[UUID]:
+    try:
+        return [ids.document_id(*document_of_chunk(cmd.chunk_id))]
+    except NotFound:
+        return []  # the handler refuses it
+
+
+# Beyond its story: the aggregates each handler may look up whose ids its command's own fields give
+# (and a proposal's entry, which a confirmation of it in the same batch then finds loaded).
+READS: dict[type, Callable[[Any], list[UUID]]] = {
+    c.StartStory: lambda cmd: [],
+    c.PlanChapter: lambda cmd: [ids.chapter_id(cmd.story_id, cmd.chapter)],
+    c.AddSceneCard: _scene_card_reads,
+    c.ProposeCanon: lambda cmd: [ids.proposal_id(cmd.story_id, cmd.proposal_id),
+                                 ids.canon_entry_id(cmd.story_id, cmd.kind, cmd.key)],
+    c.ConfirmCanon: lambda cmd: [ids.proposal_id(cmd.story_id, cmd.proposal_id)],
+    c.RejectCanon: lambda cmd: [ids.proposal_id(cmd.story_id, cmd.proposal_id)],
+    c.RetireCanon: lambda cmd: [ids.canon_entry_id(cmd.story_id, cmd.kind, cmd.key)],
+    c.SubmitDraft: lambda cmd: [ids.chapter_id(cmd.story_id, cmd.chapter), ids.draft_id(cmd.story_id, cmd.draft_id)],
+    c.AcceptDraft: lambda cmd: [ids.draft_id(cmd.story_id, cmd.draft_id)],
+    c.RejectDraft: lambda cmd: [ids.draft_id(cmd.story_id, cmd.draft_id)],
+    c.DismissFinding: lambda cmd: [ids.draft_id(cmd.story_id, cmd.draft_id)],
+    c.RecordKnowledge: lambda cmd: [ids.canon_entry_id(cmd.story_id, "character", cmd.character),
+                                    ids.canon_entry_id(cmd.story_id, cmd.kind, cmd.key)],
+    c.RecordChapterSummary: lambda cmd: [ids.chapter_id(cmd.story_id, cmd.chapter)],
+    c.RecordVolumeSummary: lambda cmd: [ids.volume_id(cmd.story_id, cmd.volume)],
+    c.SetLoreCap: lambda cmd: [],
+    c.IngestDocument: lambda cmd: [ids.document_id(cmd.collection_id, cmd.document_id)],
+    c.EditChunk: _chunk_reads,
+}
+
+
+def reads(cmd: c.Command) -> list[UUID]:
+    """The aggregates ``cmd``'s handler may look up that the command's own fields name (not
+    those only another aggregate names, such as the entry of the proposal a confirmation names):
+    the ledger loads a batch's together before deciding it (``UnitOfWork.prefetch``). A hint,
+    never a limit: a handler reads what it needs either way, so a missing id costs a read of its
+    own, an extra one a row."""
+    story_id = getattr(cmd, "story_id", None)
+    named = READS.get(type(cmd), lambda _: [])(cmd)
+    return [ids.story_id(story_id), *named] if story_id is not None else named
 
 
 def handle(cmd: c.Command, uow: UnitOfWork, tokens: TokenCounter | None = None) -> None:

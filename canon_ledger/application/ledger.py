@@ -21,6 +21,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
+from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
@@ -79,6 +80,27 @@ class _Verdicts:
                 for r in self.results]
 
 
+class _StoredReceipts:
+    """The stored receipts of one batch's commands, in their scopes and from before ids were
+    scoped, all read in one go the first time one is asked for: a batch of retries (a re-import)
+    reads them together, not one by one, and a batch that needs none reads none."""
+
+    __slots__ = ("_repository", "_batch", "_uow")
+
+    def __init__(self, repository: Any, batch: Batch) -> None:
+        self._repository = repository
+        self._batch = batch
+        self._uow: UnitOfWork | None = None
+
+    def __call__(self) -> UnitOfWork:
+        if self._uow is None:
+            self._uow = UnitOfWork(self._repository)
+            self._uow.prefetch(receipt for _, item in self._batch if not isinstance(item, CanonError)
+                               for receipt in (ids.receipt_id(item.command_id, scope_of(item)),
+                                               ids.receipt_id(item.command_id)))
+        return self._uow
+
+
 class CanonLedger(LedgerApplication):
     name = "CanonLedger"
     max_attempts = 12
@@ -134,7 +156,10 @@ class CanonLedger(LedgerApplication):
                 for index, item in batch]
 
     def _decide_batch(self, batch: Batch, uow: UnitOfWork, known: dict[int, CommandResult]) -> _Verdicts:
-        """One pass: each command decided into ``uow`` unless ``known`` answers it already."""
+        """One pass: each command decided into ``uow`` unless ``known`` answers it already. The
+        aggregates the commands name are loaded together first (``_named``)."""
+        uow.prefetch(self._named(batch, known))
+        receipts = _StoredReceipts(self.repository, batch)
         verdicts = _Verdicts()
         for index, item in batch:
             if isinstance(item, CanonError):
@@ -145,16 +170,32 @@ class CanonLedger(LedgerApplication):
                 verdicts.copies.add(index)
                 verdicts.results.append(self._copy_verdict(index, item, *twin))
                 continue
-            result = known[index] if index in known else self._verdict(index, item, uow)
+            result = known[index] if index in known else self._verdict(index, item, uow, receipts)
             verdicts.results.append(result)
             verdicts.first[(scope_of(item), item.command_id)] = (item, result)
         return verdicts
 
-    def _verdict(self, index: int, command: Command, uow: UnitOfWork) -> CommandResult:
+    @staticmethod
+    def _named(batch: Batch, known: dict[int, CommandResult]) -> list[UUID]:
+        """The aggregates named by the commands of ``batch`` that ``known`` does not answer
+        (``handlers.reads``), and for a command of no story the receipt its id had before ids
+        were scoped (``_unscoped_verdict`` reads it)."""
+        from canon_ledger.application.handlers import reads
+
+        named: list[UUID] = []
+        for index, item in batch:
+            if isinstance(item, CanonError) or index in known:
+                continue
+            named += reads(item)
+            if getattr(item, "story_id", None) is None:
+                named.append(ids.receipt_id(item.command_id))
+        return named
+
+    def _verdict(self, index: int, command: Command, uow: UnitOfWork, receipts: _StoredReceipts) -> CommandResult:
         """Decide ``command`` into ``uow``: applied (once saved), unchanged, or refused. The
-        receipt is only read when something goes wrong: on the happy path its unique
-        (id, version 1) row already makes a second save of the same command fail. (In a story
-        started before ids were scoped, a receipt from then is read first: its row is another.)"""
+        receipt is only read (``receipts``) when something goes wrong: on the happy path its
+        unique (id, version 1) row already makes a second save of the same command fail. (In a
+        story started before ids were scoped, a receipt from then is read first: its row is another.)"""
         if self._may_have_unscoped_receipt(command, uow):
             earlier = self._unscoped_verdict(index, command, uow)
             if earlier is not None:
@@ -163,12 +204,12 @@ class CanonLedger(LedgerApplication):
             changed = self._decide(command, uow)
         except CanonError as e:
             # A retry can be refused by its own earlier success ("chapter already planned").
-            earlier = self._receipt_verdict(index, command, UnitOfWork(self.repository))
+            earlier = self._receipt_verdict(index, command, receipts())
             return earlier or CommandResult(index, "rejected", command.command_id, command.type, error=e)
         if changed:
             return CommandResult(index, "applied", command.command_id, command.type)
         # A retry of a command applied before changes nothing now: it is a duplicate.
-        earlier = self._receipt_verdict(index, command, UnitOfWork(self.repository))
+        earlier = self._receipt_verdict(index, command, receipts())
         if earlier is not None:
             return earlier
         self._add_receipt(command, uow, [])  # its id now names this command, though it changed nothing
@@ -176,7 +217,7 @@ class CanonLedger(LedgerApplication):
 
     def _receipt_verdicts(self, batch: Batch) -> dict[int, CommandResult]:
         """index -> verdict, for each first copy of a command of ``batch`` that has a receipt."""
-        uow = UnitOfWork(self.repository)
+        uow = _StoredReceipts(self.repository, batch)()
         seen: set[tuple[str, str]] = set()
         found: dict[int, CommandResult] = {}
         for index, item in batch:

@@ -7,11 +7,14 @@ spans every command, so later commands see earlier ones' unsaved changes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Repository
 from eventsourcing.domain import Aggregate
+
+from canon_ledger.application.repository import ShortFirstRepository
 
 A = TypeVar("A", bound=Aggregate)
 
@@ -45,6 +48,16 @@ class UnitOfWork:
         if found is not None and not isinstance(found, cls):
             raise TypeError(f"{aggregate_id} is a {type(found).__name__}, not a {cls.__name__}")
         return found
+
+    def prefetch(self, aggregate_ids: Iterable[UUID]) -> None:
+        """Load those of ``aggregate_ids`` not seen yet, together (``ShortFirstRepository.get_many``),
+        as ``get`` would one at a time, an absent one remembered as absent: a later ``get`` of
+        any of them reads nothing. It touches none of them (``produced`` is unchanged)."""
+        if not isinstance(self._repository, ShortFirstRepository):
+            return
+        wanted = [i for i in aggregate_ids if i not in self._seen]
+        if wanted:
+            self._seen.update(self._repository.get_many(wanted))
 
     def add(self, aggregate: Aggregate) -> None:
         self._touched.setdefault(aggregate.id, 0)  # new: every pending event is this command's

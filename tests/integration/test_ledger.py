@@ -246,3 +246,51 @@ def test_a_long_aggregate_loads_next_time_with_one_query_and_sees_other_writers(
     assert ledger.repository.get(chapter).summary == "from another process"
 
 
+
+
+def _counting_reads(ledger: CanonLedger, monkeypatch) -> list:  # noqa: ANN001
+    """The library's one-aggregate reads of events and snapshots, as they happen."""
+    reads: list = []
+    for store in (ledger.events.recorder, ledger.snapshots.recorder):
+        real = store.select_events
+        monkeypatch.setattr(store, "select_events", lambda *a, _real=real, **k: reads.append((a, k)) or _real(*a, **k))
+    return reads
+
+
+def test_get_many_loads_each_aggregate_as_get_does(ledger: CanonLedger) -> None:
+    """Short, long (from its snapshot, remembered or not) and absent aggregates alike."""
+    from canon_ledger.application.ledger import SNAPSHOT_EVERY
+    from canon_ledger.domain import ids
+
+    _story(ledger)
+    ledger.apply([_cmd(type="plan_chapter", command_id="s1-ch2", story_id="s1", chapter=2, volume=1, goals=[])])
+    for chapter, count in ((1, SNAPSHOT_EVERY + 3), (2, SNAPSHOT_EVERY - 1)):
+        ledger.apply([_cmd(type="record_chapter_summary", story_id="s1", command_id=f"sum-{chapter}-{i}",
+                           chapter=chapter, text=f"s {i}") for i in range(count)], atomic=True)
+    wanted = [ids.story_id("s1"), ids.chapter_id("s1", 1), ids.chapter_id("s1", 2), ids.chapter_id("s1", 3)]
+    for _ in range(2):  # the second time, chapter 1's snapshot is remembered
+        many = ledger.repository.get_many([*wanted, wanted[0]])
+        assert list(many) == wanted and many[wanted[3]] is None
+        for aggregate_id in wanted[:3]:
+            assert vars(many[aggregate_id]) == vars(ledger.repository.get(aggregate_id))
+    assert many[wanted[1]].version == SNAPSHOT_EVERY + 4 and many[wanted[2]].version == SNAPSHOT_EVERY
+
+
+def test_an_atomic_batch_reads_the_aggregates_its_commands_name_together(ledger: CanonLedger, monkeypatch) -> None:
+    """Not one by one: those that do not exist yet included (a new chapter, proposal, entry)."""
+    _story(ledger)
+    reads = _counting_reads(ledger, monkeypatch)
+    batch = [
+        _cmd(type="plan_chapter", command_id="b1", story_id="s1", chapter=2, volume=1, goals=[]),
+        _cmd(type="propose_canon", command_id="b2", story_id="s1", proposal_id="p", kind="location", key="inn",
+             name="Inn", aliases=[], text="An inn.", fields={}, valid_from=1),
+        _cmd(type="confirm_canon", command_id="b3", story_id="s1", proposal_id="p"),
+        _cmd(type="add_scene_card", command_id="b4", story_id="s1", chapter=2, scene_id="a", summary="s",
+             characters=[], locations=["inn"], threads=[], callbacks=["inn"], items=[]),
+        _cmd(type="record_chapter_summary", command_id="b5", story_id="s1", chapter=1, text="one"),
+    ]
+    assert [r.status for r in ledger.apply(batch, atomic=True)] == ["applied"] * 5
+    assert reads == []
+    # Applied again, every command is a duplicate: their receipts are read together too.
+    assert [r.status for r in ledger.apply(batch, atomic=True)] == ["duplicate"] * 5
+    assert reads == []
