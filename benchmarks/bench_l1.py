@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """The writer packet with L1 retrieval against the same packet with L0 alone, at chapters 10,
 100 and 1,000 of the synthetic serial, with a floor measured in the same run; old and new code
-alternated when ``--old`` names a checkout of the old code.
+alternated when ``--old`` names a checkout of the old code (its ``canon_ledger`` put first on
+the worker's path; each run reports the package it imported).
 
     python benchmarks/bench_l1.py [--store sqlite|postgres|both] [--quick] [--samples N] [--warmup N]
                                   [--embedder minilm|hashing] [--old DIR] [--rounds N] [--pg-url URL]
@@ -52,6 +53,10 @@ from common import (  # noqa: E402
 
 GOAL = 2.0
 STORY = "synthetic-serial"
+# The old code's checkout (``--old``), ahead of the one ``common`` put first on the path: a
+# worker imports canon_ledger only inside its functions, after this line.
+if os.environ.get("BENCH_L1_CODE"):
+    sys.path.insert(0, os.environ["BENCH_L1_CODE"])
 
 
 def _services(url: str, embedder: str) -> Any:
@@ -216,7 +221,9 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
     try:
         packets = services.packets
         l1 = packets.retriever
-        out: dict[str, Any] = {"code": cfg["code"], "chapters": {}}
+        import canon_ledger
+
+    out: dict[str, Any] = {"code": cfg["code"], "chapters": {}, "package": os.path.dirname(canon_ledger.__file__)}
         for chapter in cfg["chapters"]:
             req = Request(STORY, "writer", chapter)
             for _ in range(cfg["warmup"]):
@@ -286,17 +293,12 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 for round_ in range(args.rounds):
                     order = codes if round_ % 2 == 0 else list(reversed(codes))
                     for name, path in order:
-                        before = os.environ.get("PYTHONPATH")
                         if path:
-                            os.environ["PYTHONPATH"] = path
+                            os.environ["BENCH_L1_CODE"] = path
                         try:
                             runs[name].append(run_worker({**cfg, "code": name}, "measure", __file__))
                         finally:
-                            if path:
-                                if before is None:
-                                    del os.environ["PYTHONPATH"]
-                                else:
-                                    os.environ["PYTHONPATH"] = before
+                            os.environ.pop("BENCH_L1_CODE", None)
                 r["runs"] = runs
                 results.append(r)
     finally:

@@ -293,24 +293,27 @@ def _ranked(collections: list[CollectionTerms], terms: list[str], idf: dict[str,
     for c in collections:
         if not c.ids:
             continue
-        score = np.zeros(len(c.ids), dtype=np.float64)
-        hit = np.zeros(len(c.ids), dtype=bool)
-        dl = c.length + extra
-        for t in (sorted(terms) if postgres else terms):
-            weight = idf.get(t)
-            found = c.postings.get(t)
-            if weight is None or found is None:
-                continue
-            rows, tf = found
-            norm = K1 * ((1 - B) + (B * dl[rows]) / avgdl)
-            if postgres:  # w * ln(...) * tf * (k1 + 1) / (tf + k1 * (...)), left to right
-                score[rows] += ((weight * tf) * (K1 + 1.0)) / (tf + norm)
-            else:  # idf * ((f * (k1 + 1)) / (f + k1 * (...))), as FTS5's bm25
-                score[rows] += weight * ((tf * (K1 + 1.0)) / (tf + norm))
-            hit[rows] = True
+        found = [(idf[t], c.postings[t]) for t in (sorted(terms) if postgres else terms)
+                 if t in idf and t in c.postings]
+        if not found:
+            continue
+        # Every (doc, term) pair in term order: ``bincount`` adds each doc's contributions in
+        # that order, as the statement's sum does, term by term.
+        rows = np.concatenate([p[0] for _, p in found])
+        tf = np.concatenate([p[1] for _, p in found])
+        weight = np.repeat([w for w, _ in found], [len(p[0]) for _, p in found])
         mask = c.kept(below)
         if mask is not None:
-            hit &= mask
+            keep = mask[rows]
+            rows, tf, weight = rows[keep], tf[keep], weight[keep]
+        norm = K1 * ((1 - B) + (B * (c.length[rows] + extra)) / avgdl)
+        if postgres:  # w * ln(...) * tf * (k1 + 1) / (tf + k1 * (...)), left to right
+            part = ((weight * tf) * (K1 + 1.0)) / (tf + norm)
+        else:  # idf * ((f * (k1 + 1)) / (f + k1 * (...))), as FTS5's bm25
+            part = weight * ((tf * (K1 + 1.0)) / (tf + norm))
+        score = np.bincount(rows, weights=part, minlength=len(c.ids))
+        hit = np.zeros(len(c.ids), dtype=bool)
+        hit[rows] = True
         rows_hit = np.flatnonzero(hit)
         ids += [c.ids[i] for i in rows_hit]
         scores.append(score[rows_hit])
