@@ -136,6 +136,8 @@ class Services:
     text_counts: TextCounts = field(default_factory=TextCounts)
     # A CLI verb's eye on the catch-ups its reads make themselves (``indexing.CatchUpWatch``).
     watch: Any = None
+    # Query vectors kept in the store (``infrastructure.query_vectors``): read before an embed.
+    query_vectors: Any = None
     _views: StoryViews | None = None
 
     @property
@@ -208,7 +210,7 @@ class Services:
             raise ValueError(f"unknown provider {provider!r} (offline or gemini)")
         pipeline = HybridSearch(self.embedder, StepBack(self.stepback_cache, self.quota, provider, generaliser),
                                 quota=self.quota, provider="gemini",  # the metered embedder's provider
-                                embedder_note=self.embedder_note)
+                                embedder_note=self.embedder_note, query_store=self.query_vectors)
 
         catch_up, vectors, lag = self._index_reads()
         return SearchService(self.ledger.position, catch_up, vectors, self.retrieval_reader, pipeline, lag=lag)
@@ -374,6 +376,7 @@ def bootstrap(url: str | None = None, *, page_size: int | None = None, quota_pol
               embedder: str | QueryEmbedder | None = None, fed: bool = False) -> Services:
     """``embedder``: a name for ``choose_embedder`` or an embedder object (default: $CANON_EMBEDDER, else auto).
     ``fed``: a worker keeps the knowledge, keyword and vector models current (``Services.fed``)."""
+    from canon_ledger.infrastructure.query_vectors import SqlQueryVectors
     from canon_ledger.infrastructure.stepback_cache import SqlStepBackCache
 
     config = store_config(resolve_url(url))
@@ -419,12 +422,14 @@ def bootstrap(url: str | None = None, *, page_size: int | None = None, quota_pol
 
     retrieval_reader = SqlRetrievalReader(read, retrieval_builds, None if embedder is None else embedder.name)
 
+    query_vectors = SqlQueryVectors(write, read)
     services = Services(config, ledger, canon, authoring_models, packets, auditor, knowledge, knowledge_reader, quota,
-                        retrieval, vectors, embedder, embedder_note, retrieval_reader, stepback_cache, fed)
+                        retrieval, vectors, embedder, embedder_note, retrieval_reader, stepback_cache, fed,
+                        query_vectors=query_vectors)
     # Packets take L1 from the offline pipeline (no step-back): the same read models give the same bytes.
     catch_up_index, catch_up_vectors_now, lag = services._index_reads()
     packets.retriever = StoryRetriever(ledger.position, catch_up_index, catch_up_vectors_now, retrieval_reader,
                                        HybridSearch(embedder, None, quota=quota, provider="gemini",
-                                                    embedder_note=embedder_note),
+                                                    embedder_note=embedder_note, query_store=query_vectors),
                                        knowledge_reader, lag=lag)
     return services

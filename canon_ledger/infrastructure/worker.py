@@ -81,6 +81,12 @@ class ProjectionWorker:
         self.faults = 0  # store faults met so far (the loop retried each)
         self.last_error: str | None = None
         self.split = SplitWork(self, split_after) if split else None
+        # Following the log with canon and the vectors: the L1 queries of newly planned chapters
+        # embedded before anyone asks (``query_vectors.QueryPrefetch``).
+        from canon_ledger.infrastructure.query_vectors import QueryPrefetch
+
+        queries = QueryPrefetch(services)
+        self.queries = queries if "canon" in self.names and "vectors" in self.names and queries.usable else None
 
     # -- one pass ----------------------------------------------------------------------------
     def step(self) -> int:
@@ -170,6 +176,7 @@ class ProjectionWorker:
         while not self._stop.is_set():
             try:
                 end = self.step()
+                self._prefetch()
                 pause = 0.5
             except Exception as e:  # noqa: BLE001 - a store fault or a failing model: retried
                 self.faults += 1
@@ -185,6 +192,16 @@ class ProjectionWorker:
                 self._stop.wait(IDLE_WAIT)
             elif self.caught_up():
                 self.wakeup.wait_beyond(end, IDLE_WAIT)
+
+    def _prefetch(self) -> None:
+        """Embed the queries of the chapters planned since the last pass; a failure is logged
+        and costs only the first request of those chapters an embed."""
+        if self.queries is None or self._stop.is_set():
+            return
+        try:
+            self.queries.run()
+        except Exception as e:  # noqa: BLE001 - never stops the worker: a request embeds for itself
+            log.warning("projection worker: queries not embedded ahead (%s: %s)", type(e).__name__, e)
 
     def start(self) -> ProjectionWorker:
         """Run in a daemon thread of this process (``canon serve``)."""

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from typing import NamedTuple, TypeVar
 
 from canon_ledger.application.ledger import CanonLedger
-from canon_ledger.application.packets.compiler import compile_packet
+from canon_ledger.application.packets.compiler import compile_packet, l1_query
 from canon_ledger.application.packets.packet import Packet
 from canon_ledger.application.packets.ports import (CanonReader, CanonSnapshot, DraftView, Drafts, Freshness,
                                                     Retriever)
-from canon_ledger.application.packets.recipes import Request
+from canon_ledger.application.packets.recipes import Reading, Request
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.domain.packet_log import PacketRecord, dropped_summary, kept_items
 from canon_ledger.domain.tokens import TokenCounter
@@ -38,6 +38,19 @@ class PacketService:
         self.tokens = tokens
         self._end_seen = 0  # the largest log end this service has read
         self._recorded: dict[str, None] = {}  # ids this process has recorded: skip the doomed insert
+
+    def l1_queries(self, story_id: str, chapter: int) -> list[str]:
+        """What L1 would search with for ``chapter``'s packets as canon stands: the whole
+        chapter's query and each scene card's (``compiler.l1_query``), once each, blank ones
+        left out; none for an unknown story or chapter. A worker embeds them ahead of a request."""
+        with self.reader.snapshot(story_id) as snap:
+            story = snap.story(story_id)
+            if story is None or snap.chapter(story_id, chapter) is None:
+                return []
+            whole = Reading(snap, Request(story_id, "writer", chapter), story, self.tokens)
+            requests = [Request(story_id, "writer", chapter, scene=s.scene_id) for s in whole.cards(False)]
+            queries = [l1_query(Reading(snap, r, story, self.tokens), []) for r in [whole.req, *requests]]
+        return [q for q in dict.fromkeys(queries) if q.strip()]
 
     def packet(self, request: Request, *, after: int | None = None, record: bool = True) -> Packet:
         """Compile once the read models reflect ``after`` (default: everything applied so far).

@@ -134,6 +134,9 @@ class HybridSearch:
     # Rocchio) and fuses again (``_hybrid_feedback``); OFF never. What each is worth:
     # docs/benchmarks.md (issue 6, and issue 21's cross-validation).
     feedback: str = FEEDBACK
+    # Query vectors kept beyond this process (``get(model, text)`` / ``put(model, text, vector)``,
+    # e.g. ``infrastructure.query_vectors``): read before embedding, written after. None: none.
+    query_store: Any = None
     # Query vectors by (model, text), most recent last: a packet asked again, or a search
     # repeated, embeds nothing and spends no quota.
     _vectors: OrderedDict[tuple[str, str], list[float]] = field(default_factory=OrderedDict, repr=False, init=False)
@@ -244,6 +247,10 @@ class HybridSearch:
         if cached is not None:  # a pure function of (model, text): the same stage, no call, no quota
             self._vectors.move_to_end((name, text))
             return done(cached)
+        stored = self._stored(name, text)
+        if stored is not None:  # the same vector, embedded by a worker or another process
+            self._remember(name, text, stored)
+            return done(stored)
         call_id = None
         if self.embedder.uses_quota:
             if self.quota is None:
@@ -266,10 +273,28 @@ class HybridSearch:
                                                  f"{str(e)[:160]}); keyword search only")
         if call_id is not None:
             self.quota.settle(self.provider, call_id, "ok")
-        self._vectors[(name, text)] = list(vector)
+        self._remember(name, text, list(vector))
+        if self.query_store is not None:
+            try:
+                self.query_store.put(name, text, list(vector))
+            except Exception:  # noqa: BLE001, S110 - a cache that cannot be written costs the next process an embed
+                pass
+        return done(vector)
+
+    def _remember(self, name: str, text: str, vector: list[float]) -> None:
+        self._vectors[(name, text)] = vector
         if len(self._vectors) > QUERY_VECTORS:
             self._vectors.popitem(last=False)
-        return done(vector)
+
+    def _stored(self, name: str, text: str) -> list[float] | None:
+        """The vector ``query_store`` holds for (model, text), or None (none, or not readable)."""
+        if self.query_store is None:
+            return None
+        try:
+            found: list[float] | None = self.query_store.get(name, text)
+            return found
+        except Exception:  # noqa: BLE001 - an unreadable cache: embed as if it were empty
+            return None
 
 
 def _feedback_off(mode: str, query_vector: list[float] | None) -> str | None:
