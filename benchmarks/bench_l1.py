@@ -223,7 +223,7 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
         l1 = packets.retriever
         import canon_ledger
 
-    out: dict[str, Any] = {"code": cfg["code"], "chapters": {}, "package": os.path.dirname(canon_ledger.__file__)}
+        out: dict[str, Any] = {"code": cfg["code"], "chapters": {}, "package": os.path.dirname(canon_ledger.__file__)}
         for chapter in cfg["chapters"]:
             req = Request(STORY, "writer", chapter)
             for _ in range(cfg["warmup"]):
