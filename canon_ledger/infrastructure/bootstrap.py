@@ -420,9 +420,10 @@ def bootstrap(url: str | None = None, *, page_size: int | None = None, quota_pol
         return Builds(retrieval.tables(keyword), None if vectors is None or vector is None else vectors.tables(vector),
                       knowledge.tables(text))
 
-    retrieval_reader = SqlRetrievalReader(read, retrieval_builds, None if embedder is None else embedder.name)
-
     query_vectors = SqlQueryVectors(write, read)
+    retrieval_reader = SqlRetrievalReader(read, retrieval_builds, None if embedder is None else embedder.name,
+                                          query_vectors=query_vectors)
+
     services = Services(config, ledger, canon, authoring_models, packets, auditor, knowledge, knowledge_reader, quota,
                         retrieval, vectors, embedder, embedder_note, retrieval_reader, stepback_cache, fed,
                         query_vectors=query_vectors)

@@ -92,6 +92,10 @@ class EarlierChapters(RetrievalSnapshot):
     def overview(self, collection_id: str) -> Doc | None:
         return None  # the table of contents names later chapters too
 
+    def stored_vector(self, model: str, query: str) -> list[float] | None:
+        found: list[float] | None = getattr(self.inner, "stored_vector", lambda *_: None)(model, query)
+        return found
+
 
 class StoryRetriever(Retriever):
     """The packet compiler's Retriever port, over the live knowledge and retrieval read models."""

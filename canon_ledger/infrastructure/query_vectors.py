@@ -21,8 +21,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Column, Integer, LargeBinary, MetaData, String, Table, inspect, select, text
-from sqlalchemy.engine import Engine
+from sqlalchemy import Column, Integer, LargeBinary, MetaData, String, Table, bindparam, inspect, select, text
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from canon_ledger.infrastructure.read_store import upsert
@@ -37,6 +37,10 @@ query_vectors = Table(
     Column("dims", Integer, nullable=False),
     Column("vector", LargeBinary, nullable=False),  # float64, little-endian
 )
+
+
+_GET = select(query_vectors.c.dims, query_vectors.c.vector).where(
+    query_vectors.c.model == bindparam("model"), query_vectors.c.digest == bindparam("digest"))
 
 
 def digest(query: str) -> str:
@@ -63,13 +67,16 @@ class SqlQueryVectors:
                 raise
         self._ready = True
 
-    def get(self, model: str, query: str) -> list[float] | None:
-        if not self._ready and not inspect(self.read_engine).has_table(TABLE):
+    def get(self, model: str, query: str, conn: Connection | None = None) -> list[float] | None:
+        """The stored vector, or None; read in ``conn`` when given (a snapshot's own: no
+        connection more for a request that already holds two)."""
+        if conn is None:
+            with self.read_engine.connect() as own:
+                return self.get(model, query, own)
+        if not self._ready and not inspect(conn).has_table(TABLE):
             return None
         self._ready = True
-        with self.read_engine.connect() as conn:
-            row = conn.execute(select(query_vectors.c.dims, query_vectors.c.vector).where(
-                query_vectors.c.model == model, query_vectors.c.digest == digest(query))).first()
+        row = conn.execute(_GET, {"model": model, "digest": digest(query)}).first()
         return None if row is None else list(struct.unpack(f"<{row[0]}d", row[1]))
 
     def missing(self, model: str, queries: Sequence[str]) -> list[str]:

@@ -86,10 +86,12 @@ class _Matrix:
 
 class SqlRetrievalReader:
     def __init__(self, engine: Engine, builds: Callable[[Connection], Builds], vector_model: str | None,
-                 keyword_memory: bool = True) -> None:
+                 keyword_memory: bool = True, query_vectors: Any = None) -> None:
         """``keyword_memory``: answer keyword queries from indexes kept in memory
-        (``keyword_memory.KeywordMemory``, the same hits as the SQL); False: in SQL."""
+        (``keyword_memory.KeywordMemory``, the same hits as the SQL); False: in SQL.
+        ``query_vectors``: stored query vectors (``get(model, text, conn)``), read in a snapshot."""
         self.engine = engine
+        self.query_vectors = query_vectors
         self._builds = builds
         self.vector_model = vector_model
         self.keywords = KeywordMemory() if keyword_memory else None
@@ -261,6 +263,12 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
                                     "terms": terms, "weights": [weights[w] for w in terms], "limit": limit,
                                     "below": below})
         return [Hit(r.doc_id, float(r.score)) for r in rows]
+
+    def stored_vector(self, model: str, query: str) -> list[float] | None:
+        """The query's vector of ``model`` kept in the store, or None (read in this snapshot)."""
+        store = self.reader.query_vectors
+        found: list[float] | None = None if store is None else store.get(model, query, self.c)
+        return found
 
     # -- vectors --------------------------------------------------------------------------------------
     def vector(self, query_vector: Sequence[float], collection_ids: Sequence[str], limit: int,

@@ -247,7 +247,7 @@ class HybridSearch:
         if cached is not None:  # a pure function of (model, text): the same stage, no call, no quota
             self._vectors.move_to_end((name, text))
             return done(cached)
-        stored = self._stored(name, text)
+        stored = self._stored(snapshot, name, text)
         if stored is not None:  # the same vector, embedded by a worker or another process
             self._remember(name, text, stored)
             return done(stored)
@@ -286,12 +286,14 @@ class HybridSearch:
         if len(self._vectors) > QUERY_VECTORS:
             self._vectors.popitem(last=False)
 
-    def _stored(self, name: str, text: str) -> list[float] | None:
-        """The vector ``query_store`` holds for (model, text), or None (none, or not readable)."""
-        if self.query_store is None:
+    def _stored(self, snapshot: RetrievalSnapshot, name: str, text: str) -> list[float] | None:
+        """The vector kept for (model, text): read in the snapshot when it can
+        (``stored_vector``), else from ``query_store``; None when none is kept or readable."""
+        read = getattr(snapshot, "stored_vector", None)
+        if read is None and self.query_store is None:
             return None
         try:
-            found: list[float] | None = self.query_store.get(name, text)
+            found: list[float] | None = read(name, text) if read is not None else self.query_store.get(name, text)
             return found
         except Exception:  # noqa: BLE001 - an unreadable cache: embed as if it were empty
             return None
