@@ -147,6 +147,10 @@ class Keys:
         """The principal of a live key with this token, else None."""
         return self._check_hash(token_hash(token))
 
+    def remembered(self, token: str) -> tuple[Principal | None] | None:
+        """``(check(token),)`` when the answer is remembered (no read of the log), else None."""
+        return self._checked.get(token_hash(token))
+
     def _check_hash(self, digest: str) -> Principal | None:
         hit = self._checked.get(digest)
         if hit is not None:
@@ -188,6 +192,17 @@ class Keys:
         if found is None or self.clock() >= found[1]:
             return None
         return self._check_hash(found[0])
+
+    def remembered_session(self, session_id: str) -> tuple[Principal | None] | None:
+        """``(session_principal(session_id),)`` when both the session and its key's check are
+        remembered (no read of the log), else None."""
+        hit = self._sessions.get(session_hash(session_id))
+        if hit is None:
+            return None
+        found = hit[0]
+        if found is None or self.clock() >= found[1]:
+            return (None,)
+        return self._checked.get(found[0])
 
     def end_session(self, session_id: str) -> bool:
         """True if ended now; False if it was already ended, or never was (a second logout)."""

@@ -251,3 +251,36 @@ def test_sessions_are_shared_by_replicas_and_end_by_logout_revocation_or_expiry(
     finally:
         one.close()
         two.close()
+
+
+def test_what_is_remembered_answers_as_a_read_would(store_url: str) -> None:
+    """``remembered`` and ``remembered_session`` (the server's event loop asks them before it
+    reads in a thread): None until a check was read, then that answer; a revocation or a logout
+    forgets it at once in the process that made it; an expired session is refused from memory."""
+    ledger = open_ledger(store_url)
+    clock = Clock()
+    try:
+        keys = Keys(ledger, clock)
+        token, _ = keys.create("author", [], "reader")
+        assert keys.remembered(token) is None and keys.remembered("cl_unknown") is None
+        principal = keys.check(token)
+        assert principal is not None and keys.remembered(token) == (principal,)
+        assert keys.check("cl_unknown") is None and keys.remembered("cl_unknown") == (None,)
+
+        opened = keys.open_session(token, 60)
+        assert opened is not None
+        session_id = opened[0]
+        assert keys.remembered_session(session_id) is None  # the session itself not read yet
+        assert keys.session_principal(session_id) == principal
+        assert keys.remembered_session(session_id) == (principal,)
+        clock.now += timedelta(seconds=61)
+        assert keys.remembered_session(session_id) == (None,) and keys.session_principal(session_id) is None
+        clock.now -= timedelta(seconds=61)
+
+        assert keys.end_session(session_id) is True
+        assert keys.remembered_session(session_id) is None and keys.session_principal(session_id) is None
+        keys.revoke("reader")
+        assert keys.remembered(token) is None and keys.check(token) is None
+        assert keys.remembered(token) == (None,)
+    finally:
+        ledger.close()

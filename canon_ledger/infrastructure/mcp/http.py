@@ -1,11 +1,11 @@
 """``/mcp`` in ``canon serve``: the MCP server over streamable HTTP, behind the API's keys.
 
-The door authenticates every request exactly as the API's routes do (``auth.caller``, in a
-worker thread: 401 problem+json without a valid bearer key) before the SDK sees a byte, reads
-the body only then (bounded: 413 problem+json past ``MAX_BODY``), and hands the caller to
-the tools in the request's ASGI state; each tool then checks its own scope and the key's
-stories. Stateless transport with JSON responses: no session lives in the process, so any
-``canon serve`` replica answers any request (docs/scaling.md).
+The door authenticates every request exactly as the API's routes do (``auth.caller``: 401
+problem+json without a valid bearer key) before the SDK sees a byte, reads the body only then
+(bounded: 413 problem+json past ``MAX_BODY``), and hands the caller to the tools in the
+request's ASGI state; each tool then checks its own scope and the key's stories. Stateless
+transport with JSON responses: no session lives in the process, so any ``canon serve``
+replica answers any request (docs/scaling.md).
 
 A client without a key learns how to get one from the 401 itself: its ``WWW-Authenticate``
 names this server's OAuth protected-resource metadata (RFC 9728, ``METADATA_PATHS``), which
@@ -25,7 +25,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -71,8 +70,7 @@ class McpDoor:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         try:
-            # The key check reads the store: in a worker thread, never on the event loop.
-            principal = await run_in_threadpool(caller, request)
+            principal = await caller(request)  # a check not remembered reads the store in a worker thread
             body = await bounded_body(request) if scope["method"] == "POST" else b""
         except Problem as e:
             headers = {"WWW-Authenticate": challenge(request, e.code)} if e.status == 401 else None

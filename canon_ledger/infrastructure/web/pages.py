@@ -51,8 +51,26 @@ from canon_ledger.infrastructure.web.session import check_csrf, page_csrf, viewe
 
 router = APIRouter(include_in_schema=False)
 HERE = Path(__file__).parent
-templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
-                        trim_blocks=True, lstrip_blocks=True)
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+
+
+class _Templates(Environment):
+    """Jinja, with ``x.name`` of a dict (the pages render JSON) read as its key first: Jinja
+    tries the attribute first, which a dict has only for its methods, raising and catching an
+    AttributeError per lookup (thousands a packet page). The same answer as Jinja's: a dict
+    method's name still finds the method."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass
+        return super().getattr(obj, attribute)
+
+
+templates = _Templates(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
+                       trim_blocks=True, lstrip_blocks=True)
 HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
            "Referrer-Policy": "same-origin",
            "Content-Security-Policy": "default-src 'self'; script-src 'none'; object-src 'none'; "
@@ -144,14 +162,15 @@ def _packet_form(request: Request, principal: Principal, story: str) -> tuple[di
 
 def _packet(request: Request, form: dict[str, Any], story: str, at: int | None,
             principal: Principal | None = None) -> tuple[dict[str, Any], bool]:
-    """The packet's JSON, as ``GET /v1/stories/{story}/packet`` answers it, and whether it is
-    recorded: with ``principal``, recorded as the API records that key's packets (a key below
-    author scope within its recording budget), else not."""
+    """The packet's JSON, as ``GET /v1/stories/{story}/packet`` answers it (``as_dict``: what
+    that JSON serialises, not parsed back), and whether it is recorded: with ``principal``,
+    recorded as the API records that key's packets (a key below author scope within its
+    recording budget), else not."""
     context = ctx(request)
     wanted = PacketRequest(story, form["role"], form["chapter"], form["scene"], form["budget"])
     packet, recorded = context.reading(context.services.issue, wanted, at=at, record=principal is not None,
                                        may_record=None if principal is None else context.records.gate(principal))
-    return json.loads(packet.to_json()), recorded
+    return packet.as_dict(), recorded
 
 
 def _summary(data: dict[str, Any]) -> str:

@@ -25,6 +25,7 @@ import secrets
 from urllib.parse import quote, urlsplit
 
 from fastapi import Request
+from starlette.concurrency import run_in_threadpool
 
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.infrastructure.http.auth import OPEN
@@ -98,16 +99,18 @@ def cookie_session(request: Request) -> str | None:
     return session_id if session_id and len(session_id) <= MAX_SESSION else None
 
 
-def viewer(request: Request) -> Principal:
+async def viewer(request: Request) -> Principal:
     """The key behind the page's session (``canon serve --open``, no cookie: the open
-    principal), else ``LoginRequired``."""
+    principal), else ``LoginRequired``. On the event loop when the session and its key's check
+    are remembered (``Keys.remembered_session``), else read in a worker thread."""
     ctx = request.app.state.ctx
     session_id = cookie_session(request)
     if session_id is None:
         if ctx.open_access:
             return OPEN
         raise LoginRequired(login_url(request))
-    principal = ctx.keys.session_principal(session_id)
+    known = ctx.keys.remembered_session(session_id)
+    principal = known[0] if known is not None else await run_in_threadpool(ctx.keys.session_principal, session_id)
     if principal is None:
         raise LoginRequired(login_url(request))
     return principal

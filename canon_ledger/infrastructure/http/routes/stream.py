@@ -30,7 +30,7 @@ from starlette.responses import Response, StreamingResponse
 
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.bounds import MAX_POSITION, MAX_STORY_ID
-from canon_ledger.infrastructure.http.auth import caller, needs, visible
+from canon_ledger.infrastructure.http.auth import key_principal, needs, visible
 from canon_ledger.infrastructure.http.problems import Problem
 from canon_ledger.infrastructure.http.routes.commands import log_item
 from canon_ledger.infrastructure.http.routes.common import ctx
@@ -92,7 +92,7 @@ async def _messages(request: Request, principal: Principal, story: str | None, s
 
     def key_still_works() -> bool:
         try:
-            caller(request)  # the key check the request passed, again (a cached answer for CHECK_TTL)
+            key_principal(request)  # the key check the request passed, again (a cached answer for CHECK_TTL)
         except Problem:
             return False
         return True
