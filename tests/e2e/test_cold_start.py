@@ -1,7 +1,8 @@
 """A verb that needs no embedder never imports onnxruntime (nor loads a model), and a verb
 that reads only the log (apply, events) imports no SQL toolkit or numpy either: its process
 starts in the time of its own work. The writer packet, which embeds its L1 query, shows that
-the check sees an import when there is one.
+the check sees an import when there is one (and, asked again, that a query vector kept in the
+store needs no model).
 
 Issue 39: a verb that reads no command never imports the command models (pydantic); a verb
 that counts no tokens never loads the tokenizer's encoding (tiktoken); a verb that reads no
@@ -74,7 +75,11 @@ def test_a_verb_without_retrieval_imports_no_model_runtime(demo: tuple[str, str,
 
 def test_the_writer_packet_loads_the_model_it_embeds_with(demo: tuple[str, str, Path]) -> None:
     url, _, _ = demo
-    loaded = _loaded("--db", url, "--format", "json", "packet", "--story", "lamplight", "--role", "writer",
-                     "--chapter", "5", "--no-record")
+    asked = ("--db", url, "--format", "json", "packet", "--story", "lamplight", "--role", "writer",
+             "--chapter", "4", "--no-record")
+    loaded = _loaded(*asked)  # a query no process has embedded yet
     assert "onnxruntime" in loaded
     assert "tiktoken" in loaded and "numpy" in loaded  # it counts its items and scores vectors
+    # Asked again by another process: the query's vector is read from the store, no model loads.
+    again = _loaded(*asked)
+    assert "onnxruntime" not in again and "numpy" in again
