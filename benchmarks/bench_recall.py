@@ -3,7 +3,7 @@
 10,000 entries carrying aliases (issue 23).
 
     python benchmarks/bench_recall.py [--store sqlite|postgres|both] [--quick] [--samples N]
-                                      [--format markdown|json] [--save-json PATH]
+                                      [--expect-hashes PATH] [--format markdown|json] [--save-json PATH]
 
 Not part of the pytest run. The story is ``benchmarks/gen_story.py``'s (seeded: 1,000 chapters,
 10,000 confirmed entries) with two changes, so that recall has work to do: every entry carries
@@ -14,13 +14,17 @@ scratch PostgreSQL database, dropped after) the story is loaded through the comm
 (atomic batches of 100), the canon read model caught up, and then, in this one process:
 
 1. per chapter (10, 100, 1,000), after a warm-up, N samples **alternated** of the same writer
-   request compiled from one snapshot by compiler 4 (today's reads: no mention recall, no
-   always-on read) and compiler 5 (the current one, with both): ``compile_packet(snap, request,
-   tokens, retriever, compiler=v)`` inside ``reader.snapshot(story)``, ``record=False``-like
-   (nothing recorded). Ratio: p50(5) / p50(4), goal <= 1.1 at chapter 1,000;
+   request compiled from one snapshot by compiler 4 (no mention recall, no always-on read),
+   compiler 5 (compiler 4 with both) and the current compiler (5's recall, and what came later:
+   the previous chapter's ending, L1 filling the room L0 left, the lore cap):
+   ``compile_packet(snap, request, tokens, retriever, compiler=v)`` inside
+   ``reader.snapshot(story)``, ``record=False``-like (nothing recorded). Ratios: p50(5) / p50(4)
+   and p50(current) / p50(4), goal <= 1.1 at chapter 1,000. Every sample's packet hash must be
+   the first one's (a kept search or read changes no byte), and, with ``--expect-hashes``, the
+   hashes of a saved run (the code before a change: the same bytes);
 2. the **matcher build**: the reader's cache of the story's automaton cleared before each of N/4
    compiler-5 packets at chapter 1,000 (as after a canon change): p50 of that packet, and of
-   ``LoreIndex`` built alone from the rows;
+   ``LoreIndex`` built alone from the rows (that packet's hash must be the warm one's);
 3. **command-to-packet** after a canon change (a new confirmed entry: the matcher is built
    again) and after a chapter summary (canon unchanged: the matcher is reused), alternated,
    through ``packets.packet(request, after=position, record=False)``.
@@ -32,6 +36,7 @@ is visible next to its cost.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import sys
@@ -46,12 +51,13 @@ import gen_story  # noqa: E402
 from common import (add_common_options, emit, header, load_story, loadavg, log, machine_info,  # noqa: E402
                     percentiles, stores_for)
 
-from canon_ledger.application.packets.compiler import compile_packet  # noqa: E402
+from canon_ledger.application.packets.compiler import COMPILER, compile_packet  # noqa: E402
 from canon_ledger.application.packets.recipes import Request  # noqa: E402
 from canon_ledger.domain.commands import parse_command  # noqa: E402
 from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402
 
-GOAL = 1.1  # p50(compiler 5) / p50(compiler 4) at chapter 1,000
+GOAL = 1.1  # p50(compiler 5) / p50(compiler 4), and p50(current) / p50(compiler 4), at chapter 1,000
+VERSIONS = (4, 5, COMPILER)  # without mention recall, with it, the current compiler
 
 
 def with_mentions(dicts: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
@@ -109,30 +115,38 @@ def measure(url: str, kind: str, story: str, chapters: list[int], samples: int, 
             request = Request(story, "writer", chapter)
             row: dict[str, Any] = {}
             for mode, retriever in (("default", services.packets.retriever), ("l0", None)):
+                hashes = {v: _compile(services, request, v, retriever).hash for v in VERSIONS}
                 for _ in range(warmup):
-                    _compile(services, request, 4, retriever), _compile(services, request, 5, retriever)
-                times: dict[int, list[float]] = {4: [], 5: []}
-                for i in range(samples):
-                    for version in ((4, 5) if i % 2 == 0 else (5, 4)):
-                        t = time.perf_counter()
+                    for version in VERSIONS:
                         _compile(services, request, version, retriever)
+                times: dict[int, list[float]] = {v: [] for v in VERSIONS}
+                for i in range(samples):
+                    for version in VERSIONS[i % 3:] + VERSIONS[:i % 3]:
+                        t = time.perf_counter()
+                        packet = _compile(services, request, version, retriever)
                         times[version].append(time.perf_counter() - t)
-                p4, p5 = percentiles(times[4]), percentiles(times[5])
-                row[mode] = {"v4": p4, "v5": p5, "ratio_p50": p5["p50"] / p4["p50"],
+                        assert packet.hash == hashes[version], f"{kind} ch {chapter} {mode} v{version}: bytes moved"
+                p4, p5, pc = (percentiles(times[v]) for v in VERSIONS)
+                row[mode] = {"v4": p4, "v5": p5, "current": pc, "compiler": COMPILER,
+                             "ratio_p50": p5["p50"] / p4["p50"], "ratio_current_p50": pc["p50"] / p4["p50"],
+                             "hashes": {str(v): h for v, h in hashes.items()},
                              "items_v4": _reasons(_compile(services, request, 4, retriever)),
                              "items_v5": _reasons(_compile(services, request, 5, retriever))}
                 log(f"{kind} ch {chapter} {mode}: p50 v4 {p4['p50']:.2f} ms, v5 {p5['p50']:.2f} ms, "
-                    f"ratio {row[mode]['ratio_p50']:.3f}")
+                    f"v{COMPILER} {pc['p50']:.2f} ms; ratios {row[mode]['ratio_p50']:.3f}, "
+                    f"{row[mode]['ratio_current_p50']:.3f}")
             out["chapters"][chapter] = row
 
         last = Request(story, "writer", chapters[-1])
         reader = services.packets.reader
         cold, build = [], []
+        warm = out["chapters"][chapters[-1]]["default"]["hashes"]["5"]
         for _ in range(max(4, samples // 4)):
             reader._lore.clear()  # as after a canon change: the next packet builds the matcher
             t = time.perf_counter()
-            _compile(services, last, 5)
+            packet = _compile(services, last, 5)
             cold.append(time.perf_counter() - t)
+            assert packet.hash == warm, f"{kind}: the packet with a fresh matcher is not the warm one"
             with reader.snapshot(story) as snap:
                 rows = snap._rows("lore", story=story)
                 t = time.perf_counter()
@@ -197,21 +211,48 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
             store.close()
     info["loadavg_end"] = loadavg()
     info["wall_seconds"] = round(time.perf_counter() - started, 1)
-    return {"machine": info, "story": story, "chapters": chapters, "samples": args.samples, "goal": GOAL,
-            "results": results, "skipped": skipped}
+    report = {"machine": info, "story": story, "chapters": chapters, "samples": args.samples, "goal": GOAL,
+              "results": results, "skipped": skipped}
+    if args.expect_hashes:
+        report["same_hashes_as"] = same_hashes(report, args.expect_hashes)
+    return report
+
+
+def packet_hashes(report: dict[str, Any]) -> dict[str, str]:
+    """Every packet hash of a report, by "store/chapter/packet/compiler"."""
+    return {f"{r['store']}/{chapter}/{mode}/{v}": h for r in report["results"]
+            for chapter, rows in r["chapters"].items() for mode, row in rows.items()
+            for v, h in row.get("hashes", {}).items()}
+
+
+def same_hashes(report: dict[str, Any], path: str) -> str:
+    """Refuses a run whose packets are not the bytes of the saved run at ``path`` (its JSON
+    report), compared where both compiled the packet; says how many were compared."""
+    with open(path, encoding="utf-8") as f:
+        expected = packet_hashes(json.load(f))
+    got = packet_hashes(report)
+    both = sorted(set(expected) & set(got))
+    moved = [k for k in both if expected[k] != got[k]]
+    assert both and not moved, f"packet bytes differ from {path}: {moved or 'no packet in common'}"
+    log(f"the same packet bytes as {path}: {len(both)} packets")
+    return f"{path}: {len(both)} packets, the same bytes"
 
 
 def markdown(report: dict[str, Any], argv: list[str]) -> str:
     out = [*header("bench_recall.py", argv, report["machine"]),
-           f"- {report['samples']} samples per compiler, alternated", "",
-           "| store | chapter | packet | p50 v4 (ms) | p50 v5 (ms) | v5 / v4 | p95 v4 | p95 v5 |",
-           "|---|---:|---|---:|---:|---:|---:|---:|"]
+           f"- {report['samples']} samples per compiler, alternated; current compiler: {COMPILER}",
+           *([f"- packet hashes checked against {report['same_hashes_as']}"] if "same_hashes_as" in report else []),
+           "", "| store | chapter | packet | p50 v4 (ms) | p50 v5 (ms) | p50 current | v5 / v4 | current / v4 "
+               "| p95 v4 | p95 v5 | p95 current |",
+           "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report["results"]:
         for chapter, rows in r["chapters"].items():
             for mode, row in rows.items():
                 what = "default (L0 + L1)" if mode == "default" else "L0 alone"
                 out.append(f"| {r['store']} | {chapter} | {what} | {row['v4']['p50']:.2f} | {row['v5']['p50']:.2f} | "
-                           f"**{row['ratio_p50']:.3f}** | {row['v4']['p95']:.2f} | {row['v5']['p95']:.2f} |")
+                           f"{row['current']['p50']:.2f} | **{row['ratio_p50']:.3f}** | "
+                           f"**{row['ratio_current_p50']:.3f}** | {row['v4']['p95']:.2f} | {row['v5']['p95']:.2f} | "
+                           f"{row['current']['p95']:.2f} |")
     out += ["", "| store | packet, fresh matcher p50 | matcher build alone p50 | steps | "
                 "command-to-packet p50: canon change | : summary | ratio |", "|---|---:|---:|---:|---:|---:|---:|"]
     for r in report["results"]:
@@ -232,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="200 chapters, 2,000 entries, 30 samples (smoke run)")
     parser.add_argument("--samples", type=int)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--expect-hashes", metavar="PATH",
+                        help="a saved run's JSON (--save-json): every packet both compiled must be the same bytes")
     parser.add_argument("--seed", type=int, default=gen_story.DEFAULT_SEED)
     add_common_options(parser)
     args = parser.parse_args(argv)

@@ -37,7 +37,7 @@ WHERE = "the draft"
 def read_steps(snap: CanonSnapshot, story_id: str, text: str) -> list[Step]:
     """Every step of the entries ``text`` names (recall's matcher, the spaceless rule), and of
     the story's continuity vocabulary entry (``continuity_rules.VOCABULARY_ENTRY``)."""
-    mentioned = {(m.kind, m.key) for m in snap.lore(story_id).match([(WHERE, text)], spaceless=True)}
+    mentioned = snap.lore(story_id).mentions([(WHERE, text)], spaceless=True).entries
     return snap.steps(story_id, tuple(sorted(mentioned | {VOCABULARY_ENTRY})))
 
 

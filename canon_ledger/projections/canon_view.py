@@ -154,7 +154,7 @@ SELECT max(source) AS source
 
 # Every step a mention could bring in, whatever chapter it is in force at (``lore_index``).
 LORE = """
-SELECT kind, key, step, name, aliases, recall
+SELECT kind, key, step, valid_from, name, aliases, recall
   FROM {canon}
  WHERE story_id = :story AND retired = false"""
 
@@ -178,7 +178,9 @@ def entry_read(which: str, *, active: bool = False, page: bool = False, recent: 
 
     Entries named by key (``OF_KEYS``) are one range per key on the key index, with the
     in-force test as a filter: given the union's two in-force ranges, SQLite walked the whole
-    in-force index once the list of keys was long (docs/benchmarks.md, issue 23)."""
+    in-force index once the list of keys was long (docs/benchmarks.md, issue 23). The filter
+    reads each step's row from the table, so both stores read the text there too (a lookup by
+    primary key per row was a third of the read on PostgreSQL)."""
     by_code_point = ' COLLATE "C"' if postgres else ""
     where = f"story_id = :story AND {which}"
     if recent:  # not a bound when not asked for: on SQLite it moved the keys read off its index
@@ -187,7 +189,8 @@ def entry_read(which: str, *, active: bool = False, page: bool = False, recent: 
         where += f" AND key{by_code_point} > :after"
     if active:
         where += f" AND {ACTIVE}"
-    columns = ENTRY if postgres else f"{ENTRY}, text"
+    inline = not postgres or which == OF_KEYS  # the text read with the row, not looked up by key
+    columns = f"{ENTRY}, text" if inline else ENTRY
     if which == OF_KEYS:  # the keys' own index, the in-force test a filter on its few steps per key
         union = f"SELECT {columns} FROM {{canon}} WHERE {where} AND {IN_FORCE}"
     else:
@@ -196,7 +199,7 @@ def entry_read(which: str, *, active: bool = False, page: bool = False, recent: 
                  f"SELECT {columns} FROM {{canon}} WHERE {where} AND {IN_FORCE_SUPERSEDED_LATER}")
     if page:
         union = f"SELECT * FROM ({union}) page ORDER BY key{by_code_point} LIMIT :limit"
-    if not postgres:
+    if inline:
         return union
     # a page keeps its order: the inner sort gives it, with no second sort
     return f"SELECT {ENTRY}, {TEXT_BY_KEY} FROM ({union}) e" + (f" ORDER BY key{by_code_point}" if page else "")

@@ -91,6 +91,34 @@ def test_a_mention_before_the_entry_is_in_force_or_while_it_is_hidden_brings_not
     assert _items(s, 21)[("character", "white-whale")].reason == 'mentioned in scene 21a as "Moby Dick"'
 
 
+@pytest.mark.parametrize("compiler", [5, 6, 7, 8])
+def test_the_reads_by_key_fetched_together_give_the_packet_read_one_by_one(s: Any, compiler: int) -> None:
+    """The tagged entries and the entries read by rule are fetched together (one round trip on
+    PostgreSQL), a tagged entry's key among the mentioned ones; every prefetched result is used,
+    and the packet is the bytes of one compiled read by read."""
+    from canon_ledger.application.packets.compiler import compile_packet
+
+    _entry(s, "queequeg", "Queequeg")
+    _entry(s, "queequeg", "Queequeg", aliases=("the harpooneer",), valid_from=3)
+    _entry(s, "ahab", "Ahab")
+    _entry(s, "law", "Fast-Fish", kind="world_rule", fields={"recall": {"constant": True, "tier": "P2"}})
+    _chapter(s, 4, ["The harpooneer and Ahab"], {"4a": "Queequeg carves."}, characters=["queequeg"])
+    request = Request(STORY, "writer", 4)
+    s.packets.packet(request, record=False)  # the read models caught up
+    packets = []
+    for by_key in (False, True):
+        with s.packets.reader.snapshot(STORY) as snap:
+            if not by_key:
+                snap.prefetch = lambda calls: None  # read by read
+            packets.append(compile_packet(snap, request, s.packets.tokens, compiler=compiler))
+            assert snap.unused_prefetch == 0
+    plain, prefetched = packets
+    assert prefetched.hash == plain.hash
+    reasons = {i.key: i.reason for i in prefetched.items if i.status == "included"}
+    assert reasons["queequeg"] == "tagged characters in scene 4a"
+    assert reasons["ahab"] == 'mentioned in the chapter goals as "Ahab"' and reasons["law"] == "always on"
+
+
 def test_a_revised_entry_is_matched_by_the_names_of_the_step_in_force(s: Any) -> None:
     _entry(s, "ishmael", "Ishmael")
     _entry(s, "ishmael", "Ishmael", aliases=("the castaway",), valid_from=8)

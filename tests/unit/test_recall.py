@@ -99,8 +99,9 @@ def test_good_author_settings_pass() -> None:
     check({"keys": ["Ahab"], "secondary_keys": ["leg"], "logic": LOGICS[2], "tier": "P4", "never": False})
 
 
-def _row(kind: str, key: str, name: str, aliases: list[str], recall: Rule | None, step: int = 1) -> Any:
-    return SimpleNamespace(kind=kind, key=key, step=step, name=name, aliases=aliases,
+def _row(kind: str, key: str, name: str, aliases: list[str], recall: Rule | None, step: int = 1,
+         valid_from: int = 1) -> Any:
+    return SimpleNamespace(kind=kind, key=key, step=step, valid_from=valid_from, name=name, aliases=aliases,
                            recall=recall.as_dict() if recall else None)
 
 
@@ -111,6 +112,28 @@ def test_the_matcher_finds_whole_words_in_any_case_and_names_the_first_text() ->
     found = index.match([("the chapter goals", "Meet THE CAPTAIN."), ("scene 1a", "Ahab's ivory leg; legacy")])
     assert [(m.key, m.where, m.said) for m in found] == [
         ("ahab", "the chapter goals", "the captain"), ("leg", "scene 1a", "Ivory leg")]
+
+
+def test_the_steps_of_an_entry_sharing_a_rule_are_matched_once_and_each_step_mentioned() -> None:
+    """Revisions that keep an entry's name and aliases share one rule in the matcher; ``mentions``
+    names the entries mentioned and builds a step's mention when asked, as ``match`` lists it."""
+    rows = [_row("character", "ahab", "Ahab", ["the captain"], None, step, 5 * step) for step in (1, 2, 3)]
+    rows += [_row("character", "ahab", "Captain Ahab", [], None, 4, 20), _row("item", "leg", "Ivory leg", [], None)]
+    index = LoreIndex(rows)
+    [part] = index._parts
+    assert len(part.rules) == 3  # ahab's first name and aliases, its later name, the leg
+    texts = [("the chapter goals", "The captain waits."), ("scene 1a", "Captain Ahab and his ivory leg.")]
+    mentions = index.mentions(texts)
+    assert mentions.entries == {("character", "ahab"), ("item", "leg")}
+    assert [mentions.of(m.kind, m.key, m.step) for m in index.match(texts)] == index.match(texts)
+    assert [(m.step, m.where, m.said) for m in index.match(texts) if m.key == "ahab"] == [
+        (1, "the chapter goals", "the captain"), (2, "the chapter goals", "the captain"),
+        (3, "the chapter goals", "the captain"), (4, "scene 1a", "Captain Ahab")]
+    assert mentions.of("character", "ahab", 9) is None and mentions.of("item", "leg", 2) is None
+    # by a chapter: the entries with a mentioned step in effect then (ahab's first step: chapter 5)
+    assert mentions.by(4) == {("item", "leg")} and mentions.by(5) == mentions.entries
+    assert index.mentions(list(texts)) is mentions  # the same texts: the search is kept
+    assert index.mentions(texts[:1]).entries == {("character", "ahab")}
 
 
 def test_the_matcher_applies_case_part_words_regexes_and_secondary_logic() -> None:

@@ -19,7 +19,8 @@ from canon_ledger.projections.lore_index import LoreIndex
 
 def _row(key: str, *keys: str, rule: Rule | None = None) -> Any:
     recall = rule or Rule(keys or (key,))
-    return SimpleNamespace(kind="world_rule", key=key, step=1, name=key, aliases=[], recall=recall.as_dict())
+    return SimpleNamespace(kind="world_rule", key=key, step=1, valid_from=1, name=key, aliases=[],
+                           recall=recall.as_dict())
 
 
 def _found(index: LoreIndex, text: str, spaceless: bool) -> dict[str, str]:

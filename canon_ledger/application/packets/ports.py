@@ -118,6 +118,21 @@ class Always:
     ignore_budget: bool = False
 
 
+class Mentions(Protocol):
+    """What one search of texts found (``Lore.mentions``)."""
+
+    entries: frozenset[tuple[str, str]]  # (kind, key) of every entry with a step mentioned
+
+    def by(self, chapter: int) -> frozenset[tuple[str, str]]:
+        """Of ``entries``, those with a mentioned step in effect by ``chapter`` (valid_from not
+        after it): the only ones that can have a mentioned step in force then."""
+        ...
+
+    def of(self, kind: str, key: str, step: int) -> Mention | None:
+        """The mention of the step (as ``Lore.match`` gives it), or None when it is not mentioned."""
+        ...
+
+
 class Lore(Protocol):
     """One story's activation rules, matched in the read model (``projections.lore_index``)."""
 
@@ -129,6 +144,11 @@ class Lore(Protocol):
         """The steps mentioned in ``texts`` (``(where, text)``), whatever chapter they are in force
         at. ``spaceless``: SillyTavern's rule across scripts (``domain.recall.found``); False:
         whole words only, the rule compilers 5 and 6 matched with."""
+        ...
+
+    def mentions(self, texts: list[tuple[str, str]], *, spaceless: bool = False) -> Mentions:
+        """What ``match`` finds, as the entries mentioned and each step's mention when asked for
+        (a caller that needs only the steps in force builds no other)."""
         ...
 
 

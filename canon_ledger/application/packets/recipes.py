@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from canon_ledger.application import continuity
 from canon_ledger.application.packets import render
 from canon_ledger.application.packets.packet import Tier
-from canon_ledger.application.packets.ports import (Call, CanonSnapshot, ChapterView, DraftView, EntryView, Fact,
-                                                    Known, SceneView, StoryView)
+from canon_ledger.application.packets.ports import (Always, Call, CanonSnapshot, ChapterView, DraftView, EntryView,
+                                                    Fact, Known, Mention, Mentions, SceneView, StoryView)
 from canon_ledger.domain.canon import hidden_at
 from canon_ledger.domain.errors import NotFound
 from canon_ledger.domain.story import ROLES
@@ -254,14 +254,31 @@ class Reading:
     def _allowed(self, candidates: list[Candidate], gate: bool) -> list[Candidate]:
         """``candidates`` less the entries whose rule says never (``domain.recall``) and, when
         ``gate``, those only their rule or a tag may bring in (``Lore.gated``)."""
-        if not self.rules or not any(c.step is not None for c in candidates):
+        if not self.rules:
             return candidates
         lore = self.get("lore")
         out = lore.never | lore.gated if gate else lore.never
-        return [c for c in candidates if c.step is None or (c.kind, c.key, c.step) not in out] if out else candidates
+        if not out or not any(c.step is not None for c in candidates):  # most stories: no rule keeps any out
+            return candidates
+        return [c for c in candidates if c.step is None or (c.kind, c.key, c.step) not in out]
 
     def whole(self, reads: Recipe | list[Read]) -> list[Candidate]:
-        return [c for read in reads for page, _ in self.pages(read) for c in page]
+        """The candidates of ``reads``, read in order. At the first read by key (``BY_KEY``), the
+        reads by key from there on are fetched together (``CanonSnapshot.prefetch``): their keys
+        are known once the reads before them are made, and one read does not wait for another."""
+        out: list[Candidate] = []
+        for i, read in enumerate(reads):
+            if read.read in BY_KEY and not any(earlier.read in BY_KEY for earlier in reads[:i]):
+                self.prefetch_by_key(reads[i:])
+            out += [c for page, _ in self.pages(read) for c in page]
+        return out
+
+    def prefetch_by_key(self, reads: Recipe | list[Read]) -> None:
+        """Fetch the reads by key among ``reads`` together, when they are more than one."""
+        keys = [BY_KEY[read.read](self, read) for read in reads if read.read in BY_KEY]
+        calls = [Call("entries_by_key", (self.req.story_id, self.k, k)) for k in dict.fromkeys(keys) if k]
+        if len(calls) > 1:
+            self.snap.prefetch(calls)
 
     def planned(self) -> ChapterView:
         chapter: ChapterView | None = self.get("chapter")
@@ -313,7 +330,7 @@ def _tagged(r: Reading, read: Read) -> list[Candidate]:
     r.detail = f"{len(scenes)} scene card(s), {sum(len(s.tags) for s in scenes)} tag(s)"
     wanted = [(scene.scene_id, tag_type, key) for scene in scenes for tag_type, key in sorted(
         scene.tags, key=lambda t: ROLE_TAGS.index(t[0]) if t[0] in ROLE_TAGS else len(ROLE_TAGS))]
-    keys = tuple(sorted({key for _, _, key in wanted}))
+    keys = BY_KEY[read.read](r, read)  # every key in ``wanted``
     by_key: dict[str, list[EntryView]] = {}
     for e in r.snap.entries_by_key(r.req.story_id, k, keys) if keys else []:
         by_key.setdefault(e.key, []).append(e)
@@ -341,28 +358,53 @@ def query_texts(r: Reading) -> list[tuple[str, str]]:
     return [*goals, *((f"scene {s.scene_id}", s.summary) for s in r.cards(False) if s.summary)]
 
 
-def _in_force(r: Reading, steps: dict[tuple[str, str, int], Any]) -> list[tuple[EntryView, Any]]:
-    """The entries of ``steps`` whose step is the one in force at the chapter, shown then (not
-    retired, not hidden), each with its value in ``steps``, in (kind, key) order."""
-    keys = tuple(sorted({key for _, key, _ in steps}))
-    entries = r.snap.entries_by_key(r.req.story_id, r.k, keys) if keys else []
-    return [(e, steps[(e.kind, e.key, e.step)]) for e in entries
-            if (e.kind, e.key, e.step) in steps and not e.retired and _hidden(e, r.k) is None]
+V = TypeVar("V")
+
+
+def _in_force(r: Reading, read: Read, value: Callable[[EntryView], V | None]) -> list[tuple[EntryView, V]]:
+    """Of the entries named by the keys ``read`` reads (``BY_KEY``), those whose step in force at
+    the chapter is shown then (not retired, not hidden) and has a ``value`` (not None), each
+    with it, in (kind, key) order. Read by key: an entry of any kind with one of those keys is
+    read, so ``value`` says which are wanted."""
+    keys = BY_KEY[read.read](r, read)
+    found = r.snap.entries_by_key(r.req.story_id, r.k, keys) if keys else []
+    return [(e, v) for e in found
+            if not e.retired and _hidden(e, r.k) is None and (v := value(e)) is not None]
+
+
+def _mentions(r: Reading, read: Read) -> Mentions:
+    """What the goals, the scene summaries and the draft under review mention."""
+    texts = query_texts(r) + ([("the draft under review", r.draft.text)] if r.draft is not None else [])
+    mentions: Mentions = r.get("lore").mentions(texts, spaceless=read.spaceless)
+    return mentions
+
+
+def _constant(r: Reading) -> dict[tuple[str, str, int], Always]:
+    """The always-on steps, by (kind, key, step)."""
+    return {(a.kind, a.key, a.step): a for a in r.get("lore").constant}
+
+
+def _untagged(r: Reading, mentions: Mentions) -> Callable[[EntryView], Mention | None]:
+    """The mention of an entry's step: None for a step not mentioned, or an entry a tag brought in."""
+    return lambda e: None if (e.kind, e.key) in r.tagged else mentions.of(e.kind, e.key, e.step)
 
 
 def _mentioned(r: Reading, read: Read) -> list[Candidate]:
     """Entries in force whose keys the goals, the scene summaries or the draft under review
     mention (no tag named them)."""
-    texts = query_texts(r) + ([("the draft under review", r.draft.text)] if r.draft is not None else [])
-    mentions = {(m.kind, m.key, m.step): m for m in r.get("lore").match(texts, spaceless=read.spaceless)
-                if (m.kind, m.key) not in r.tagged}
-    return [_entry(read.tier, e, f'{read.reason} in {m.where} as "{m.said}"', r.k) for e, m in _in_force(r, mentions)]
+    return [_entry(read.tier, e, f'{read.reason} in {m.where} as "{m.said}"', r.k)
+            for e, m in _in_force(r, read, _untagged(r, _mentions(r, read)))]
 
 
 def _always(r: Reading, read: Read) -> list[Candidate]:
     """Entries in force whose rule includes them in every packet, at the tier it names."""
-    steps = {(a.kind, a.key, a.step): a for a in r.get("lore").constant}
-    return [_entry(a.tier, e, read.reason, r.k) for e, a in _in_force(r, steps)]
+    steps = _constant(r)
+    return [_entry(cast(Tier, a.tier), e, read.reason, r.k)
+            for e, a in _in_force(r, read, lambda e: steps.get(_step(e)))]
+
+
+def _step(e: EntryView) -> tuple[str, str, int]:
+    return (e.kind, e.key, e.step)
 
 
 def _lore(r: Reading, read: Read) -> list[Candidate]:
@@ -373,22 +415,43 @@ def _lore(r: Reading, read: Read) -> list[Candidate]:
     entries must not starve it under a lore cap), mentions as they come in the texts. Each
     counts against the story's lore cap unless its rule ignores the budget. One hidden at the
     chapter is not listed (as compilers 5 and 6: its key, in a packet, could be the reveal)."""
-    lore = r.get("lore")
-    found: dict[tuple[str, str, int], tuple[tuple[Any, ...], Any, str, bool]] = {}  # step -> rank, tier, reason, capped
-    if read.read == LORE:
-        texts = query_texts(r) + ([("the draft under review", r.draft.text)] if r.draft is not None else [])
-        for m in lore.match(texts, spaceless=read.spaceless):
-            if (m.kind, m.key) not in r.tagged:
-                found[(m.kind, m.key, m.step)] = ((-m.order, 0, m.at), "P1", f'mentioned in {m.where} as "{m.said}"',
-                                                  not m.ignore_budget)
-    for a in lore.constant:
-        found.setdefault((a.kind, a.key, a.step), ((-a.order, 1, (0, 0)), a.tier, "always on", not a.ignore_budget))
+    always = {step: ((-a.order, 1, (0, 0)), a.tier, "always on", not a.ignore_budget)
+              for step, a in _constant(r).items()}  # step -> rank, tier, reason, capped
+    mention = _untagged(r, _mentions(r, read)) if read.read == LORE else lambda e: None
+
+    def ranked(e: EntryView) -> tuple[tuple[Any, ...], Any, str, bool] | None:
+        """A mention first; else the step's always-on rule; else None."""
+        m = mention(e)
+        if m is None:
+            return always.get(_step(e))
+        return (-m.order, 0, m.at), "P1", f'mentioned in {m.where} as "{m.said}"', not m.ignore_budget
+
     picked = []
-    for e, (rank, tier, reason, capped) in _in_force(r, found):
+    for e, (rank, tier, reason, capped) in _in_force(r, read, ranked):
         candidate = _entry(tier, e, reason + ("" if capped else " (outside the lore cap, as its source asks)"), r.k)
         candidate.lore = capped
         picked.append((rank, e.kind, e.key, candidate))
     return [c for *_, c in sorted(picked, key=lambda p: p[:3])]
+
+
+def _keys(entries: Iterable[tuple[Any, ...]]) -> tuple[str, ...]:
+    """The keys of (kind, key, ...) ``entries``, sorted, each once."""
+    return tuple(sorted({e[1] for e in entries}))
+
+
+# The reads that read entries by key (``CanonSnapshot.entries_by_key``), each with the keys it
+# reads, known once the reads before it in its recipe are made: ``Reading.whole`` fetches them
+# together, and each read asks for the same keys. An entry a tag brought in is read again by
+# the reads by rule (and left out by them): their keys do not wait for the tagged read. An entry
+# whose mentioned steps all take effect after the chapter is not read: none is in force then.
+ByKey = Callable[[Reading, Read], tuple[str, ...]]
+BY_KEY: dict[str, ByKey] = {
+    "tagged entries": lambda r, read: tuple(sorted({key for s in r.cards(False) for _, key in s.tags})),
+    "mentioned entries": lambda r, read: _keys(_mentions(r, read).by(r.k)),
+    ALWAYS: lambda r, read: _keys(_constant(r)),
+    LORE: lambda r, read: _keys([*_mentions(r, read).by(r.k), *_constant(r)]),
+    LORE_ALWAYS: lambda r, read: _keys(_constant(r)),
+}
 
 
 def _timeline(r: Reading, read: Read) -> list[Candidate]:
