@@ -83,7 +83,9 @@ class LogWakeup:
             except Exception as e:  # noqa: BLE001 - a store fault: poll meanwhile, retry
                 if self._reachable is not None and not self._closed.is_set():
                     self._reachable(False)
-                if self._listening or not self._quiet:
+                # A closed listener's connection may fail on its way out (its database dropped,
+                # the server stopping): nothing to report then.
+                if not self._closed.is_set() and (self._listening or not self._quiet):
                     log.warning("LISTEN on the event log failed (%s); polling until it is back", type(e).__name__)
                 self._quiet = True  # said once an outage, not every second
             self._listening = False
