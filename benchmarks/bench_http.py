@@ -62,6 +62,7 @@ import contextlib
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -656,6 +657,11 @@ def mixed_load(cfg: dict[str, Any], server: Server, clients: list[Any], admin: A
         "server": {"compile_mean_ms": d["compile_sum"] / (d["compile_count"] or 1) * 1e3,
                    "asgi_mean_ms": d["request_sum"] / (d["request_count"] or 1) * 1e3},
         "rss_sampled_max_mb": max(rss) if rss else 0.0,
+        # Is it flat? The medians of the first and the last minute of samples (every 0.5 s), and
+        # one median a minute between (a long ``--mixed-seconds`` run).
+        "rss_first_minute_mb": statistics.median(rss[:120]) if rss else 0.0,
+        "rss_last_minute_mb": statistics.median(rss[-120:]) if rss else 0.0,
+        "rss_per_minute_mb": [round(statistics.median(rss[i:i + 120]), 1) for i in range(0, len(rss), 120)],
         "server_vmhwm_mb": proc_status(server.pid).get("VmHWM", 0.0),
         "log_growth_events": ready["position"] - position_before,
         "lag_after": {name: m["behind"] for name, m in ready["read_models"].items()},
