@@ -113,28 +113,13 @@ class MemorySnapshot:
         self.inner = EarlierChapters(self, chapter)
 
     def keyword(self, query: str, collection_ids: Sequence[str], limit: int, below: str | None = None) -> Any:
-        import math
-
         from canon_ledger.application.retrieval.search_ports import KeywordResult
-        from canon_ledger.projections.keyword_memory import _ranked
+        from canon_ledger.projections.keyword_memory import bm25
         from canon_ledger.projections.retrieval_text import query_terms
 
         terms = query_terms(query)
-        c = self.held[self.collection]
-        if self.postgres:
-            n, avgdl = c.docs, float(c.total_length) / max(c.docs, 1)
-            idf = {t: math.log(1 + (float(n) - c.df(t) + 0.5) / (c.df(t) + 0.5)) for t in terms if c.df(t)}
-            extra = 0.0
-        else:
-            n, tokens = self.totals
-            idf = {}
-            for t in terms:
-                df = sum(x.df(t) for x in self.held.values())
-                if df:
-                    v = math.log((n - df + 0.5) / (df + 0.5))
-                    idf[t] = v if v > 0 else 1e-6
-            avgdl, extra = float(tokens) / float(n), 1.0
-        return KeywordResult(_ranked([c], terms, idf, avgdl, extra, limit, below, self.postgres), terms, "memory")
+        totals = None if self.postgres else self.totals
+        return KeywordResult(bm25(self.held, [self.collection], terms, limit, below, totals), terms, "memory")
 
     def vector(self, query_vector: Sequence[float], collection_ids: Sequence[str], limit: int,
                below: str | None = None) -> Any:

@@ -205,26 +205,8 @@ class KeywordMemory:
             held = self._current(conn, docs, None if not postgres else searched)
             if held is None:
                 return None
-            if postgres:
-                n = sum(held[c].docs for c in searched if c in held)
-                total = sum(held[c].total_length for c in searched if c in held)
-                every = [held[c] for c in searched if c in held]
-                idf = {t: math.log(1 + (float(n) - df + 0.5) / (df + 0.5))
-                       for t in terms for df in [float(sum(c.df(t) for c in every))] if df}
-                avgdl = float(total) / max(n, 1)
-                extra = 0.0
-            else:
-                assert tables.fts is not None  # a SQLite build has its FTS5 table
-                n, tokens = fts5_totals(conn, tables.fts, self._sql)
-                idf = {}
-                for t in terms:
-                    df = sum(c.df(t) for c in held.values())
-                    if df:
-                        value = math.log((n - df + 0.5) / (df + 0.5))
-                        idf[t] = value if value > 0.0 else 1e-6
-                avgdl = float(tokens) / float(n) if n else 1.0
-                extra = 1.0  # a row's ``coll`` token counts in its length
-            return _ranked([held[c] for c in searched if c in held], terms, idf, avgdl, extra, limit, below, postgres)
+            totals = None if postgres else fts5_totals(conn, tables.fts or "", self._sql)
+            return bm25(held, searched, terms, limit, below, totals)
 
     def _current(self, conn: Connection, docs: str, collections: list[str] | None) -> dict[str, CollectionTerms] | None:
         """The indexes of ``collections`` (None: every collection of the table), each read again
@@ -282,6 +264,32 @@ class KeywordMemory:
                                               f"WHERE collection_id = :c ORDER BY doc_id", {"c": collection}),
                      fingerprint)
         return fresh
+
+
+def bm25(held: dict[str, CollectionTerms], searched: Sequence[str], terms: list[str], limit: int,
+         below: str | None, fts_totals: tuple[int, int] | None) -> list[Hit]:
+    """The hits of ``terms`` over the ``searched`` collections among ``held``, best first: as
+    FTS5's ``bm25`` ranks them when ``fts_totals`` (its rows and tokens) is given, with df over
+    every held collection; else as the PostgreSQL statement does, over the searched ones."""
+    every = [held[c] for c in dict.fromkeys(searched) if c in held]
+    idf: dict[str, float] = {}
+    if fts_totals is None:
+        n = sum(c.docs for c in every)
+        for t in terms:
+            df = float(sum(c.df(t) for c in every))
+            if df:
+                idf[t] = math.log(1 + (float(n) - df + 0.5) / (df + 0.5))
+        avgdl, extra = float(sum(c.total_length for c in every)) / max(n, 1), 0.0
+    else:
+        n, tokens = fts_totals
+        for t in terms:
+            df = sum(c.df(t) for c in held.values())
+            if df:
+                value = math.log((n - df + 0.5) / (df + 0.5))
+                idf[t] = value if value > 0.0 else 1e-6
+        avgdl = float(tokens) / float(n) if n else 1.0
+        extra = 1.0  # a row's ``coll`` token counts in its length
+    return _ranked(every, terms, idf, avgdl, extra, limit, below, fts_totals is None)
 
 
 def _ranked(collections: list[CollectionTerms], terms: list[str], idf: dict[str, float], avgdl: float, extra: float,

@@ -134,8 +134,8 @@ class HybridSearch:
     # Rocchio) and fuses again (``_hybrid_feedback``); OFF never. What each is worth:
     # docs/benchmarks.md (issue 6, and issue 21's cross-validation).
     feedback: str = FEEDBACK
-    # Query vectors kept beyond this process (``get(model, text)`` / ``put(model, text, vector)``,
-    # e.g. ``infrastructure.query_vectors``): read before embedding, written after. None: none.
+    # Where a query's new vector is kept beyond this process (``put(model, text, vector)``, e.g.
+    # ``infrastructure.query_vectors``); a snapshot reads it back (``stored_vector``). None: nowhere.
     query_store: Any = None
     # Query vectors by (model, text), most recent last: a packet asked again, or a search
     # repeated, embeds nothing and spends no quota.
@@ -287,13 +287,13 @@ class HybridSearch:
             self._vectors.popitem(last=False)
 
     def _stored(self, snapshot: RetrievalSnapshot, name: str, text: str) -> list[float] | None:
-        """The vector kept for (model, text): read in the snapshot when it can
-        (``stored_vector``), else from ``query_store``; None when none is kept or readable."""
+        """The vector kept for (model, text), read in the snapshot (``stored_vector``: a snapshot
+        without one keeps none); None when none is kept or it cannot be read."""
         read = getattr(snapshot, "stored_vector", None)
-        if read is None and self.query_store is None:
+        if read is None:
             return None
         try:
-            found: list[float] | None = read(name, text) if read is not None else self.query_store.get(name, text)
+            found: list[float] | None = read(name, text)
             return found
         except Exception:  # noqa: BLE001 - an unreadable cache: embed as if it were empty
             return None
