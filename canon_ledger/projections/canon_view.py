@@ -247,7 +247,8 @@ def statements(tables: Any, dialect: str) -> dict[str, Any]:
 _BY_KIND_KEY = attrgetter("kind", "key")
 _BY_CHAIN_ORDINAL = attrgetter("chain", "ordinal")
 LORE_CACHE = 64  # stories whose matcher a reader keeps (oldest built goes first)
-KNOWN_CACHE = 256  # knowledge reads a reader keeps (``SqlCanonSnapshot.knowledge``)
+KEPT_READS = 256  # reads of a story at one position a reader keeps (``SqlCanonSnapshot._kept``)
+KEPT = frozenset({"entries_by_key", "knowledge"})  # the reads kept: a packet's tagged and mentioned entries, a POV's knowledge
 LORE_NEWER = 512  # steps added since a matcher's whole build that it keeps apart (then: build it whole)
 STEPS_CHUNK = 500  # entries per ``steps`` statement: SQLite binds each list item as a parameter
 
@@ -323,7 +324,7 @@ class SqlCanonReader(CanonReader):
         self._statements: dict[str, tuple[CanonTables, dict[str, Any]]] = {}
         self._row_types: dict[str, type[NamedTuple]] = {}  # statement name -> its named-tuple row type (SQLite)
         self._lore: dict[tuple[str, str], tuple[int | None, LoreIndex]] = {}  # (build, story) -> (source, matcher)
-        self._known: dict[tuple[Any, ...], list[Known]] = {}  # (build, position, read's arguments) -> knowledge
+        self._kept: dict[tuple[Any, ...], Any] = {}  # (build, position, read, its arguments) -> answer
 
     @contextmanager
     def snapshot(self, story: str | None = None) -> Iterator[SqlCanonSnapshot]:
@@ -334,7 +335,7 @@ class SqlCanonReader(CanonReader):
             if known is None or known[0] is not tables:
                 known = self._statements[tables.tag] = (tables, statements(tables, self.engine.dialect.name))
             yield SqlCanonSnapshot(conn, known[1], position, self._row_types, self._lore, tables.tag,
-                                   self._known if story is not None else None, story)
+                                   self._kept if story is not None else None, story)
 
 
 def _key(stmt: Any, params: dict[str, Any]) -> tuple[Any, ...]:
@@ -345,12 +346,12 @@ class SqlCanonSnapshot(CanonSnapshot):
     def __init__(self, conn: Connection, statements: dict[str, Any], position: int,
                  row_types: dict[str, type[NamedTuple]] | None = None,
                  lore: dict[tuple[str, str], tuple[int | None, LoreIndex]] | None = None, tag: str = "",
-                 known: dict[tuple[Any, ...], list[Known]] | None = None, story: str | None = None) -> None:
-        """``known``: the reader's knowledge reads, kept for ``story`` (the one story whose
-        position this snapshot reads) by build and position; None keeps none."""
+                 kept: dict[tuple[Any, ...], Any] | None = None, story: str | None = None) -> None:
+        """``kept``: the reader's answers to the reads of ``KEPT``, kept for ``story`` (the one
+        story whose position this snapshot reads) by build and position; None keeps none."""
         self.c = conn
         self._lore = {} if lore is None else lore
-        self._known, self._story = known, story
+        self._kept, self._story = kept, story
         self._tag = tag
         self._row_types = {} if row_types is None else row_types
         self.q = statements
@@ -366,7 +367,8 @@ class SqlCanonSnapshot(CanonSnapshot):
         answer from what was fetched."""
         if self._driver is None:
             return  # SQLite is in-process: a statement costs no round trip
-        wanted = [(self.q[name], params) for call in calls for name, params in STATEMENTS[call.method](*call.args)]
+        wanted = [(self.q[name], params) for call in calls if self._kept_answer(call.method, call.args) is None
+                  for name, params in STATEMENTS[call.method](*call.args)]
         cursors = []
         with self._driver.pipeline():
             for stmt, params in wanted:
@@ -434,7 +436,13 @@ class SqlCanonSnapshot(CanonSnapshot):
     # room, most entries read are packed, and fetching their texts afterwards costs more than
     # reading them here. One statement each (``ENTRY_READS``).
     def entries_by_key(self, story_id: str, chapter: int, keys: tuple[str, ...]) -> list[EntryView]:
-        return self._entries("entries_by_key", story_id, chapter, keys)
+        """Kept (``_kept``): the list is shared, do not change it."""
+        args = (story_id, chapter, tuple(keys))
+        out: list[EntryView] | None = self._kept_answer("entries_by_key", args)
+        if out is None:
+            out = self._entries("entries_by_key", *args)
+            self._keep("entries_by_key", args, out)
+        return out
 
     def active_entries(self, story_id: str, chapter: int, kind: str) -> list[EntryView]:
         return self._entries("active_entries", story_id, chapter, kind)
@@ -532,22 +540,40 @@ class SqlCanonSnapshot(CanonSnapshot):
                 for r in rows]
 
     def knowledge(self, story_id: str, chapter: int, characters: tuple[str, ...] = ()) -> list[Known]:
-        """Of the snapshot's own story, kept by the reader by build and position
-        (``KNOWN_CACHE`` reads): a story's rows in one build at one position never change, and
-        every knowledge record moves the position, so a repeated request reads none. The list
-        is shared: do not change it."""
-        cache = self._known if story_id == self._story else None
-        key = (self._tag, self.position, story_id, chapter, tuple(characters))
-        out = cache.get(key) if cache is not None else None
-        if out is not None and self._ahead:  # a prefetch of it is not needed
-            for name, params in STATEMENTS["knowledge"](story_id, chapter, tuple(characters)):
-                self._ahead.pop(_key(self.q[name], params), None)
+        """Kept (``_kept``): the list is shared, do not change it."""
+        args = (story_id, chapter, tuple(characters))
+        out: list[Known] | None = self._kept_answer("knowledge", args)
         if out is None:
-            [rows] = self._read("knowledge", story_id, chapter, tuple(characters))
+            [rows] = self._read("knowledge", *args)
             out = [Known(r.character, r.kind, r.key, r.chapter, r.how, r.source) for r in rows]
             out.sort(key=attrgetter("character", "kind", "key"))
-            if cache is not None:
-                if len(cache) >= KNOWN_CACHE:  # full: start again (positions only grow)
-                    cache.clear()
-                cache[key] = out
+            self._keep("knowledge", args, out)
         return out
+
+    # -- reads kept by the reader ------------------------------------------------------------
+    # A story's rows in one build at one position never change, and every event of the story
+    # moves the position: the answer to a read of ``KEPT`` made on the snapshot's own story is
+    # kept by (build, position, read, arguments), so a repeated request at the same position
+    # (a writer asking again, the POV's knowledge, the entries a chapter tags and mentions)
+    # runs no statement for it, and ``prefetch`` sends none. ``KEPT_READS`` answers at most.
+
+    def _kept_key(self, method: str, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        if self._kept is None or method not in KEPT or not args or args[0] != self._story:
+            return None
+        return (self._tag, self.position, method, *(tuple(a) if isinstance(a, list) else a for a in args))
+
+    def _kept_answer(self, method: str, args: tuple[Any, ...]) -> Any:
+        key = self._kept_key(method, args)
+        answer = None if key is None or self._kept is None else self._kept.get(key)
+        if answer is not None and self._ahead:  # kept since a prefetch sent it: that result goes unused
+            for name, params in STATEMENTS[method](*args):
+                self._ahead.pop(_key(self.q[name], params), None)
+        return answer
+
+    def _keep(self, method: str, args: tuple[Any, ...], answer: Any) -> None:
+        key = self._kept_key(method, args)
+        if key is None or self._kept is None:
+            return
+        if len(self._kept) >= KEPT_READS:  # full: start again (positions only grow)
+            self._kept.clear()
+        self._kept[key] = answer

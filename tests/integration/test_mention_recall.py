@@ -107,6 +107,7 @@ def test_the_reads_by_key_fetched_together_give_the_packet_read_one_by_one(s: An
     s.packets.packet(request, record=False)  # the read models caught up
     packets = []
     for by_key in (False, True):
+        s.packets.reader._kept.clear()  # read again, not answered from the reads the reader keeps
         with s.packets.reader.snapshot(STORY) as snap:
             if not by_key:
                 snap.prefetch = lambda calls: None  # read by read
@@ -117,6 +118,22 @@ def test_the_reads_by_key_fetched_together_give_the_packet_read_one_by_one(s: An
     reasons = {i.key: i.reason for i in prefetched.items if i.status == "included"}
     assert reasons["queequeg"] == "tagged characters in scene 4a"
     assert reasons["ahab"] == 'mentioned in the chapter goals as "Ahab"' and reasons["law"] == "always on"
+
+
+def test_a_repeated_request_reads_the_entries_it_keeps_until_the_story_moves(s: Any) -> None:
+    """The reader keeps a story's reads by key at one position: the same request again runs no
+    statement for them, and any event of the story (a revision here) is read at once."""
+    _entry(s, "queequeg", "Queequeg", text="Queequeg carves his idol.")
+    _chapter(s, 4, ["Queequeg and the idol"], {"4a": "Yojo."})
+    first = _items(s, 4)[("character", "queequeg")]
+    kept = dict(s.packets.reader._kept)
+    assert any(key[2] == "entries_by_key" for key in kept)
+    again = s.packets.packet(Request(STORY, "writer", 4), record=False)
+    assert s.packets.reader._kept.keys() >= kept.keys()
+    assert next(i for i in again.items if i.key == "queequeg").text == first.text
+    _entry(s, "queequeg", "Queequeg", text="Queequeg has burned his idol.")
+    revised = _items(s, 4)[("character", "queequeg")]
+    assert revised.text != first.text and "burned" in revised.text
 
 
 def test_a_revised_entry_is_matched_by_the_names_of_the_step_in_force(s: Any) -> None:
