@@ -113,7 +113,7 @@ class MemorySnapshot:
         self.inner = EarlierChapters(self, chapter)
 
     def keyword(self, query: str, collection_ids: Sequence[str], limit: int, below: str | None = None) -> Any:
-        from canon_ledger.application.retrieval.search_ports import KeywordResult
+        from canon_ledger.application.retrieval.ports import KeywordResult
         from canon_ledger.projections.keyword_memory import bm25
         from canon_ledger.projections.retrieval_text import query_terms
 

@@ -92,7 +92,7 @@ from canon_ledger.application.retrieval.fusion import RRF, RRF_ZSCORE, ZSCORE, r
 from canon_ledger.application.retrieval.ports import Hit  # noqa: E402
 from canon_ledger.application.retrieval.rerank import at_mean, zscore_order  # noqa: E402
 from canon_ledger.application.retrieval.search import HybridSearch  # noqa: E402
-from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult, TermStats  # noqa: E402
+from canon_ledger.application.retrieval.ports import Doc, KeywordResult, TermStats  # noqa: E402
 
 QUERIES = 225
 FOLDS = 5

@@ -17,7 +17,7 @@ from canon_ledger.application.knowledge.quota import Quota, QuotaPolicy
 from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.application.packets.service import Issued, PacketService
 from canon_ledger.application.retrieval.metered import MeteredEmbedder
-from canon_ledger.application.retrieval.search import HybridSearch, QueryEmbedder
+from canon_ledger.application.retrieval.search import HybridSearch
 from canon_ledger.domain.errors import NotFound
 from canon_ledger.infrastructure.packet_retrieval import StoryRetriever
 from canon_ledger.infrastructure.read_store import engines
@@ -69,7 +69,7 @@ def vectors_spec(tokens: Any, embedder: Any) -> ProjectionSpec:
                           lambda tables: VectorProjection(tables, tokens, embedder))
 
 
-def choose_embedder(choice: str | None = None) -> tuple[QueryEmbedder | None, str]:
+def choose_embedder(choice: str | None = None) -> tuple[Embedder | None, str]:
     """(embedder or None, note for the embed stage). ``auto`` (the default): the packaged MiniLM
     (part of every install); if it cannot be found, None: search and L1 are keyword only and
     their embed stage says why (a word-hashing embedder is never fused unless asked for).
@@ -373,7 +373,7 @@ class Services:
 
 
 def bootstrap(url: str | None = None, *, page_size: int | None = None, quota_policy: QuotaPolicy | None = None,
-              embedder: str | QueryEmbedder | None = None, fed: bool = False) -> Services:
+              embedder: str | Embedder | None = None, fed: bool = False) -> Services:
     """``embedder``: a name for ``choose_embedder`` or an embedder object (default: $CANON_EMBEDDER, else auto).
     ``fed``: a worker keeps the knowledge, keyword and vector models current (``Services.fed``)."""
     from canon_ledger.infrastructure.query_vectors import SqlQueryVectors

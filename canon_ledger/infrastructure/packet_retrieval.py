@@ -18,7 +18,7 @@ from canon_ledger.application.knowledge.lint import lint
 from canon_ledger.application.packets.packet import Stage
 from canon_ledger.application.packets.ports import Recall, Recalled, Retriever
 from canon_ledger.application.retrieval.feedback import OFF
-from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult, RetrievalSnapshot, TermStats
+from canon_ledger.application.retrieval.ports import Doc, KeywordResult, RetrievalSnapshot, TermStats
 from canon_ledger.application.retrieval.ports import Hit
 from canon_ledger.domain.chunking import chapter_document, document_chapter, story_collection
 from canon_ledger.domain.wiki import PAGE_PREFIX

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import Column, Float, MetaData, String, Table, Text, delete, select
 from sqlalchemy.engine import Engine
 
-from canon_ledger.application.retrieval.stepback import StepBackCache
+from canon_ledger.application.retrieval.ports import StepBackCache
 from canon_ledger.infrastructure.read_store import upsert
 
 TABLE = "stepback_cache_v1"

@@ -33,7 +33,7 @@ from sqlalchemy import bindparam, select, text
 from sqlalchemy.engine import Connection, Engine
 
 from canon_ledger.application.retrieval.ports import Hit
-from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult, RetrievalSnapshot, TermStats
+from canon_ledger.application.retrieval.ports import Doc, KeywordResult, RetrievalSnapshot, TermStats
 from canon_ledger.domain.wiki import PAGE_PREFIX, page_summary
 from canon_ledger.projections.driver_sql import Statements
 from canon_ledger.projections.keyword_memory import KeywordMemory

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from canon_ledger.application.retrieval.ports import Hit
 from canon_ledger.application.retrieval.rocchio import expand_vector
-from canon_ledger.application.retrieval.search_ports import RetrievalSnapshot
+from canon_ledger.application.retrieval.ports import RetrievalSnapshot
 from canon_ledger.infrastructure.packet_retrieval import EarlierChapters
 
 STORY = "s"

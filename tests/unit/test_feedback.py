@@ -9,7 +9,7 @@ import pytest
 
 from canon_ledger.application.retrieval.feedback import FEEDBACK_DOCS, expand, relevance_model, rm3
 from canon_ledger.application.retrieval.ports import Hit
-from canon_ledger.application.retrieval.search_ports import KeywordResult, TermStats
+from canon_ledger.application.retrieval.ports import KeywordResult, TermStats
 
 N = 100  # documents: a term in more than 10 of them is no evidence
 RARE = {t: 1 for t in "ab cd ef gh ij kl mn op qr st uv wx yz".split()}

@@ -108,7 +108,7 @@ class _TwoLists:
     VECTOR = [("c/b#_/0", 0.81), ("c/e#_/0", 0.805), ("c/a#_/0", 0.80), ("c/f#_/0", 0.10)]
 
     def keyword(self, query, collection_ids, limit):
-        from canon_ledger.application.retrieval.search_ports import KeywordResult
+        from canon_ledger.application.retrieval.ports import KeywordResult
 
         return KeywordResult([Hit(i, s) for i, s in self.KEYWORD[:limit]], ["q"], "fake bm25")
 
@@ -116,7 +116,7 @@ class _TwoLists:
         return [Hit(i, s) for i, s in self.VECTOR[:limit]]
 
     def docs(self, ids):
-        from canon_ledger.application.retrieval.search_ports import Doc
+        from canon_ledger.application.retrieval.ports import Doc
 
         return {i: Doc(i, "chunk", "c", f"text of {i}") for i in ids}
 

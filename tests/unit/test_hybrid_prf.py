@@ -9,7 +9,7 @@ import pytest
 
 from canon_ledger.application.retrieval.ports import Hit
 from canon_ledger.application.retrieval.search import FIRST_PASS, HybridSearch
-from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult, TermStats
+from canon_ledger.application.retrieval.ports import Doc, KeywordResult, TermStats
 from tests.helpers import stage_of
 
 # Two chunks of section a (a cut in two by the token limit), then one chunk per section.

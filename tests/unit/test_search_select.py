@@ -8,7 +8,7 @@ import pytest
 
 from canon_ledger.application.retrieval.ports import Hit
 from canon_ledger.application.retrieval.search import HybridSearch, section_of
-from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult
+from canon_ledger.application.retrieval.ports import Doc, KeywordResult
 
 
 class Snapshot:

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from canon_ledger.application.retrieval.ports import Hit
-from canon_ledger.application.retrieval.search_ports import KeywordResult, RetrievalSnapshot
+from canon_ledger.application.retrieval.ports import KeywordResult, RetrievalSnapshot
 from canon_ledger.domain.wiki import PAGE_PREFIX
 
 # When search runs it (HybridSearch.feedback): only when the keyword list stands alone, on

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from canon_ledger.application.retrieval.feedback import Expansion
 from canon_ledger.application.retrieval.ports import Hit
-from canon_ledger.application.retrieval.search_ports import RetrievalSnapshot
+from canon_ledger.application.retrieval.ports import RetrievalSnapshot
 from canon_ledger.domain.wiki import PAGE_PREFIX
 
 ROCCHIO_DOCS = 5

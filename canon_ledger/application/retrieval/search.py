@@ -35,16 +35,15 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-from canon_ledger.application.knowledge.ports import ProviderError, ProviderExhausted, ProviderThrottled
+from canon_ledger.application.knowledge.ports import Embedder, ProviderError, ProviderExhausted, ProviderThrottled
 from canon_ledger.application.packets.packet import Stage
 from canon_ledger.application.retrieval.feedback import ALONE, FEEDBACK_DOCS, HYBRID, MODES, OFF, expand, plain
 from canon_ledger.application.retrieval.fusion import FUSIONS, RRF, RRF_K, RRF_ZSCORE, WIDE_FACTOR, ZSCORE, rrf, wide
-from canon_ledger.application.retrieval.ports import Candidate, Hit, Reranker
 from canon_ledger.application.retrieval.rerank import MISSING_PENALTY, missing_rule, rerank
 from canon_ledger.application.retrieval.rocchio import ROCCHIO_DOCS, expand_vector
-from canon_ledger.application.retrieval.search_ports import Doc, KeywordResult, RetrievalSnapshot
+from canon_ledger.application.retrieval.ports import Candidate, Doc, Hit, KeywordResult, Reranker, RetrievalSnapshot
 from canon_ledger.application.retrieval.stepback import StepBack, StepBackResult, is_broad_query
 from canon_ledger.domain.quota import EMBED, QuotaRefused
 
@@ -63,34 +62,11 @@ FEEDBACK = HYBRID
 FIRST_PASS = max(FEEDBACK_DOCS, ROCCHIO_DOCS)
 
 
-class QueryEmbedder(Protocol):
-    name: str
-    uses_quota: bool
-
-    def embed(self, texts: list[str]) -> list[list[float]]: ...
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    id: str
-    kind: str  # chunk | page | overview
-    collection: str
-    text: str
-    stale: bool
-    sources: list[int]  # log positions of the events behind the text
-    score: float | None  # the reranker's score (summed z by default); None for the overview
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "collection": self.collection, "text": self.text,
-                "stale": self.stale, "sources": list(self.sources),
-                "score": None if self.score is None else round(self.score, 6)}
-
-
 @dataclass(frozen=True)
 class SearchResult:
     query: str
     collections: list[str]
-    hits: list[SearchHit]
+    hits: list[Doc]
     stages: list[Stage]
     position: int | None = None  # the log position the read models reflected
 
@@ -107,7 +83,7 @@ class HybridSearch:
     choices; their defaults are the module's ``FUSION``, ``MISSING``, ``LIST_DEPTH``,
     ``PER_SECTION`` and ``FEEDBACK`` (and ``fusion.RRF_K``, ``fusion.WIDE_FACTOR``)."""
 
-    embedder: QueryEmbedder | None
+    embedder: Embedder | None
     step_back: StepBack | None = None
     scorer: Reranker | None = None
     quota: Any = None  # application.knowledge.quota.Quota, for an embedder that uses quota
@@ -407,7 +383,7 @@ def section_of(chunk_id: str) -> str:
 
 
 def _select(ranked: list[Candidate], docs: dict[str, Doc], overview: list[Doc],
-            top_k: int, per_section: bool = PER_SECTION) -> tuple[list[SearchHit], Stage]:
+            top_k: int, per_section: bool = PER_SECTION) -> tuple[list[Doc], Stage]:
     """The overviews, then the ranked pages and chunks: ``top_k`` chunks, one per section first
     (``per_section`` False: the first ``top_k`` chunks in rank order).
 
@@ -426,7 +402,7 @@ def _select(ranked: list[Candidate], docs: dict[str, Doc], overview: list[Doc],
     For packets (the story's chapters, each usually one section) this means the L1 chunks come
     from as many earlier chapters as the candidates hold before a second passage of one chapter.
     """
-    hits = [SearchHit(d.id, d.kind, d.collection, d.text, d.stale, list(d.sources), None) for d in overview]
+    hits = [Doc(d.id, d.kind, d.collection, d.text, d.stale, list(d.sources), None) for d in overview]
     placed: set[str] = set()
     first: list[tuple[int, Candidate]] = []
     waiting: list[tuple[int, Candidate]] = []
@@ -449,7 +425,7 @@ def _select(ranked: list[Candidate], docs: dict[str, Doc], overview: list[Doc],
     chosen += [(place, c) for place, c in waiting if id(c) in kept]
     for _, c in chosen:
         d = docs[c.id]
-        hits.append(SearchHit(d.id, d.kind, d.collection, d.text, d.stale, list(d.sources), c.fused))
+        hits.append(Doc(d.id, d.kind, d.collection, d.text, d.stale, list(d.sources), c.fused))
     chunks = len(chosen_chunks)
     sections = len({section_of(c.id) for _, c in chosen_chunks})
     detail = f"{chunks} chunk(s) from {sections} section(s), {pages} page(s)" + (

@@ -19,11 +19,12 @@ import re
 import time
 import unicodedata
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from canon_ledger.application.knowledge.ports import ProviderError, ProviderExhausted, ProviderThrottled
 from canon_ledger.application.knowledge.quota import Quota
 from canon_ledger.application.packets.packet import Stage
+from canon_ledger.application.retrieval.ports import QueryGeneraliser, StepBackCache
 from canon_ledger.domain.quota import GENERATE, QuotaRefused
 
 STEP = "step-back"
@@ -87,25 +88,6 @@ def _names_something(query: str) -> bool:
                 return True
         sentence_start = bool(_SENTENCE_END.search(token))
     return False
-
-
-# -- ports ---------------------------------------------------------------------------------------
-class QueryGeneraliser(Protocol):
-    """The one generate call: a provider that rewrites a question into a more general one."""
-
-    name: str
-
-    def step_back(self, query: str) -> str: ...
-
-
-class StepBackCache(Protocol):
-    """Durable, shared by every process on the store; not canon, so a plain table is enough."""
-
-    def get(self, key: str, now: float) -> str | None:
-        """The generalised query cached under ``key``, unless it expired at or before ``now``."""
-        ...
-
-    def put(self, key: str, query: str, generalised: str, method: str, now: float, ttl_s: float) -> None: ...
 
 
 class StepBackResult(NamedTuple):

@@ -26,8 +26,7 @@ from canon_ledger.application.knowledge.ports import (
     ProviderThrottled,
     TopicView,
 )
-from canon_ledger.application.retrieval.search import QueryEmbedder
-from canon_ledger.application.retrieval.stepback import QueryGeneraliser
+from canon_ledger.application.retrieval.ports import QueryGeneraliser
 
 GENERATE_MODEL = "gemini-2.5-flash"
 EMBED_MODEL = "gemini-embedding-001"
@@ -218,7 +217,7 @@ class GeminiProvider(PageWriter, Embedder, QueryGeneraliser):
         return vectors
 
 
-class GeminiEmbedder(Embedder, QueryEmbedder):
+class GeminiEmbedder(Embedder):
     """The embedding half of the provider, as its own port (it shares the key and the client)."""
 
     uses_quota = True

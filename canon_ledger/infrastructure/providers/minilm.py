@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from canon_ledger.application.knowledge.ports import Embedder
-from canon_ledger.application.retrieval.search import QueryEmbedder
 from canon_ledger.infrastructure import user_cache
 
 MODEL_NAME = "all-MiniLM-L6-v2-int8"
@@ -49,7 +48,7 @@ def missing_packages() -> list[str]:
     return [p for p in SEMANTIC_PACKAGES if importlib.util.find_spec(p) is None]
 
 
-class OnnxEmbedder(Embedder, QueryEmbedder):
+class OnnxEmbedder(Embedder):
     """A sentence embedder from an ONNX file and a ``tokenizers`` JSON file. Loads on first use."""
 
     uses_quota = False

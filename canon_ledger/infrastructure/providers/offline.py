@@ -10,7 +10,6 @@ from collections import Counter
 
 from canon_ledger.application.knowledge.compile import chunk_bodies
 from canon_ledger.application.knowledge.ports import ChunkView, Embedder, PageDraft, PageWriter, TopicView
-from canon_ledger.application.retrieval.search import QueryEmbedder
 
 _WORD = re.compile(r"[^\W\d_][\w'’-]*", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -57,7 +56,7 @@ class ExtractiveWriter(PageWriter):
         )
 
 
-class HashingEmbedder(Embedder, QueryEmbedder):
+class HashingEmbedder(Embedder):
     """Feature hashing of words into a fixed-size unit vector: deterministic, labelled as such."""
 
     uses_quota = False
