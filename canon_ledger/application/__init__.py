@@ -1,1 +1,6 @@
-"""Use cases: command handling (and, later, packets, audit, compile, lint, quota)."""
+"""Use cases over the domain, with ports for everything outside: applying commands
+(``ledger``: decide, save with the receipt, retry; ``handlers``: one per command), context
+packets (``packets``: recipes, compiler, replay), audits, L1 retrieval (``retrieval``), the
+knowledge layer (``knowledge``: wiki pages within an LLM quota), summaries, manuscript and
+lorebook import and export, the continuity check and who-knows-what. No SQL and no network:
+the stores, read models and providers come in through the ports each subpackage declares."""

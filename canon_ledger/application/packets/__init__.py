@@ -1,1 +1,4 @@
-"""The L0 packet compiler: confirmed canon -> a token-budgeted context packet per worker call."""
+"""Context packets: a worker's token-budgeted view of confirmed canon (L0), with L1 retrieval
+when the budget leaves room. ``recipes`` declares what each role reads, ``compiler`` packs it
+within the budget, ``packet`` is the JSON contract and its hash, ``service`` records what was
+issued, ``replay`` rebuilds a packet with the compiler version that built it (the audit)."""
