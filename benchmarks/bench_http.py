@@ -74,9 +74,9 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gen_story  # noqa: E402
-from common import (CANON, add_output_options, conninfo, emit, free_port, header, load_story, loadavg,  # noqa: E402
-                    log, machine_info, percentiles, proc_status, rss_mb, run_worker, story_commands, story_options,
-                    story_sized, stores_for)
+from common import (CANON, add_output_options, bench_stores, chapters_measured, conninfo, emit, free_port,  # noqa: E402
+                    header, load_story, loadavg, log, percentiles, proc_status, rss_mb, run_worker,
+                    story_commands, story_options, story_sized)
 
 PACKET_ROUTE = "/v1/stories/{story}/packet"
 TARGETS = {
@@ -682,12 +682,10 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
 
     started = time.perf_counter()
     story, commands = story_commands(args)
-    chapters = sorted({c for c in (10, 100, 1000) if c < args.chapters} | {args.chapters})
-    stores, skipped = stores_for(["sqlite", "postgres"] if args.store == "both" else [args.store], args.pg_url)
-    info = machine_info(args.pg_url if any(s.kind == "postgres" for s in stores) else None)
+    chapters = chapters_measured(args.chapters)
     logdir = tempfile.mkdtemp(prefix="bench_http_")
     results = []
-    try:
+    with bench_stores(args, started) as (stores, skipped, info):
         for store in stores:
             with store.fresh() as url:
                 t0 = time.perf_counter()
@@ -703,11 +701,6 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 measured = run_worker(cfg, "--worker", __file__)
                 results.append({"store": store.kind, "load": loaded, "catch_up": setup, **measured,
                                 "store_seconds": time.perf_counter() - t0})
-    finally:
-        for store in stores:
-            store.close()
-    info["loadavg_end"] = loadavg()
-    info["wall_seconds"] = round(time.perf_counter() - started, 1)
     info["server_logs"] = logdir
     return {"machine": info, "story": story, "chapters": chapters, "args": vars(args), "targets": TARGETS,
             "results": results, "skipped": skipped, "verdicts": verdicts(results, chapters, args.clients)}

@@ -40,16 +40,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import (  # noqa: E402
-    load_story,
-    log,
-    loadavg,
-    machine_info,
-    percentiles,
-    run_worker,
-    stores_for,
-    story_commands,
-)
+from common import (bench_stores, load_story, log, percentiles, run_worker, story_commands)  # noqa: E402
 
 GOAL = 2.0
 STORY = "synthetic-serial"
@@ -260,12 +251,10 @@ WORKERS = {"prepare": prepare, "measure": measure}
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     story, commands = story_commands(args)
-    stores, skipped = stores_for(["sqlite", "postgres"] if args.store == "both" else [args.store], args.pg_url)
-    info = machine_info(args.pg_url if any(s.kind == "postgres" for s in stores) else None)
     chapters = [c for c in (10, 100, 1000) if c <= args.chapters]
     results = []
     codes = [("new", None)] + ([("old", os.path.abspath(args.old))] if args.old else [])
-    try:
+    with bench_stores(args, started) as (stores, skipped, info):
         for store in stores:
             with store.fresh() as url:
                 loaded = load_story(url, store.kind, commands, 100)
@@ -286,11 +275,6 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                             os.environ.pop("BENCH_L1_CODE", None)
                 r["runs"] = runs
                 results.append(r)
-    finally:
-        for store in stores:
-            store.close()
-    info["loadavg_end"] = loadavg()
-    info["wall_seconds"] = round(time.perf_counter() - started, 1)
     return {"machine": info, "story": story, "goal": GOAL, "results": results, "skipped": skipped,
             "args": {k: v for k, v in vars(args).items() if k != "format"}}
 

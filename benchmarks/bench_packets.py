@@ -66,9 +66,9 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gen_story  # noqa: E402
-from common import (add_output_options, conninfo, emit, header, load_story, loadavg, log, machine_info,  # noqa: E402
-                    percentiles, rss_mb, ru_maxrss_mb, run_worker, story_commands, story_options, story_sized,
-                    stores_for)
+from common import (add_output_options, bench_stores, chapters_measured, conninfo, emit, header, load_story,  # noqa: E402
+                    log, percentiles, rss_mb, ru_maxrss_mb, run_worker, story_commands, story_options,
+                    story_sized)
 
 TARGETS = {
     "p50_ms_last": 10.0,  # p50 at chapter 1,000
@@ -208,6 +208,8 @@ def limit_plan(raw: RawReader, T: dict[str, str], packet: Any, story: str) -> Li
             chapters.setdefault(int(i.key), set()).add("goals_text")
         elif i.kind == "chapter_summary":
             chapters.setdefault(int(i.key), set()).add("summary_text")
+        elif i.kind == "chapter_ending":  # the end of chapter K-1's accepted text (compiler 7 on)
+            chapters.setdefault(int(i.key), set()).add("text")
         elif i.kind == "volume_summary":
             volumes.append(int(i.key))
         elif i.kind == "development_chain" and i.tier == "P4":
@@ -225,7 +227,7 @@ def limit_plan(raw: RawReader, T: dict[str, str], packet: Any, story: str) -> Li
         rows += 1
     if chapters:
         nums = sorted(chapters)
-        statements.append((raw.sql(f"SELECT chapter, goals_text, summary_text FROM {T['chapters']} WHERE story_id = ? "
+        statements.append((raw.sql(f"SELECT chapter, goals_text, summary_text, text FROM {T['chapters']} WHERE story_id = ? "
                                    f"AND chapter IN ({', '.join('?' * len(nums))})"), (story, *nums)))
         rows += len(nums)
     if scenes:
@@ -272,6 +274,8 @@ def limit_plan(raw: RawReader, T: dict[str, str], packet: Any, story: str) -> Li
             expected[("goals", int(i.key))] = i.text
         elif i.kind == "chapter_summary":
             expected[("summary", int(i.key))] = i.text
+        elif i.kind == "chapter_ending":  # its last words end the chapter's text
+            expected[("ending", int(i.key))] = i.text
         elif i.kind == "style_guardrails":
             expected[("guardrails",)] = i.text
         elif i.kind == "output_contract":
@@ -289,7 +293,7 @@ def check_limit(raw: RawReader, T: dict[str, str], plan: LimitPlan) -> None:
             if table == "stories":
                 got[("guardrails",)], got[("contract",)] = r[0], r[1]
             elif table == "chapters":
-                got[("goals", r[0])], got[("summary", r[0])] = r[1], r[2]
+                got[("goals", r[0])], got[("summary", r[0])], got[("ending", r[0])] = r[1], r[2], r[3]
             elif table == "scene_cards":
                 got[("scene", r[0])] = r[1]
             elif table == "volumes":
@@ -303,7 +307,8 @@ def check_limit(raw: RawReader, T: dict[str, str], plan: LimitPlan) -> None:
     for key, text in plan.expected.items():
         row_text = got.get(key)
         assert row_text is not None, f"limit fetched no row for {key}"
-        ok = row_text == text or (text.endswith(" …") and row_text.startswith(text[:-2].rstrip()[:20]))
+        ok = row_text == text or (text.endswith(" …") and row_text.startswith(text[:-2].rstrip()[:20])) or (
+            key[0] == "ending" and row_text.rstrip().endswith(text.rstrip()[-20:]))
         assert ok, f"row {key} does not hold the item's text"
 
 
@@ -733,12 +738,10 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     story, commands = story_commands(args)
-    chapters = sorted({c for c in (10, 100, 1000) if c < args.chapters} | {args.chapters})
+    chapters = chapters_measured(args.chapters)
 
-    stores, skipped = stores_for(["sqlite", "postgres"] if args.store == "both" else [args.store], args.pg_url)
-    info = machine_info(args.pg_url if any(s.kind == "postgres" for s in stores) else None)
     results = []
-    try:
+    with bench_stores(args, started) as (stores, skipped, info):
         for store in stores:
             with store.fresh() as url:
                 t0 = time.perf_counter()
@@ -750,11 +753,6 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 measured = run_worker(cfg, "--worker", __file__)
                 results.append({"store": store.kind, "load": loaded, **measured,
                                 "store_seconds": time.perf_counter() - t0})
-    finally:
-        for store in stores:
-            store.close()
-    info["loadavg_end"] = loadavg()
-    info["wall_seconds"] = round(time.perf_counter() - started, 1)
     return {"machine": info, "story": story, "chapters": chapters, "samples": args.samples, "warmup": args.warmup,
             "secondary_samples": args.secondary_samples,
             "targets": TARGETS, "results": results, "skipped": skipped, "verdicts": verdicts(results, chapters)}

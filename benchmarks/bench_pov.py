@@ -64,8 +64,8 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gen_story  # noqa: E402
-from common import (add_output_options, add_pg_option, emit, header, load_story, loadavg, log,  # noqa: E402
-                    machine_info, percentiles, rss_mb, run_worker, stores_for)
+from common import (add_output_options, add_pg_option, bench_stores, emit, header, load_story, log,  # noqa: E402
+                    percentiles, rss_mb, run_worker)
 
 GOAL = 1.1  # POV packet p50 / plain packet p50
 STORY = gen_story.STORY
@@ -451,10 +451,8 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     log(f"story: {len(commands):,} commands ({added['characters']} characters, {added['secrets']:,} secrets on "
         f"{added['secret_entries']} entries, {added['knowledge_records']} knowledge records) built in "
         f"{time.perf_counter() - t0:.1f} s")
-    stores, skipped = stores_for(["sqlite", "postgres"] if args.store == "both" else [args.store], args.pg_url)
-    info = machine_info(args.pg_url if any(s.kind == "postgres" for s in stores) else None)
     results = []
-    try:
+    with bench_stores(args, started) as (stores, skipped, info):
         for store in stores:
             with store.fresh() as url:
                 loaded = load_story(url, store.kind, commands, args.batch_size)
@@ -474,11 +472,6 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                     f"{m['ratio_p50']:.3f}x (paired {m['ratio_paired_median']:.3f}x); "
                     f"problems: {m['problems'] or 'none'}")
                 results.append(r)
-    finally:
-        for store in stores:
-            store.close()
-    info["loadavg_end"] = loadavg()
-    info["wall_seconds"] = round(time.perf_counter() - started, 1)
     return {"machine": info, "story": story, "added": added, "chapters": args.chapters, "samples": args.samples,
             "warmup": args.warmup, "goal": GOAL, "results": results, "skipped": skipped}
 

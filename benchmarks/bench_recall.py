@@ -48,8 +48,8 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gen_story  # noqa: E402
-from common import (add_common_options, emit, header, load_story, loadavg, log, machine_info,  # noqa: E402
-                    percentiles, stores_for)
+from common import (add_common_options, bench_stores, chapters_measured, emit, header, load_story, log,  # noqa: E402
+                    percentiles)
 
 from canon_ledger.application.packets.compiler import COMPILER, compile_packet  # noqa: E402
 from canon_ledger.application.packets.recipes import Request  # noqa: E402
@@ -196,21 +196,14 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     commands = [parse_command(d) for d in dicts]
     log(f"story: {story['commands']:,} commands, {story['chapters']:,} chapters, "
         f"{story['canon_entries']:,} canon entries, every one with aliases")
-    chapters = sorted({c for c in (10, 100, 1000) if c < args.chapters} | {args.chapters})
-    stores, skipped = stores_for(["sqlite", "postgres"] if args.store == "both" else [args.store], args.pg_url)
-    info = machine_info(args.pg_url if any(s.kind == "postgres" for s in stores) else None)
+    chapters = chapters_measured(args.chapters)
     results = []
-    try:
+    with bench_stores(args, started) as (stores, skipped, info):
         for store in stores:
             with store.fresh() as url:
                 loaded = load_story(url, store.kind, commands, 100)
                 results.append({"store": store.kind, "load": loaded,
                                 **measure(url, store.kind, gen_story.STORY, chapters, args.samples, args.warmup)})
-    finally:
-        for store in stores:
-            store.close()
-    info["loadavg_end"] = loadavg()
-    info["wall_seconds"] = round(time.perf_counter() - started, 1)
     report = {"machine": info, "story": story, "chapters": chapters, "samples": args.samples, "goal": GOAL,
               "results": results, "skipped": skipped}
     if args.expect_hashes:

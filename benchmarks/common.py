@@ -337,6 +337,29 @@ def stores_for(kinds: Sequence[str], pg_url: str | None = None) -> tuple[list[An
     return stores, skipped
 
 
+def chapters_measured(last: int) -> list[int]:
+    """The chapters a per-chapter benchmark measures: 10, 100 and 1,000 where the story is
+    longer, and its last."""
+    return sorted({c for c in (10, 100, 1000) if c < last} | {last})
+
+
+@contextlib.contextmanager
+def bench_stores(args: argparse.Namespace, started: float) -> Iterator[tuple[list[Any], dict[str, str], dict[str, Any]]]:
+    """The stores ``args.store`` names (``both``: SQLite, then PostgreSQL), the kinds skipped
+    (``stores_for``) and the machine's description (``machine_info``). On the way out every
+    store is closed and the description gets the load at the end and the wall seconds since
+    ``started``."""
+    stores, skipped = stores_for(["sqlite", "postgres"] if args.store == "both" else [args.store], args.pg_url)
+    info = machine_info(args.pg_url if any(s.kind == "postgres" for s in stores) else None)
+    try:
+        yield stores, skipped, info
+    finally:
+        for store in stores:
+            store.close()
+        info["loadavg_end"] = loadavg()
+        info["wall_seconds"] = round(time.perf_counter() - started, 1)
+
+
 def scratch(kind: str, pg_url: str | None = None) -> tuple[str, Callable[[], None]]:
     """(url, cleanup) of one fresh store, for code that cannot hold a ``with`` block open."""
     stack = contextlib.ExitStack()
