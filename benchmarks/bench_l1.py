@@ -80,7 +80,7 @@ class MemorySnapshot:
     collection's keyword index, its vector matrix and the texts (the floor's search)."""
 
     def __init__(self, live: Any, collection: str, query: str, chapter: int) -> None:
-        from canon_ledger.infrastructure.packet_retrieval import EarlierChapters
+        from canon_ledger.application.retrieval.earlier_chapters import EarlierChapters
         from canon_ledger.projections.keyword_memory import KeywordMemory
 
         reader = live.reader

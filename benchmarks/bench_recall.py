@@ -51,7 +51,8 @@ import gen_story  # noqa: E402
 from common import (add_common_options, bench_stores, chapters_measured, emit, header, load_story, log,  # noqa: E402
                     percentiles)
 
-from canon_ledger.application.packets.compiler import COMPILER, compile_packet  # noqa: E402
+from canon_ledger.application.packets.compiler import COMPILER  # noqa: E402
+from canon_ledger.application.packets.replay import compile_packet  # noqa: E402
 from canon_ledger.application.packets.recipes import Request  # noqa: E402
 from canon_ledger.domain.commands import parse_command  # noqa: E402
 from canon_ledger.infrastructure.bootstrap import bootstrap  # noqa: E402

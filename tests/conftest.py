@@ -49,6 +49,57 @@ settings.register_profile("quick", max_examples=50, print_blob=True)
 settings.register_profile("deep", max_examples=1000, print_blob=True)
 settings.load_profile(hypothesis_profile())
 
+# -- the order modules are handed to the workers ------------------------------------------------
+# `scripts/test` gives each of its workers whole modules (--dist loadscope), one at a time as
+# they finish. pytest-xdist hands them out by test count by default (--loadscope-reorder), which
+# put the slowest modules, a few long tests each, last: one worker ran them alone while the other
+# had nothing left. Instead the longest go first (longest processing time first) and the many
+# short ones fill in behind them, in collection order. Seconds of a whole-suite run (sum of the
+# module's tests, two workers; relative sizes are what count): a module not listed, or whose cost
+# has changed, runs in the wrong place, never wrongly.
+LONG_POLES = {
+    "tests/e2e/test_worker.py": 145,
+    "tests/e2e/test_http_fuzz.py": 86,
+    "tests/e2e/test_server_hardening.py": 77,
+    "tests/e2e/test_worker_split.py": 63,
+    "tests/e2e/test_readme.py": 59,
+    "tests/e2e/test_event_stream.py": 55,
+    "tests/e2e/test_viewer.py": 50,  # with Chromium (about 23 without)
+    "tests/e2e/test_http_server.py": 45,
+    "tests/integration/test_audit_and_rebuild.py": 38,
+    "tests/e2e/test_mcp.py": 35,
+    "tests/integration/test_http_api.py": 35,
+    "tests/integration/test_gemini_provider.py": 32,
+    "tests/integration/test_read_bounds.py": 30,
+    "tests/e2e/test_first_story.py": 30,
+    "tests/integration/test_story_scope_walk.py": 29,
+    "tests/integration/test_packets.py": 27,
+    "tests/e2e/test_viewer_review.py": 25,  # with Chromium
+    "tests/e2e/test_cold_start.py": 23,
+    "tests/integration/test_mention_recall.py": 21,
+    "tests/unit/test_chunking_linear.py": 17,
+    "tests/e2e/test_api_docs.py": 15,  # with Chromium
+    "tests/integration/test_spoilers.py": 14,
+    "tests/integration/test_stepback.py": 14,
+    "tests/integration/test_concurrent_writers.py": 13,
+    "tests/integration/test_audit_generated_story.py": 13,
+    "tests/integration/test_split_build.py": 11,
+    "tests/integration/test_retrieval.py": 10,
+    "tests/integration/test_viewer_session.py": 10,
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "loadscopereorder", None) is not None:  # pytest-xdist is there
+        config.option.loadscopereorder = False  # keep the order below (--no-loadscope-reorder)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering (by module-scoped parameters)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules of ``LONG_POLES`` first, longest first; each module's tests in their order."""
+    items.sort(key=lambda item: -LONG_POLES.get(item.nodeid.split("::", 1)[0], 0))  # a stable sort
+
+
 # -- which PostgreSQL ---------------------------------------------------------------------------
 LOCAL_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 POSTGRES_IMAGE = "postgres:15"  # the version the suite runs against on 127.0.0.1

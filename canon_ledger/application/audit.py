@@ -4,10 +4,17 @@ name the events (and commands) behind every item.
 
 When the story's canon has not changed since, the live read model is checked too: a row
 edited by hand shows up as a live packet that no longer matches its replay.
+
+A replay depends only on the story, the position and the log up to that position, which never
+changes once the log has reached it: the auditor keeps its last few replays (``KEPT_REPLAYS``),
+so that auditing many packets issued at one position of a story replays it once. A kept replay
+is used by one audit at a time (a lock each).
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -35,6 +42,24 @@ class Scratch(Protocol):
 
 
 ScratchFactory = Callable[[str, int], Scratch]
+
+KEPT_REPLAYS = 2  # replays (story, position) an auditor keeps, the most recently used
+
+
+class _Kept:
+    """One kept replay, built on first use; used under ``lock``, closed once evicted."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.scratch: Scratch | None = None
+        self.closed = False
+
+    def discard(self) -> None:
+        with self.lock:  # waits for an audit still reading it
+            self.closed = True
+            if self.scratch is not None:
+                self.scratch.close()
+                self.scratch = None
 
 
 @dataclass
@@ -108,6 +133,56 @@ class Auditor:
         self.live = live
         self.live_catch_up = live_catch_up
         self.tokens = tokens
+        self._kept: OrderedDict[tuple[str, int], _Kept] = OrderedDict()
+        self._kept_lock = threading.Lock()
+
+    @contextmanager
+    def _replay(self, story_id: str, position: int) -> Iterator[Scratch]:
+        """The story's canon replayed up to ``position``: a kept replay (the caller holds it
+        alone until the block ends), or for a position the log has not reached yet (events may
+        still land at or before it) a replay of the caller's own."""
+        if position > self.ledger.position():
+            with self._own(story_id, position) as replay:
+                yield replay
+            return
+        key = (story_id, position)
+        with self._kept_lock:
+            kept = self._kept.pop(key, None) or _Kept()
+            self._kept[key] = kept  # the most recently used last
+            evicted = [self._kept.popitem(last=False)[1] for _ in range(len(self._kept) - KEPT_REPLAYS)]
+        for old in evicted:
+            old.discard()
+        with kept.lock:
+            if kept.closed:  # evicted by another audit between the two locks
+                with self._own(story_id, position) as replay:
+                    yield replay
+                return
+            if kept.scratch is None:
+                kept.scratch = self.scratch(story_id, position)
+            try:
+                yield kept.scratch
+            except CanonError:
+                raise  # a refusal (NotFound: not planned yet at this position): the replay is sound
+            except BaseException:  # anything else may have left it mid-read: not kept
+                kept.closed = True
+                kept.scratch.close()
+                kept.scratch = None
+                raise
+
+    @contextmanager
+    def _own(self, story_id: str, position: int) -> Iterator[Scratch]:
+        replay = self.scratch(story_id, position)
+        try:
+            yield replay
+        finally:
+            replay.close()
+
+    def close(self) -> None:
+        """Close the kept replays."""
+        with self._kept_lock:
+            kept, self._kept = list(self._kept.values()), OrderedDict()
+        for old in kept:
+            old.discard()
 
     def packet_at(self, request: Request, position: int) -> Packet:
         """The packet as it would have been compiled at ``position`` (time travel).
@@ -123,19 +198,16 @@ class Auditor:
         if request.draft is not None:
             raise InvalidCommand("draft_not_replayed", "a packet at a past position replays canon only; a draft under "
                                  "review is checked against the canon of now: ask without `at`", "at")
-        replay = self.scratch(request.story_id, position)
         try:
-            with replay.snapshot() as snap:
+            with self._replay(request.story_id, position) as replay, replay.snapshot() as snap:
                 story = snap.story(request.story_id)
                 issued = self._issued_like(request, story.position, story.budgets) if story else None
                 retriever: Any = _NoReplay()
                 if issued is not None and issued.recall is not None:
-                    retriever = RecordedRecall(issued.recall, self.event_at, replay.events, self.tokens)
+                    retriever = RecordedRecall(issued.recall, self.event_at, dict(replay.events), self.tokens)
                 return compile_packet(snap, request, self.tokens, retriever)
         except NotFound as e:  # "chapter 5 ... has not been planned": at this position, maybe later
             raise NotFound(e.code, f"{e.message} as of position {position}", e.field) from None
-        finally:
-            replay.close()
 
     @contextmanager
     def scratch_for(self, story_id: str, position: int) -> Iterator[Scratch]:
@@ -175,15 +247,12 @@ class Auditor:
             raise NotFound("unknown_packet", f"no packet {packet_id!r} was issued", "packet_id")
         request = request_of(record)
         draft = recorded_draft(record, self.event_at)
-        replay = self.scratch(record.story_id, record.position)
-        try:
-            retriever = (RecordedRecall(record.recall, self.event_at, replay.events, self.tokens)
+        with self._replay(record.story_id, record.position) as replay:
+            events = dict(replay.events)  # the audit's own copy: the replay may be kept
+            retriever = (RecordedRecall(record.recall, self.event_at, events, self.tokens)
                          if record.recall is not None else None)
             with replay.snapshot() as snap:
                 replayed = self._recompile(snap, request, retriever, record.compiler, draft)
-            events = dict(replay.events)
-        finally:
-            replay.close()
         differences = _differences(record, replayed)
         live = self._live_check(request, replayed, record.compiler, retriever, draft)
         lineage = self._lineage(record, replayed, events)

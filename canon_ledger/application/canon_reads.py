@@ -6,7 +6,7 @@ rule has one home.
 The chapter asked is the ``as_of`` the caller gave; with none, the story's latest planned
 chapter (``default_chapter``). Below author scope:
 
-- a canon version hidden at that chapter (``domain.canon.hidden_at(hidden_until, chapter)``)
+- a canon version hidden at that chapter (``domain.canon_rules.hidden_at(hidden_until, chapter)``)
   is shown the way a packet for that chapter shows it: listed, without anything that could
   reveal it. It keeps ``SHOWN_WHEN_HIDDEN`` (kind, key, step, valid_from, hidden_until, source,
   retired); every other field keeps its name but is emptied (text and name ``""``, aliases
@@ -32,8 +32,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from canon_ledger.application.packets.render import hidden_reason as hidden_reason  # the packet's reason
 from canon_ledger.domain.api_key import Principal
-from canon_ledger.domain.canon import hidden_at
+from canon_ledger.domain.canon_rules import hidden_at
 from canon_ledger.domain.chunking import collection_story
 from canon_ledger.domain.errors import NotFound
 
@@ -77,11 +78,6 @@ def default_chapter(views: StoryReads, story_id: str) -> int:
 
 def chapter_asked(views: StoryReads, story_id: str, as_of: int | None) -> int:
     return as_of if as_of is not None else default_chapter(views, story_id)
-
-
-def hidden_reason(hidden_until: int | None, chapter: int) -> str | None:
-    """The packet's reason for a version (or node) hidden at ``chapter``, or None if shown."""
-    return f"hidden until chapter {hidden_until}" if hidden_at(hidden_until, chapter) else None
 
 
 def _emptied(value: Any, name: str = "") -> Any:

@@ -16,11 +16,12 @@ from canon_ledger.application.unit_of_work import UnitOfWork
 from canon_ledger.domain import commands as c
 from canon_ledger.domain import ids
 from canon_ledger.domain.canon import KINDS, CanonEntry, CanonProposal, confirm_proposal, require_knowable
-from canon_ledger.domain.chapter import TAG_KINDS, Chapter
+from canon_ledger.domain.chapter import Chapter
 from canon_ledger.domain.chunking import chunk_document
 from canon_ledger.domain.document import Document, document_of_chunk
 from canon_ledger.domain.draft import Draft, accept_into
 from canon_ledger.domain.errors import NotFound, RuleViolated
+from canon_ledger.domain.scene_tags import TAG_KINDS, TAG_LISTS
 from canon_ledger.domain.story import Story, with_default_budgets
 from canon_ledger.domain.tokens import TokenCounter
 from canon_ledger.domain.volume import Volume
@@ -104,7 +105,7 @@ def plan_chapter(cmd: c.PlanChapter, uow: UnitOfWork) -> None:
 def add_scene_card(cmd: c.AddSceneCard, uow: UnitOfWork) -> None:
     _story(uow, cmd.story_id)
     chapter = _chapter(uow, cmd.story_id, cmd.chapter)
-    tags = {name: list(getattr(cmd, name)) for name in (*TAG_KINDS, "callbacks")}
+    tags = {t.name: list(getattr(cmd, t.name)) for t in TAG_LISTS}
     for name, keys in tags.items():
         kinds = TAG_KINDS.get(name, KINDS)
         for key in keys:
@@ -258,9 +259,9 @@ HANDLERS: dict[type, Callable[[Any, UnitOfWork], None]] = {
 def _scene_card_reads(cmd: c.AddSceneCard) -> list[UUID]:
     story = cmd.story_id
     named = [ids.chapter_id(story, cmd.chapter)]
-    for name in (*TAG_KINDS, "callbacks"):
-        kinds = TAG_KINDS.get(name, KINDS)
-        named += [ids.canon_entry_id(story, kind, key) for key in getattr(cmd, name) for kind in kinds]
+    for t in TAG_LISTS:
+        kinds = TAG_KINDS.get(t.name, KINDS)
+        named += [ids.canon_entry_id(story, kind, key) for key in getattr(cmd, t.name) for kind in kinds]
     if cmd.pov is not None:
         named.append(ids.canon_entry_id(story, "character", cmd.pov))
     return named

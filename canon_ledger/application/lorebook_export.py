@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from canon_ledger.domain.bounds import MAX_CHAPTER
-from canon_ledger.domain.canon import CanonEntry, hidden_at, require_kind
+from canon_ledger.domain.canon import CanonEntry, require_kind
+from canon_ledger.domain.canon_rules import hidden_at
 from canon_ledger.domain.errors import InvalidCommand, NotFound
 from canon_ledger.domain.lorebook_export import TARGETS, ExportedEntry, document, source_format
 from canon_ledger.domain.topics import stored_topics

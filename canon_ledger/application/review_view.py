@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from canon_ledger.domain.canon import InForce, in_force
+from canon_ledger.domain.canon_rules import InForce, in_force
 
 SAME, ADDED, REMOVED, CHANGED = "same", "added", "removed", "changed"
 WORD_DIFF_TOKENS = 4_000  # a text of more tokens (words and the spaces between) is compared line by line

@@ -9,8 +9,6 @@ the last timeline step with ``valid_from <= K`` (ties: the later confirmation wi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -18,6 +16,10 @@ from eventsourcing.domain import Aggregate, event
 
 from canon_ledger.domain import ids, recall
 from canon_ledger.domain.bounds import MAX_CHAPTER, MAX_ID, MAX_NODE_KIND, MAX_STATE
+# The as-of rule's home is ``canon_rules``; ``in_force`` and ``hidden_at`` are imported from here too.
+from canon_ledger.domain.canon_rules import hidden_at as hidden_at
+from canon_ledger.domain.canon_rules import in_force as in_force
+from canon_ledger.domain.canon_rules import valid_to
 from canon_ledger.domain.chapter import require_positive
 from canon_ledger.domain.errors import RuleViolated
 
@@ -36,74 +38,6 @@ PROPOSED, CONFIRMED, REJECTED = "proposed", "confirmed", "rejected"
 # pages and docs once used for PROPOSED, is read as PROPOSED by the filters, never written.
 PROPOSAL_STATES = (PROPOSED, CONFIRMED, REJECTED)
 PROPOSAL_STATE_ALIASES = {"pending": PROPOSED}
-
-
-def valid_to(valid_froms: Sequence[int]) -> list[int | None]:
-    """Each timeline step's end, for an entry's steps in confirmation order (their
-    ``valid_from`` chapters): the chapter from which a later step takes over, None while the
-    step is still in force. Steps are ordered by (valid_from, confirmation); each one ends where
-    the next in that order begins, so a step tied with a later one ends where it begins and is
-    never in force. Step ``i`` is in force at chapter K iff ``valid_from <= K < valid_to``
-    (``valid_to`` None: no upper bound). The read side's SQL form of this rule is
-    ``canon_ledger.projections.canon_tables``."""
-    order = sorted(range(len(valid_froms)), key=lambda i: (valid_froms[i], i))
-    ends: list[int | None] = [None] * len(valid_froms)
-    for step, following in zip(order, order[1:]):
-        ends[step] = valid_froms[following]
-    return ends
-
-
-@dataclass(frozen=True)
-class InForce:
-    """The chapters at which one timeline step holds (``valid_to``'s rule): from ``start``
-    (its ``valid_from``) up to, not including, ``end`` (None: no later step takes over). A step
-    whose ``end`` is its ``start`` was superseded before it took effect (a later confirmation
-    with the same ``valid_from``) and is never in force."""
-
-    start: int
-    end: int | None
-    retired: bool = False
-
-    @property
-    def effective(self) -> bool:
-        return self.end is None or self.end > self.start
-
-    def holds_at(self, chapter: int) -> bool:
-        return self.start <= chapter and (self.end is None or chapter < self.end)
-
-    @property
-    def label(self) -> str:
-        """For people: "in force ch. 3–7", "in force from ch. 8", "in force at ch. 5",
-        "retired at ch. 9", "retired ch. 9–11", "superseded before it took effect"."""
-        if not self.effective:
-            return "superseded before it took effect"
-        if self.retired:
-            if self.end is None:
-                return f"retired at ch. {self.start}"
-            return f"retired ch. {_chapters(self.start, self.end)}"
-        if self.end is None:
-            return f"in force from ch. {self.start}"
-        return (f"in force at ch. {self.start}" if self.end == self.start + 1
-                else f"in force ch. {_chapters(self.start, self.end)}")
-
-
-def _chapters(start: int, end: int) -> str:
-    return str(start) if end == start + 1 else f"{start}\u2013{end - 1}"
-
-
-def in_force(steps: Sequence[tuple[int, bool]]) -> list[InForce]:
-    """When each step of an entry's timeline holds, for its steps in confirmation order as
-    (``valid_from``, retired) pairs: the rule of ``CanonEntry.as_of`` (of the steps with
-    ``valid_from <= K``, the latest by (valid_from, confirmation) holds at K, and a retirement
-    holds as "not in canon"), one span per step."""
-    ends = valid_to([valid_from for valid_from, _ in steps])
-    return [InForce(valid_from, end, retired) for (valid_from, retired), end in zip(steps, ends, strict=True)]
-
-
-def hidden_at(hidden_until: int | None, chapter: int) -> bool:
-    """May an entry's (or a chain node's) text not be shown at ``chapter``? Only when its
-    ``hidden_until`` (a chapter number, checked by ``require_control_fields``) is later."""
-    return hidden_until is not None and hidden_until > chapter
 
 
 def require_kind(kind: str) -> None:

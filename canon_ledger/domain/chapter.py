@@ -14,15 +14,6 @@ from eventsourcing.domain import Aggregate, event
 from canon_ledger.domain import ids
 from canon_ledger.domain.errors import RuleViolated
 
-# Scene-card tag lists and the canon kind each must name. Callbacks may point at any kind.
-TAG_KINDS = {
-    "characters": ("character",),
-    "locations": ("location",),
-    "threads": ("thread",),
-    "items": ("item",),
-}
-
-
 def require_positive(number: int, field: str) -> None:
     if number < 1:
         raise RuleViolated(

@@ -26,6 +26,7 @@ from pydantic_core import ErrorDetails
 from canon_ledger.domain import bounds as b
 from canon_ledger.domain.canon import KINDS
 from canon_ledger.domain.errors import InvalidCommand
+from canon_ledger.domain.scene_tags import TAG_LIST
 from canon_ledger.domain.story import DEFAULT_BUDGETS, ROLES
 
 
@@ -146,7 +147,9 @@ _BUDGETS = (
 )
 
 
-def _tags(tag: str, kind: str) -> str:
+def _tags(tag: str) -> str:
+    """The description of the scene card's tag list ``tag`` (``scene_tags.TAG_LISTS``: one kind)."""
+    kind = TAG_LIST[tag].kind
     return (f"Keys of confirmed `{kind}` entries this scene involves ({tag}; 0..{b.MAX_LIST} keys of "
             f"1..{b.MAX_ID} characters, none blank, [] for none). Each must name an entry confirmed in this story "
             f"as a `{kind}` (any version, at any chapter), else the card is refused with "
@@ -240,15 +243,16 @@ class AddSceneCard(_StoryCommand):
     summary: Line = Field(description=(
         f"What happens in the scene, at most {b.MAX_LINE_TEXT:,} characters. P0 (never trimmed) of the chapter's "
         "planner, writer and qa packets with the tag lists, and part of the L1 retrieval query."))
-    characters: Keys = Field(description=_tags("characters", "character"))
-    locations: Keys = Field(description=_tags("locations", "location"))
-    threads: Keys = Field(description=_tags("threads", "thread"))
+    # One field per tag list of ``scene_tags.TAG_LISTS`` (a unit test holds them the same).
+    characters: Keys = Field(description=_tags("characters"))
+    locations: Keys = Field(description=_tags("locations"))
+    threads: Keys = Field(description=_tags("threads"))
     callbacks: Keys = Field(description=(
         f"Keys of confirmed entries of any kind ({_KINDS}) the scene calls back to, e.g. a world rule "
         f"(0..{b.MAX_LIST} keys of 1..{b.MAX_ID} characters, none blank, [] for none). Each must name an entry "
         "confirmed in this story under some kind (`scene_card_tags_must_be_confirmed_canon`); every entry of that "
         "key in force as of the chapter is carried in P1, as for the other tags."))
-    items: Keys = Field(description=_tags("items", "item"))
+    items: Keys = Field(description=_tags("items"))
     pov: Key | None = Field(default=None, description=(
         f"The scene's point-of-view character: the key of a confirmed `character` (1..{b.MAX_ID} characters, not "
         "blank) in canon at the chapter (confirmed, its version in force then, not retired), else the card is "
@@ -681,7 +685,12 @@ def _where(text: str, error: json.JSONDecodeError) -> str:
 
 def parse_line(line: str) -> Command:
     """One JSON command (``parse_json``'s bounds, then the command schema's)."""
-    data = parse_json(line)
+    return parse_object(parse_json(line))
+
+
+def parse_object(data: Any) -> Command:
+    """A decoded JSON value as a command: an object, read by the command schema; any other
+    value is ``malformed_json`` (a command is a JSON object)."""
     if not isinstance(data, dict):
         raise InvalidCommand("malformed_json", f"a command is a JSON object, got {type(data).__name__}")
     return parse_command(data)

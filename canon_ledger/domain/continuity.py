@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from canon_ledger.domain.canon_rules import hidden_at, holds_at
+
 # Fields that steer the ledger rather than state a fact of the story.
 CONTROL_FIELDS = frozenset({"hidden_until", "recall", "lorebook", "nodes", "secret"})
 MAX_FACT = 200  # characters: a longer string field is prose, not a fact a sentence can contradict
@@ -62,7 +64,7 @@ class Step:
     secret: bool = False  # fields.secret: known only to the characters recorded knowing it (issue 43)
 
     def holds_at(self, chapter: int) -> bool:
-        return self.valid_from <= chapter and (self.valid_to is None or chapter < self.valid_to)
+        return holds_at(self.valid_from, self.valid_to, chapter)
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ class Evidence:
     def shown_at(self, chapter: int) -> bool:
         """May a reader at ``chapter`` (a worker's packet) see this step's text: it is in force
         by then and not hidden past it."""
-        return self.valid_from <= chapter and not (self.hidden_until is not None and self.hidden_until > chapter)
+        return self.valid_from <= chapter and not hidden_at(self.hidden_until, chapter)
 
     def as_dict(self) -> dict[str, Any]:
         return {"text": self.text, "valid_from": self.valid_from, "source": self.source,
@@ -122,6 +124,6 @@ class Finding:
 
 
 def withheld_text(e: Evidence, chapter: int) -> str:
-    why = (f"hidden until chapter {e.hidden_until}" if e.hidden_until is not None and e.hidden_until > chapter
+    why = (f"hidden until chapter {e.hidden_until}" if hidden_at(e.hidden_until, chapter)
            else f"in canon from chapter {e.valid_from}")
     return f"(withheld at chapter {chapter}: {why}; the author sees it in `canon check`)"

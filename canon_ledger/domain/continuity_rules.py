@@ -71,6 +71,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from canon_ledger.domain.canon_rules import hidden_at
 from canon_ledger.domain.continuity import ERROR, WARNING, Evidence, Finding, Step
 from canon_ledger.domain.recall import bounded, spaceless_key
 from canon_ledger.domain.summary import STOPWORDS, sentence_starts
@@ -437,7 +438,7 @@ def _keys(e: _Entry) -> list[str]:
 
 
 def _hidden(s: Step, chapter: int) -> bool:
-    return s.hidden_until is not None and s.hidden_until > chapter
+    return hidden_at(s.hidden_until, chapter)
 
 
 def _in_force(e: _Entry, chapter: int) -> Step | None:

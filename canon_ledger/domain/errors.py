@@ -26,3 +26,7 @@ class NotFound(CanonError):
 
 class InvalidCommand(CanonError):
     """The command could not be read (malformed JSON, unknown type, bad field)."""
+
+
+class Forbidden(CanonError):
+    """The caller's key may not do this (its scope, or the stories it is limited to)."""

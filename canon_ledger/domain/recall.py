@@ -56,9 +56,9 @@ from typing import Any
 
 from canon_ledger.domain.errors import RuleViolated
 from canon_ledger.domain.lorebook import budget
+from canon_ledger.domain.tiers import P1, RECALL_TIERS
 
 LOGICS = ("and_any", "not_all", "not_any", "and_all")  # SillyTavern's selectiveLogic 0, 1, 2, 3
-RECALL_TIERS = ("P1", "P2", "P3", "P4")  # where an always-on entry goes (P0 is for hard constraints)
 MAX_KEYS = 200  # keys (and secondary keys) per entry
 MAX_KEY = 400  # characters per key
 _REGEX_KEY = re.compile(r"^/(.+)/([a-z]*)$", re.S)
@@ -81,7 +81,7 @@ class Rule:
     whole_words: bool = True
     constant: bool = False
     never: bool = False
-    tier: str = "P1"
+    tier: str = P1
     gated: bool = False
     order: float = DEFAULT_ORDER
     ignore_budget: bool = False
@@ -293,7 +293,7 @@ def check(recall: Any) -> None:
             raise bad(f"{name} must be a list of at most {MAX_KEYS} non-blank strings of at most {MAX_KEY} characters")
     if recall.get("logic", "and_any") not in LOGICS:
         raise bad(f"logic must be one of {', '.join(LOGICS)}")
-    if recall.get("tier", "P1") not in RECALL_TIERS:
+    if recall.get("tier", P1) not in RECALL_TIERS:
         raise bad(f"tier must be one of {', '.join(RECALL_TIERS)}")
     for name in ("case_sensitive", "whole_words", "constant", "never", "gated", "ignore_budget"):
         if not isinstance(recall.get(name, False), bool):

@@ -19,12 +19,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from canon_ledger.application.audit import AuditReport
+from canon_ledger.application.command_reader import read_value
 from canon_ledger.application.packets.packet import Packet
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.domain.commands import parse_command
 from canon_ledger.application.results import CommandResult
-from canon_ledger.domain.errors import CanonError
-from canon_ledger.infrastructure.bootstrap import Services, bootstrap
+from canon_ledger.infrastructure.bootstrap import bootstrap
+from canon_ledger.infrastructure.services import Services
 
 
 class LedgerAPI:
@@ -34,15 +34,7 @@ class LedgerAPI:
     def apply(self, commands: Iterable[dict[str, Any] | Any], *, atomic: bool = False) -> list[CommandResult]:
         """One result per command, in order (a dict that is not a valid command is ``rejected``
         in its place, and with ``atomic`` nothing of the batch is written)."""
-        items: list[Any] = []
-        for command in commands:
-            if isinstance(command, dict):
-                try:
-                    command = parse_command(command)
-                except CanonError as e:
-                    command = e
-            items.append(command)
-        return self.services.ledger.apply(items, atomic=atomic)
+        return self.services.ledger.apply([read_value(command) for command in commands], atomic=atomic)
 
     def packet(self, story: str, role: str, chapter: int, *, scene: str | None = None, budget: int | None = None,
                after: int | None = None, at: int | None = None, record: bool = True, draft: str | None = None) -> Packet:

@@ -19,7 +19,7 @@ from typing import Any
 
 from canon_ledger.application.results import CommandResult
 from canon_ledger.domain.canon import KINDS
-from canon_ledger.domain.chapter import TAG_KINDS
+from canon_ledger.domain.scene_tags import TAG_KINDS, TAG_LISTS
 from canon_ledger.domain.commands import AddSceneCard
 from canon_ledger.domain.errors import CanonError
 
@@ -55,8 +55,7 @@ def tag_hint(services: Any, story_id: str, tag_list: str, word: str) -> str:
 
 
 def _lists_of(kind: str) -> str:
-    lists = [name for name, kinds in TAG_KINDS.items() if kind in kinds]
-    return " or ".join([*lists, "callbacks"])
+    return " or ".join(t.name for t in TAG_LISTS if t.kind in (kind, None))
 
 
 class TagHints:

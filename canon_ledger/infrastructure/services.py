@@ -1,4 +1,6 @@
-"""Wires the adapters: one call gives the ledger, its read models and the packet service."""
+"""The services of one store, wired: the ledger, its read models, the packet service, the
+auditor, search and the wiki (``Services``). ``wire`` builds them; ``infrastructure.bootstrap``
+(the composition root every door opens a store through) calls it."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from canon_ledger.domain.errors import NotFound
 from canon_ledger.infrastructure.packet_retrieval import StoryRetriever
 from canon_ledger.infrastructure.read_store import engines
 from canon_ledger.infrastructure.scratch import scratch_canon
-from canon_ledger.infrastructure.stores import StoreConfig, resolve_url, schema_lock, store_config
+from canon_ledger.infrastructure.stores import StoreConfig, ledger_of, schema_lock
 from canon_ledger.infrastructure.tokenizer import token_counter
 from canon_ledger.projections import authoring, canon_tables
 from canon_ledger.projections.canon import CanonProjection
@@ -367,27 +369,33 @@ class Services:
             return quarantined(conn)
 
     def close(self) -> None:
+        self.auditor.close()  # its kept replays
         self.canon.write_engine.dispose()
         self.canon.read_engine.dispose()
         self.ledger.close()
 
 
-def bootstrap(url: str | None = None, *, page_size: int | None = None, quota_policy: QuotaPolicy | None = None,
-              embedder: str | Embedder | None = None, fed: bool = False) -> Services:
-    """``embedder``: a name for ``choose_embedder`` or an embedder object (default: $CANON_EMBEDDER, else auto).
-    ``fed``: a worker keeps the knowledge, keyword and vector models current (``Services.fed``)."""
+def chosen_embedder(embedder: str | Embedder | None) -> tuple[Embedder | None, str]:
+    """(embedder, note for the embed stage): ``choose_embedder``'s for a name (or None), an
+    embedder object as it is."""
+    if embedder is None or isinstance(embedder, str):
+        return choose_embedder(embedder)
+    return embedder, ""
+
+
+def wire(config: StoreConfig, embedder: Embedder | None, embedder_note: str, *, ledger: CanonLedger | None = None,
+         page_size: int | None = None, quota_policy: QuotaPolicy | None = None, fed: bool = False) -> Services:
+    """Every service of the store at ``config``, its read models' tables created if new (under
+    the store's schema lock): around ``ledger`` when one is open already, else around a ledger
+    opened here. ``fed``: a worker keeps the knowledge, keyword and vector models current
+    (``Services.fed``)."""
     from canon_ledger.infrastructure.query_vectors import SqlQueryVectors
     from canon_ledger.infrastructure.stepback_cache import SqlStepBackCache
 
-    config = store_config(resolve_url(url))
     page_size = PAGE_SIZE if page_size is None else page_size  # PAGE_SIZE: each model's own size
     tokens = token_counter()
-    if embedder is None or isinstance(embedder, str):
-        embedder, embedder_note = choose_embedder(embedder)
-    else:
-        embedder_note = ""
     with schema_lock(config):
-        ledger = CanonLedger(env=config.env, tokens=tokens)
+        ledger = ledger_of(config) if ledger is None else ledger
         quota = Quota(ledger, quota_policy)
         read, write = engines(config)
         TokenMemo.setup(write)  # the live canon builds reuse counts; the audit's replay does not

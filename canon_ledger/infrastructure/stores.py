@@ -349,12 +349,19 @@ def sqlite_path(config: StoreConfig) -> Path | None:
 
 
 def open_ledger(url: str | None = None) -> CanonLedger:
-    """Open (creating tables if needed) the ledger at ``url`` or the configured default."""
-    from canon_ledger.infrastructure.tokenizer import token_counter
-
+    """Open (creating tables if needed) the ledger at ``url`` or the configured default: the
+    log alone, with nothing of the read side (a door opens a store through ``bootstrap``)."""
     config = store_config(resolve_url(url))
     with schema_lock(config):
-        return CanonLedger(env=config.env, tokens=token_counter())
+        return ledger_of(config)
+
+
+def ledger_of(config: StoreConfig) -> CanonLedger:
+    """The ledger of the store ``config`` names, its tables created if new: call it holding
+    ``schema_lock(config)``."""
+    from canon_ledger.infrastructure.tokenizer import token_counter
+
+    return CanonLedger(env=config.env, tokens=token_counter())
 
 
 @contextmanager

@@ -14,7 +14,8 @@ from typing import Any
 
 from canon_ledger.application.packets import render as r
 from canon_ledger.domain import recall
-from canon_ledger.domain.canon import CanonEntry, valid_to
+from canon_ledger.domain.canon import CanonEntry
+from canon_ledger.domain.canon_rules import valid_to
 from canon_ledger.domain.chapter import Chapter
 from canon_ledger.domain.continuity import facts_of
 from canon_ledger.domain.story import Story, with_default_budgets

@@ -25,7 +25,7 @@ Version history (packet bytes must not depend on the version: issued packets sta
   (``is_active``). "Active threads as of K" read every thread's step in force and dropped the
   resolved ones (1,250 index entries for 106 threads at chapter 1,000 of the benchmark story).
   Both stores use a partial index only when the query states its condition in the same
-  words, so the reader's ``ACTIVE`` says ``is_active`` with literals, not parameters.
+  words, so the reader's ``canon_rules.ACTIVE`` says ``is_active`` with literals, not parameters.
 - v6: mention-activated recall and stored query words. ``rm_canon`` gains ``recall`` (the
   entry's ``domain.recall.Rule`` when its fields say more than "name and aliases"; NULL
   otherwise) and an index on (story, source), so a reader tells in one index lookup whether a
@@ -34,13 +34,13 @@ Version history (packet bytes must not depend on the version: issued packets sta
   ``summary``, so L1's query and the mention matcher read the author's words, not text the
   projection rendered.
 
-The as-of rule is ``canon_ledger.domain.canon.valid_to``: an entry's steps are ordered by
+The as-of rule is ``canon_ledger.domain.canon_rules.valid_to``: an entry's steps are ordered by
 (valid_from, step), and each one ends (``valid_to``) where the next in that order begins;
 NULL while it is still in force. A step is in force at K iff ``valid_from <= K`` and
-(``valid_to`` IS NULL or ``valid_to > K``). ``NEXT_FROM`` is that rule's one SQL form: the
-projection writes it (``valid_to_update``, and on PostgreSQL ``valid_to_update_many``, the same
-rule for many entries bound as arrays); every read only tests the stored column (``IN_FORCE``,
-or its two index ranges ``IN_FORCE_CURRENT`` and ``IN_FORCE_SUPERSEDED_LATER``).
+(``valid_to`` IS NULL or ``valid_to > K``). ``canon_rules.NEXT_FROM`` is that rule's one SQL
+form: the projection writes it (``valid_to_update``, and on PostgreSQL ``valid_to_update_many``,
+the same rule for many entries bound as arrays); every read only tests the stored column
+(``canon_rules.IN_FORCE``, or its two index ranges).
 - v7: lore gated and capped (issue 41). ``rm_stories`` gains ``lore_share`` (the story's
   ``set_lore_cap``: percent of a packet's budget its lore may take; NULL: no cap), and the
   ``recall`` rule of ``rm_canon`` says ``gated``, ``order`` and ``ignore_budget`` (every
@@ -69,20 +69,19 @@ from typing import Any
 from sqlalchemy import (JSON, Boolean, Column, Index, Integer, MetaData, String, Table, Text, TextClause, and_, false,
                         func, literal_column, text)
 
+from canon_ledger.domain.canon_rules import NEXT_FROM, RESOLVED
+
 VERSION = 8
 # What a packet candidate needs besides its text, in the order the reader selects it.
 IN_FORCE_COVERS = ("key", "step", "retired", "name", "state", "hidden_until", "tokens", "source", "secret")
 
 
 def is_active(canon: Any) -> Any:
-    """A step that is neither retired nor resolved (an active thread, say). Literals, not bind
+    """``canon_rules.ACTIVE`` as the partial index's condition, word for word (a unit test
+    holds the two equal): a read that states ``ACTIVE`` can use the index. Literals, not bind
     parameters: the planner matches a partial index's condition against the query's text."""
     return and_(canon.c.retired == false(),
-                func.coalesce(func.lower(canon.c.state), literal_column("''")) != literal_column("'resolved'"))
-
-
-# ``is_active`` in SQL, word for word: a read that states it can use the partial index.
-ACTIVE = "retired = false AND coalesce(lower(state), '') != 'resolved'"
+                func.coalesce(func.lower(canon.c.state), literal_column("''")) != literal_column(f"'{RESOLVED}'"))
 
 
 @dataclass(frozen=True)
@@ -241,29 +240,7 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
                        chain_nodes, knowledge)
 
 
-# -- the as-of rule in SQL ---------------------------------------------------------------------
-
-# The valid_to of row ``cn`` of table ``{table}``: the least valid_from of the entry's steps
-# after it in (valid_from, step) order.
-NEXT_FROM = (
-    '(SELECT min(l.valid_from) FROM "{table}" AS l '
-    'WHERE l.story_id = cn.story_id AND l.kind = cn.kind AND l."key" = cn."key" '
-    'AND (l.valid_from > cn.valid_from OR (l.valid_from = cn.valid_from AND l.step > cn.step)))'
-)
-
-
-# "In force at chapter :chapter" on the stored column, and the same test as the union of two
-# disjoint index ranges: the steps still current, and the steps superseded after the chapter.
-def in_force(alias: str = "") -> str:
-    """``IN_FORCE`` on the canon table named ``alias`` in a join ("c": ``c.valid_from <= ...``)."""
-    at = f"{alias}." if alias else ""
-    return f"{at}valid_from <= :chapter AND ({at}valid_to IS NULL OR {at}valid_to > :chapter)"
-
-
-IN_FORCE = in_force()
-IN_FORCE_CURRENT = "valid_to IS NULL AND valid_from <= :chapter"
-IN_FORCE_SUPERSEDED_LATER = "valid_to > :chapter AND valid_from <= :chapter"
-
+# -- the as-of rule, written (``canon_rules.NEXT_FROM``) ------------------------------------------
 
 def valid_to_update(table: str) -> TextClause:
     """Re-derive ``valid_to`` for every step of the entry (:b_story, :b_kind, :b_key); only

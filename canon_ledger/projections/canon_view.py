@@ -1,18 +1,19 @@
 """Reads the canon tables for the packet compiler, from one consistent snapshot.
 
 This module knows the canon tables only: it has no way to name a draft or proposal table.
-Each read runs named statements (below, one per read of the port), written once in
-PostgreSQL's words with the build's table names as ``{stories}``, ``{canon}`` and so on;
-``statements(tables, dialect)`` fills the names in and ``driver_sql.prepared`` makes them what
-each store runs, once per build. Where the dialects truly differ, ``entry_read`` says so:
-PostgreSQL compares keys in Python's order (its collation may not be "C") and looks texts up by
-key. Rows are read by column name, as named tuples.
+Each read of the port (``SqlCanonSnapshot``) names the statements it runs (``Statement``
+objects, below; ``FirstStatements`` for those a read runs from its arguments alone), each
+written once in PostgreSQL's words with the build's table names as ``{stories}``, ``{canon}``
+and so on; ``statements(tables, dialect)`` fills the names in and ``driver_sql.prepared`` makes
+them what each store runs, once per build. Where the dialects truly differ, ``entry_read`` says
+so: PostgreSQL compares keys in Python's order (its collation may not be "C") and looks texts up
+by key. Rows are read by column name, as named tuples.
 
-"In force at :chapter" is ``canon_tables``'s as-of rule on the stored ``valid_to``. Entry reads
-take it as the union of its two index ranges (the steps still current, and the few superseded
-after the chapter): their OR made both stores walk every step of a kind. A read of active
-entries states ``ACTIVE`` in the words of the partial index it should use: both planners match
-a partial index only on the same condition.
+"In force at :chapter" is ``domain.canon_rules``' as-of rule on the stored ``valid_to``. Entry
+reads take it as the union of its two index ranges (the steps still current, and the few
+superseded after the chapter): their OR made both stores walk every step of a kind. A read of
+active entries states ``canon_rules.ACTIVE`` in the words of the partial index it should use:
+both planners match a partial index only on the same condition.
 
 On SQLite the statements run on sqlite3's own connection, in the snapshot's transaction: a
 SQLAlchemy result and its rows' attribute lookup cost more than the SQL (docs/benchmarks.md,
@@ -29,6 +30,7 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
@@ -37,23 +39,41 @@ from sqlalchemy.engine import Connection, Engine
 
 from canon_ledger.application.packets.ports import (Call, CanonReader, CanonSnapshot, ChapterView, EntryView, Fact,
                                                     Known, Lore, NodeView, SceneView, StoryView)
+from canon_ledger.domain.canon_rules import (ACTIVE, IN_FORCE, IN_FORCE_CURRENT, IN_FORCE_SUPERSEDED_LATER,
+                                             SUPERSEDED_BY)
 from canon_ledger.domain.continuity import Step
 from canon_ledger.domain.recall import Rule, default_rule, regex_key
 from canon_ledger.projections import driver_sql
-from canon_ledger.projections.canon_tables import (ACTIVE, IN_FORCE, IN_FORCE_CURRENT, IN_FORCE_SUPERSEDED_LATER,
-                                                   CanonTables)
+from canon_ledger.projections.canon_tables import CanonTables
 
 if TYPE_CHECKING:  # the automaton is imported once a story is matched
     import sqlite3
 
     from canon_ledger.projections.lore_index import LoreIndex
 
-# -- the named statements ---------------------------------------------------------------------
+# -- the statements ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Statement:
+    """One statement of the reader, written once in PostgreSQL's words with the build's table
+    names as ``{canon}`` and so on; ``sqlite``: SQLite's words where the two truly differ (the
+    entry reads: ``entry_read``). A read names the statement itself (``SqlCanonSnapshot._rows``);
+    ``statements`` prepares each of ``STATEMENTS`` for one build, keyed by the statement.
+    ``name`` names its rows' type."""
+
+    name: str
+    sql: str
+    sqlite: str | None = None
+
+    def text(self, dialect: str) -> str:
+        return self.sql if self.sqlite is None or dialect == "postgresql" else self.sqlite
+
 
 # The columns of an entry row, in every entry read (``_entry`` and ``_earlier_step`` read them).
 ENTRY = "story_id, kind, key, step, valid_from, retired, name, state, hidden_until, tokens, source, secret"
 
-STORY = """
+STORY = Statement("story", """
 SELECT story_id, title, guardrails_text, guardrails_tokens, contract_text, contract_tokens, budgets, lore_share, source,
        position,
        (SELECT count(*) FROM rm_quarantine q WHERE q.projection = :projection AND q.scope = s.story_id) AS poisoned,
@@ -62,104 +82,104 @@ SELECT story_id, title, guardrails_text, guardrails_tokens, contract_text, contr
        (SELECT max(q.position) FROM rm_quarantine q WHERE q.projection = :projection AND q.scope = s.story_id)
            AS last_poisoned
   FROM {stories} s
- WHERE story_id = :story"""
+ WHERE story_id = :story""")
 
-CHAPTER = """
+CHAPTER = Statement("chapter", """
 SELECT chapter, volume, goals_text, goals_tokens, goals_source, summary_text, summary_tokens, summary_source,
        text, text_tokens, text_source, goal_items
   FROM {chapters}
- WHERE story_id = :story AND chapter = :chapter"""
+ WHERE story_id = :story AND chapter = :chapter""")
 
-SCENE_CARDS = """
+SCENE_CARDS = Statement("scene_cards", """
 SELECT scene_id, text, tokens, source, summary, pov
   FROM {scene_cards}
  WHERE story_id = :story AND chapter = :chapter
- ORDER BY source, scene_id"""
+ ORDER BY source, scene_id""")
 
-SCENE_TAGS = """
+SCENE_TAGS = Statement("scene_tags", """
 SELECT scene_id, tag_type, key
   FROM {scene_tags}
  WHERE story_id = :story AND chapter = :chapter
- ORDER BY scene_id, tag_type, ordinal"""
+ ORDER BY scene_id, tag_type, ordinal""")
 
-CHAPTER_SUMMARIES = """
+CHAPTER_SUMMARIES = Statement("chapter_summaries", """
 SELECT chapter, summary_text, summary_tokens, summary_source
   FROM {chapters}
  WHERE story_id = :story AND chapter >= :first AND chapter <= :last AND summary_text IS NOT NULL
- ORDER BY chapter"""
+ ORDER BY chapter""")
 
-VOLUME_SUMMARIES = """
+VOLUME_SUMMARIES = Statement("volume_summaries", """
 SELECT volume, summary_text, summary_tokens, summary_source
   FROM {volumes}
  WHERE story_id = :story AND summary_text IS NOT NULL
- ORDER BY volume"""
+ ORDER BY volume""")
 
 # Texts by (story, key) on an index, matched exactly by the caller: a row-value IN over four
 # columns made SQLite scan the table.
-CANON_TEXTS = """
+CANON_TEXTS = Statement("canon_texts", """
 SELECT kind, key, step, text
   FROM {canon}
- WHERE story_id = :story AND key = ANY(:keys) AND step = ANY(:steps)"""
+ WHERE story_id = :story AND key = ANY(:keys) AND step = ANY(:steps)""")
 
-NODE_TEXTS = """
+NODE_TEXTS = Statement("node_texts", """
 SELECT chain, step, ordinal, text
   FROM {chain_nodes}
- WHERE story_id = :story AND chain = ANY(:chains) AND step = ANY(:steps)"""
+ WHERE story_id = :story AND chain = ANY(:chains) AND step = ANY(:steps)""")
 
 # The nodes of every chain in force. A row-value IN lets the planner start from the few chains
 # in force, not from every node. Sorted by the caller.
-CHAIN_NODES = f"""
+CHAIN_NODES = Statement("chain_nodes", f"""
 SELECT chain, step, ordinal, node_id, node_kind, hidden_until, tokens, source
   FROM {{chain_nodes}}
  WHERE story_id = :story
    AND (chain, step) IN (SELECT key, step FROM {{canon}}
                           WHERE story_id = :story AND kind = 'development_chain' AND retired = false
-                            AND {IN_FORCE})"""
+                            AND {IN_FORCE})""")
 
 # The ``:limit`` latest steps of each listed entry that were superseded by :chapter (newest
 # first), the retired ones left out.
-SUPERSEDED = f"""
+SUPERSEDED = Statement("superseded", f"""
 SELECT {ENTRY}
   FROM (SELECT {ENTRY}, row_number() OVER (PARTITION BY key ORDER BY valid_from DESC, step DESC) AS age
           FROM {{canon}}
-         WHERE story_id = :story AND kind = :kind AND key = ANY(:keys) AND valid_to <= :chapter) superseded
+         WHERE story_id = :story AND kind = :kind AND key = ANY(:keys) AND {SUPERSEDED_BY}) superseded
  WHERE age <= :limit AND retired = false
- ORDER BY key, age"""
+ ORDER BY key, age""")
 
 
 # Every step of the listed entries, whatever chapter it holds at (the continuity check): on the
 # key index, the exact (kind, key) pairs kept by the caller.
-STEPS = """
+STEPS = Statement("steps", """
 SELECT kind, key, step, valid_from, valid_to, retired, name, aliases, recall, state, hidden_until, text, source, facts, secret
   FROM {canon}
- WHERE story_id = :story AND key = ANY(:keys) AND kind = ANY(:kinds)"""
+ WHERE story_id = :story AND key = ANY(:keys) AND kind = ANY(:kinds)""")
 
 
 # What characters know (issue 43), on the primary key (story, character, ...): every character's,
 # or the listed ones'. Sorted by the caller (PostgreSQL's collation may not be "C"). ``character``
 # is a keyword in PostgreSQL: qualified, it is read as a column everywhere.
-KNOWLEDGE = """
+KNOWLEDGE = Statement("knowledge", """
 SELECT k.character, k.kind, k.key, k.chapter, k.how, k.source
   FROM {knowledge} k
- WHERE k.story_id = :story AND k.chapter <= :chapter"""
-KNOWLEDGE_OF = KNOWLEDGE + " AND k.character = ANY(:characters)"
+ WHERE k.story_id = :story AND k.chapter <= :chapter""")
+KNOWLEDGE_OF = Statement("knowledge_of", KNOWLEDGE.sql + " AND k.character = ANY(:characters)")
 
 
 # Has the story's canon changed? One lookup on the (story, source) index: every new step,
 # retirement included, is a row with a higher source.
-LORE_VERSION = """
+LORE_VERSION = Statement("lore_version", """
 SELECT max(source) AS source
   FROM {canon}
- WHERE story_id = :story"""
+ WHERE story_id = :story""")
 
 # Every step a mention could bring in, whatever chapter it is in force at (``lore_index``).
-LORE = """
+LORE = Statement("lore", """
 SELECT kind, key, step, valid_from, name, aliases, recall
   FROM {canon}
- WHERE story_id = :story AND retired = false"""
+ WHERE story_id = :story AND retired = false""")
 
 # The steps added since a matcher was built (steps are immutable: a change is a new row).
-LORE_SINCE = LORE + " AND source > :since"
+LORE_SINCE = Statement("lore_since", LORE.sql + " AND source > :since")
 
 
 def entry_read(which: str, *, active: bool = False, page: bool = False, recent: bool = False,
@@ -210,17 +230,22 @@ OF_KEYS = "key = ANY(:keys)"
 TEXT_BY_KEY = ("(SELECT t.text FROM {canon} t WHERE t.story_id = e.story_id AND t.kind = e.kind"
                " AND t.key = e.key AND t.step = e.step) AS text")
 
-# name: (which entries, active only, a page, recent only)
-ENTRY_READS = {"entries_of_keys": (OF_KEYS, False, False, False),
-               "active_entries_of_kind": (OF_KIND, True, False, False),
-               "recent_entries_of_kind": (OF_KIND, False, False, True),
-               "page_of_kind": (OF_KIND, False, True, False)}
 
-NAMED = {"story": STORY, "chapter": CHAPTER, "scene_cards": SCENE_CARDS, "scene_tags": SCENE_TAGS,
-         "chapter_summaries": CHAPTER_SUMMARIES, "volume_summaries": VOLUME_SUMMARIES, "canon_texts": CANON_TEXTS,
-         "node_texts": NODE_TEXTS, "chain_nodes": CHAIN_NODES, "superseded": SUPERSEDED, "steps": STEPS,
-         "lore_version": LORE_VERSION, "lore": LORE, "lore_since": LORE_SINCE, "knowledge": KNOWLEDGE,
-         "knowledge_of": KNOWLEDGE_OF}
+
+def _entry_statement(name: str, which: str, **how: bool) -> Statement:
+    return Statement(name, entry_read(which, postgres=True, **how), entry_read(which, **how))
+
+
+# The four entry reads of the port, one statement each.
+ENTRIES_OF_KEYS = _entry_statement("entries_of_keys", OF_KEYS)
+ACTIVE_ENTRIES_OF_KIND = _entry_statement("active_entries_of_kind", OF_KIND, active=True)
+RECENT_ENTRIES_OF_KIND = _entry_statement("recent_entries_of_kind", OF_KIND, recent=True)
+PAGE_OF_KIND = _entry_statement("page_of_kind", OF_KIND, page=True)
+
+STATEMENTS: tuple[Statement, ...] = (
+    STORY, CHAPTER, SCENE_CARDS, SCENE_TAGS, CHAPTER_SUMMARIES, VOLUME_SUMMARIES, CANON_TEXTS, NODE_TEXTS, CHAIN_NODES,
+    SUPERSEDED, STEPS, LORE_VERSION, LORE, LORE_SINCE, KNOWLEDGE, KNOWLEDGE_OF,
+    ENTRIES_OF_KEYS, ACTIVE_ENTRIES_OF_KIND, RECENT_ENTRIES_OF_KIND, PAGE_OF_KIND)
 
 # Each parameter's type (a list's: its items'); ``:projection`` is fixed per build (``statements``).
 _TYPES = {"story": String, "kind": String, "after": String, "chapter": Integer,
@@ -228,18 +253,14 @@ _TYPES = {"story": String, "kind": String, "after": String, "chapter": Integer,
 _LISTS = {"keys": String, "kinds": String, "chains": String, "steps": Integer, "characters": String}
 
 
-def statements(tables: Any, dialect: str) -> dict[str, Any]:
-    """Every statement of ``NAMED`` and ``ENTRY_READS`` for one build and dialect, by name."""
+def statements(tables: CanonTables, dialect: str) -> dict[Statement, Any]:
+    """Every statement of ``STATEMENTS`` as ``dialect`` runs it on the build ``tables``."""
     names = {"stories": tables.stories.name, "chapters": tables.chapters.name, "volumes": tables.volumes.name,
              "scene_cards": tables.scene_cards.name, "scene_tags": tables.scene_tags.name,
              "canon": tables.canon.name, "chain_nodes": tables.chain_nodes.name, "knowledge": tables.knowledge.name}
-    postgres = dialect == "postgresql"
-    sqls = dict(NAMED)
-    for name, (which, active, page, recent) in ENTRY_READS.items():
-        sqls[name] = entry_read(which, active=active, page=page, recent=recent, postgres=postgres)
     fixed = {"projection": f"canon:{tables.tag}"}
-    return {name: driver_sql.prepared(sql.format(**names), dialect, _TYPES, _LISTS, fixed)
-            for name, sql in sqls.items()}
+    return {stmt: driver_sql.prepared(stmt.text(dialect).format(**names), dialect, _TYPES, _LISTS, fixed)
+            for stmt in STATEMENTS}
 
 
 # -- the reads --------------------------------------------------------------------------------
@@ -248,39 +269,82 @@ _BY_KIND_KEY = attrgetter("kind", "key")
 _BY_CHAIN_ORDINAL = attrgetter("chain", "ordinal")
 LORE_CACHE = 64  # stories whose matcher a reader keeps (oldest built goes first)
 KEPT_READS = 256  # reads of a story at one position a reader keeps (``SqlCanonSnapshot._kept``)
-KEPT = frozenset({"entries_by_key", "knowledge"})  # the reads kept: a packet's tagged and mentioned entries, a POV's knowledge
 LORE_NEWER = 512  # steps added since a matcher's whole build that it keeps apart (then: build it whole)
 STEPS_CHUNK = 500  # entries per ``steps`` statement: SQLite binds each list item as a parameter
 
 
-# The statements each read of the port runs first, as (name, parameters), from its arguments
-# alone: the read runs them, and ``prefetch`` sends those of the calls it is given in one
-# pipeline, so both ask the same. ``lore`` reads its matcher's version first (the matcher is
-# read again only when that moved); ``superseded_steps`` and ``texts`` depend on other reads, and
-# ``steps`` (the continuity check's) runs one statement per chunk of entries.
-Statements = list[tuple[str, dict[str, Any]]]
-STATEMENTS: dict[str, Callable[..., Statements]] = {
-    "story": lambda story_id: [("story", {"story": story_id})],
-    "chapter": lambda story_id, number: [("chapter", {"story": story_id, "chapter": number})],
-    "scenes": lambda story_id, chapter: [("scene_cards", {"story": story_id, "chapter": chapter}),
-                                         ("scene_tags", {"story": story_id, "chapter": chapter})],
-    "entries_by_key": lambda story_id, chapter, keys: [
-        ("entries_of_keys", {"story": story_id, "chapter": chapter, "keys": list(keys)})],
-    "active_entries": lambda story_id, chapter, kind: [
-        ("active_entries_of_kind", {"story": story_id, "chapter": chapter, "kind": kind})],
-    "entries_since": lambda story_id, chapter, kind, since: [
-        ("recent_entries_of_kind", {"story": story_id, "chapter": chapter, "kind": kind, "since": since})],
-    "entries_page": lambda story_id, chapter, kind, after, limit: [
-        ("page_of_kind", {"story": story_id, "chapter": chapter, "kind": kind, "after": after, "limit": limit})],
-    "chapter_summaries": lambda story_id, first, last: [
-        ("chapter_summaries", {"story": story_id, "first": first, "last": last})],
-    "volume_summaries": lambda story_id: [("volume_summaries", {"story": story_id})],
-    "chain_nodes": lambda story_id, chapter: [("chain_nodes", {"story": story_id, "chapter": chapter})],
-    "lore": lambda story_id: [("lore_version", {"story": story_id})],
-    "knowledge": lambda story_id, chapter, characters=(): [
-        ("knowledge_of", {"story": story_id, "chapter": chapter, "characters": list(characters)}) if characters
-        else ("knowledge", {"story": story_id, "chapter": chapter})],
-}
+Statements = list[tuple[Statement, dict[str, Any]]]
+
+
+class FirstStatements:
+    """The statements each read of the port runs first, from its arguments alone, as
+    (statement, parameters): one static method per read, named as the port's method
+    (``CanonSnapshot``). The read runs them (``SqlCanonSnapshot._run``), and ``prefetch`` sends
+    those of the calls it is given in one pipeline, so both ask the same. ``lore`` reads its
+    matcher's version first (the matcher is read again only when that moved); the reads not
+    here run what depends on other reads (``superseded_steps``, ``texts``) or one statement
+    per chunk of entries (``steps``, the continuity check's)."""
+
+    @staticmethod
+    def story(story_id: str) -> Statements:
+        return [(STORY, {"story": story_id})]
+
+    @staticmethod
+    def chapter(story_id: str, number: int) -> Statements:
+        return [(CHAPTER, {"story": story_id, "chapter": number})]
+
+    @staticmethod
+    def scenes(story_id: str, chapter: int) -> Statements:
+        return [(SCENE_CARDS, {"story": story_id, "chapter": chapter}),
+                (SCENE_TAGS, {"story": story_id, "chapter": chapter})]
+
+    @staticmethod
+    def entries_by_key(story_id: str, chapter: int, keys: tuple[str, ...]) -> Statements:
+        return [(ENTRIES_OF_KEYS, {"story": story_id, "chapter": chapter, "keys": list(keys)})]
+
+    @staticmethod
+    def active_entries(story_id: str, chapter: int, kind: str) -> Statements:
+        return [(ACTIVE_ENTRIES_OF_KIND, {"story": story_id, "chapter": chapter, "kind": kind})]
+
+    @staticmethod
+    def entries_since(story_id: str, chapter: int, kind: str, since: int) -> Statements:
+        return [(RECENT_ENTRIES_OF_KIND, {"story": story_id, "chapter": chapter, "kind": kind, "since": since})]
+
+    @staticmethod
+    def entries_page(story_id: str, chapter: int, kind: str, after: str, limit: int) -> Statements:
+        return [(PAGE_OF_KIND, {"story": story_id, "chapter": chapter, "kind": kind, "after": after, "limit": limit})]
+
+    @staticmethod
+    def chapter_summaries(story_id: str, first: int, last: int) -> Statements:
+        return [(CHAPTER_SUMMARIES, {"story": story_id, "first": first, "last": last})]
+
+    @staticmethod
+    def volume_summaries(story_id: str) -> Statements:
+        return [(VOLUME_SUMMARIES, {"story": story_id})]
+
+    @staticmethod
+    def chain_nodes(story_id: str, chapter: int) -> Statements:
+        return [(CHAIN_NODES, {"story": story_id, "chapter": chapter})]
+
+    @staticmethod
+    def lore(story_id: str) -> Statements:
+        return [(LORE_VERSION, {"story": story_id})]
+
+    @staticmethod
+    def knowledge(story_id: str, chapter: int, characters: tuple[str, ...] = ()) -> Statements:
+        if characters:
+            return [(KNOWLEDGE_OF, {"story": story_id, "chapter": chapter, "characters": list(characters)})]
+        return [(KNOWLEDGE, {"story": story_id, "chapter": chapter})]
+
+
+def _first(call: Call[Any]) -> Callable[..., Statements]:
+    """The statements ``call``'s read runs first: the port method's namesake in ``FirstStatements``."""
+    first: Callable[..., Statements] = getattr(FirstStatements, call.read.__name__)
+    return first
+
+
+# The reads kept: a packet's tagged and mentioned entries, a POV's knowledge.
+KEPT = frozenset({FirstStatements.entries_by_key, FirstStatements.knowledge})
 
 
 def _fact(text: str | None, tokens: int | None, source: int | None) -> Fact:
@@ -321,8 +385,8 @@ class SqlCanonReader(CanonReader):
         that story, when given), read in the snapshot's own transaction."""
         self.engine = engine
         self._builds = builds
-        self._statements: dict[str, tuple[CanonTables, dict[str, Any]]] = {}
-        self._row_types: dict[str, type[NamedTuple]] = {}  # statement name -> its named-tuple row type (SQLite)
+        self._statements: dict[str, tuple[CanonTables, dict[Statement, Any]]] = {}
+        self._row_types: dict[Statement, type[NamedTuple]] = {}  # its rows' named-tuple type (SQLite)
         self._lore: dict[tuple[str, str], tuple[int | None, LoreIndex]] = {}  # (build, story) -> (source, matcher)
         self._kept: dict[tuple[Any, ...], Any] = {}  # (build, position, read, its arguments) -> answer
 
@@ -343,8 +407,8 @@ def _key(stmt: Any, params: dict[str, Any]) -> tuple[Any, ...]:
 
 
 class SqlCanonSnapshot(CanonSnapshot):
-    def __init__(self, conn: Connection, statements: dict[str, Any], position: int,
-                 row_types: dict[str, type[NamedTuple]] | None = None,
+    def __init__(self, conn: Connection, statements: dict[Statement, Any], position: int,
+                 row_types: dict[Statement, type[NamedTuple]] | None = None,
                  lore: dict[tuple[str, str], tuple[int | None, LoreIndex]] | None = None, tag: str = "",
                  kept: dict[tuple[Any, ...], Any] | None = None, story: str | None = None) -> None:
         """``kept``: the reader's answers to the reads of ``KEPT``, kept for ``story`` (the one
@@ -362,51 +426,51 @@ class SqlCanonSnapshot(CanonSnapshot):
         self._sqlite: sqlite3.Connection | None = None if postgres else conn.connection.driver_connection
         self._ahead: dict[tuple[Any, ...], list[Any]] = {}  # prefetched rows, each used once
 
-    def prefetch(self, calls: Sequence[Call]) -> None:
-        """Run the statements of ``calls`` (``STATEMENTS``) now, together; the same calls then
-        answer from what was fetched."""
+    def prefetch(self, calls: Sequence[Call[Any]]) -> None:
+        """Run the statements of ``calls`` (``FirstStatements``) now, together; the same calls
+        then answer from what was fetched. A read kept by the reader (``KEPT``) sends none."""
         if self._driver is None:
             return  # SQLite is in-process: a statement costs no round trip
-        wanted = [(self.q[name], params) for call in calls if self._kept_answer(call.method, call.args) is None
-                  for name, params in STATEMENTS[call.method](*call.args)]
+        wanted = [(self.q[statement], params) for call in calls if self._kept_answer(_first(call), call.args) is None
+                  for statement, params in _first(call)(*call.args)]
         cursors = []
         with self._driver.pipeline():
-            for stmt, params in wanted:
+            for prepared, params in wanted:
                 cursor = self._driver.cursor(row_factory=driver_sql.named)
-                driver_sql.execute(cursor, self.c, stmt, params)
+                driver_sql.execute(cursor, self.c, prepared, params)
                 cursors.append(cursor)
-        for (stmt, params), cursor in zip(wanted, cursors):
-            self._ahead[_key(stmt, params)] = cursor.fetchall()
+        for (prepared, params), cursor in zip(wanted, cursors):
+            self._ahead[_key(prepared, params)] = cursor.fetchall()
             cursor.close()
 
-    def _rows(self, name: str, **params: Any) -> list[Any]:
-        """The rows of the statement ``name``, each readable by column name."""
-        stmt = self.q[name]
+    def _rows(self, statement: Statement, **params: Any) -> list[Any]:
+        """The rows of ``statement``, each readable by column name."""
+        prepared = self.q[statement]
         if self._ahead:
-            rows = self._ahead.pop(_key(stmt, params), None)
+            rows: list[Any] | None = self._ahead.pop(_key(prepared, params), None)
             if rows is not None:
                 return rows
         if self._driver is None:
             # SQLite: ``_sqlite`` is set whenever ``_driver`` is not.
-            cursor = cast("sqlite3.Connection", self._sqlite).execute(*driver_sql.sqlite_params(stmt, params))
-            row = self._row_types.get(name)
+            cursor = cast("sqlite3.Connection", self._sqlite).execute(*driver_sql.sqlite_params(prepared, params))
+            row = self._row_types.get(statement)
             if row is None:
-                row = self._row_types[name] = cast("type[NamedTuple]",
-                                                   namedtuple(name, [d[0] for d in cursor.description]))
+                row = self._row_types[statement] = cast(
+                    "type[NamedTuple]", namedtuple(statement.name, [d[0] for d in cursor.description]))
             return list(map(row._make, cursor.fetchall()))
-        return driver_sql.driver_rows(self.c, stmt, params, named_rows=True)
+        return driver_sql.driver_rows(self.c, prepared, params, named_rows=True)
 
     @property
     def unused_prefetch(self) -> int:
         """Prefetched results no read has asked for (a recipe's list out of step with it)."""
         return len(self._ahead)
 
-    def _read(self, method: str, *args: Any) -> list[list[Any]]:
-        """The rows of each statement the read ``method`` runs first (``STATEMENTS``)."""
-        return [self._rows(name, **params) for name, params in STATEMENTS[method](*args)]
+    def _run(self, statements: Statements) -> list[list[Any]]:
+        """The rows of each of ``statements`` (a read's ``FirstStatements``)."""
+        return [self._rows(stmt, **params) for stmt, params in statements]
 
     def story(self, story_id: str) -> StoryView | None:
-        [rows] = self._read("story", story_id)
+        [rows] = self._run(FirstStatements.story(story_id))
         if not rows:
             return None
         r = rows[0]
@@ -415,7 +479,7 @@ class SqlCanonSnapshot(CanonSnapshot):
                          (r.poisoned, r.first_poisoned, r.last_poisoned) if r.poisoned else None, r.lore_share)
 
     def chapter(self, story_id: str, number: int) -> ChapterView | None:
-        [rows] = self._read("chapter", story_id, number)
+        [rows] = self._run(FirstStatements.chapter(story_id, number))
         if not rows:
             return None
         r = rows[0]
@@ -425,7 +489,7 @@ class SqlCanonSnapshot(CanonSnapshot):
                            tuple(driver_sql.json_column(r.goal_items) or ()))
 
     def scenes(self, story_id: str, chapter: int) -> list[SceneView]:
-        cards, tag_rows = self._read("scenes", story_id, chapter)
+        cards, tag_rows = self._run(FirstStatements.scenes(story_id, chapter))
         tags: dict[str, list[tuple[str, str]]] = {}
         for r in tag_rows:
             tags.setdefault(r.scene_id, []).append((r.tag_type, r.key))
@@ -434,28 +498,28 @@ class SqlCanonSnapshot(CanonSnapshot):
 
     # Texts come with the entries: since the compiler reads P3 and P4 only while the budget has
     # room, most entries read are packed, and fetching their texts afterwards costs more than
-    # reading them here. One statement each (``ENTRY_READS``).
+    # reading them here. One statement each (``FirstStatements``).
     def entries_by_key(self, story_id: str, chapter: int, keys: tuple[str, ...]) -> list[EntryView]:
         """Kept (``_kept``): the list is shared, do not change it."""
         args = (story_id, chapter, tuple(keys))
-        out: list[EntryView] | None = self._kept_answer("entries_by_key", args)
+        out: list[EntryView] | None = self._kept_answer(FirstStatements.entries_by_key, args)
         if out is None:
-            out = self._entries("entries_by_key", *args)
-            self._keep("entries_by_key", args, out)
+            out = self._entries(FirstStatements.entries_by_key(*args))
+            self._keep(FirstStatements.entries_by_key, args, out)
         return out
 
     def active_entries(self, story_id: str, chapter: int, kind: str) -> list[EntryView]:
-        return self._entries("active_entries", story_id, chapter, kind)
+        return self._entries(FirstStatements.active_entries(story_id, chapter, kind))
 
     def entries_since(self, story_id: str, chapter: int, kind: str, since: int) -> list[EntryView]:
-        return self._entries("entries_since", story_id, chapter, kind, since)
+        return self._entries(FirstStatements.entries_since(story_id, chapter, kind, since))
 
     def entries_page(self, story_id: str, chapter: int, kind: str, after: str, limit: int) -> list[EntryView]:
-        [rows] = self._read("entries_page", story_id, chapter, kind, after, limit)
+        [rows] = self._run(FirstStatements.entries_page(story_id, chapter, kind, after, limit))
         return [_entry(r) for r in rows]  # ordered by the statement
 
-    def _entries(self, method: str, *args: Any) -> list[EntryView]:
-        [rows] = self._read(method, *args)
+    def _entries(self, statements: Statements) -> list[EntryView]:
+        [rows] = self._run(statements)
         rows.sort(key=_BY_KIND_KEY)  # not in SQL: an ORDER BY took SQLite off the in-force index
         return [_entry(r) for r in rows]
 
@@ -464,7 +528,7 @@ class SqlCanonSnapshot(CanonSnapshot):
         if not keys:
             return {}
         out: dict[str, list[EntryView]] = {}
-        for r in self._rows("superseded", story=story_id, chapter=chapter, kind=kind, keys=list(keys), limit=limit):
+        for r in self._rows(SUPERSEDED, story=story_id, chapter=chapter, kind=kind, keys=list(keys), limit=limit):
             out.setdefault(r.key, []).append(_earlier_step(r))
         return out
 
@@ -474,7 +538,7 @@ class SqlCanonSnapshot(CanonSnapshot):
         for i in range(0, len(wanted), STEPS_CHUNK):
             chunk = wanted[i:i + STEPS_CHUNK]
             pairs = set(chunk)
-            rows = self._rows("steps", story=story_id, keys=sorted({key for _, key in chunk}),
+            rows = self._rows(STEPS, story=story_id, keys=sorted({key for _, key in chunk}),
                               kinds=sorted({kind for kind, _ in chunk}))
             out.extend(_step(r) for r in rows if (r.kind, r.key) in pairs)
         out.sort(key=attrgetter("kind", "key", "step"))
@@ -485,14 +549,14 @@ class SqlCanonSnapshot(CanonSnapshot):
         for story_id in sorted({r[1] for r in refs}):
             canon = {r for r in refs if r[0] == "canon" and r[1] == story_id}
             if canon:
-                for r in self._rows("canon_texts", story=story_id, keys=sorted({r[3] for r in canon}),
+                for r in self._rows(CANON_TEXTS, story=story_id, keys=sorted({r[3] for r in canon}),
                                     steps=sorted({r[4] for r in canon})):
                     ref = ("canon", story_id, r.kind, r.key, r.step)
                     if ref in canon:
                         out[ref] = r.text
             chain = {r for r in refs if r[0] == "node" and r[1] == story_id}
             if chain:
-                for r in self._rows("node_texts", story=story_id, chains=sorted({r[2] for r in chain}),
+                for r in self._rows(NODE_TEXTS, story=story_id, chains=sorted({r[2] for r in chain}),
                                     steps=sorted({r[3] for r in chain})):
                     ref = ("node", story_id, r.chain, r.step, r.ordinal)
                     if ref in chain:
@@ -500,18 +564,18 @@ class SqlCanonSnapshot(CanonSnapshot):
         return out
 
     def chapter_summaries(self, story_id: str, first: int, last: int) -> list[tuple[int, Fact]]:
-        [rows] = self._read("chapter_summaries", story_id, first, last)
+        [rows] = self._run(FirstStatements.chapter_summaries(story_id, first, last))
         return [(r.chapter, _fact(r.summary_text, r.summary_tokens, r.summary_source)) for r in rows]
 
     def volume_summaries(self, story_id: str) -> list[tuple[int, Fact]]:
-        [rows] = self._read("volume_summaries", story_id)
+        [rows] = self._run(FirstStatements.volume_summaries(story_id))
         return [(r.volume, _fact(r.summary_text, r.summary_tokens, r.summary_source)) for r in rows]
 
     def lore(self, story_id: str) -> Lore:
         """The story's matcher, built when its canon changed (``LORE_VERSION``): the steps
         added since the last whole build join as a second part, until they are more than
         ``LORE_NEWER`` and the whole is built again."""
-        [version] = self._read("lore", story_id)
+        [version] = self._run(FirstStatements.lore(story_id))
         key = (self._tag, story_id)
         source = version[0].source if version else None
         known = self._lore.get(key)
@@ -521,11 +585,11 @@ class SqlCanonSnapshot(CanonSnapshot):
 
         index: LoreIndex | None = None
         if known is not None and known[1].source is not None:
-            newer = self._rows("lore_since", story=story_id, since=known[1].source)
+            newer = self._rows(LORE_SINCE, story=story_id, since=known[1].source)
             if len(newer) <= LORE_NEWER:
                 index = known[1].with_newer(newer)
         if index is None:
-            index = LoreIndex(self._rows("lore", story=story_id), source)
+            index = LoreIndex(self._rows(LORE, story=story_id), source)
         self._lore.pop(key, None)
         if len(self._lore) >= LORE_CACHE:  # the oldest built goes (None: another request took it first)
             self._lore.pop(next(iter(self._lore), key), None)
@@ -533,7 +597,7 @@ class SqlCanonSnapshot(CanonSnapshot):
         return index
 
     def chain_nodes(self, story_id: str, chapter: int) -> list[NodeView]:
-        [rows] = self._read("chain_nodes", story_id, chapter)
+        [rows] = self._run(FirstStatements.chain_nodes(story_id, chapter))
         rows.sort(key=_BY_CHAIN_ORDINAL)
         return [NodeView(r.chain, r.node_id, r.node_kind, r.hidden_until,
                          Fact(None, r.tokens, (r.source,), ("node", story_id, r.chain, r.step, r.ordinal)))
@@ -542,12 +606,12 @@ class SqlCanonSnapshot(CanonSnapshot):
     def knowledge(self, story_id: str, chapter: int, characters: tuple[str, ...] = ()) -> list[Known]:
         """Kept (``_kept``): the list is shared, do not change it."""
         args = (story_id, chapter, tuple(characters))
-        out: list[Known] | None = self._kept_answer("knowledge", args)
+        out: list[Known] | None = self._kept_answer(FirstStatements.knowledge, args)
         if out is None:
-            [rows] = self._read("knowledge", *args)
+            [rows] = self._run(FirstStatements.knowledge(*args))
             out = [Known(r.character, r.kind, r.key, r.chapter, r.how, r.source) for r in rows]
             out.sort(key=attrgetter("character", "kind", "key"))
-            self._keep("knowledge", args, out)
+            self._keep(FirstStatements.knowledge, args, out)
         return out
 
     # -- reads kept by the reader ------------------------------------------------------------
@@ -557,21 +621,22 @@ class SqlCanonSnapshot(CanonSnapshot):
     # (a writer asking again, the POV's knowledge, the entries a chapter tags and mentions)
     # runs no statement for it, and ``prefetch`` sends none. ``KEPT_READS`` answers at most.
 
-    def _kept_key(self, method: str, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        if self._kept is None or method not in KEPT or not args or args[0] != self._story:
+    def _kept_key(self, read: Callable[..., Statements], args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """``read``: the read's ``FirstStatements``."""
+        if self._kept is None or read not in KEPT or not args or args[0] != self._story:
             return None
-        return (self._tag, self.position, method, *(tuple(a) if isinstance(a, list) else a for a in args))
+        return (self._tag, self.position, read, *(tuple(a) if isinstance(a, list) else a for a in args))
 
-    def _kept_answer(self, method: str, args: tuple[Any, ...]) -> Any:
-        key = self._kept_key(method, args)
+    def _kept_answer(self, read: Callable[..., Statements], args: tuple[Any, ...]) -> Any:
+        key = self._kept_key(read, args)
         answer = None if key is None or self._kept is None else self._kept.get(key)
         if answer is not None and self._ahead:  # kept since a prefetch sent it: that result goes unused
-            for name, params in STATEMENTS[method](*args):
-                self._ahead.pop(_key(self.q[name], params), None)
+            for statement, params in read(*args):
+                self._ahead.pop(_key(self.q[statement], params), None)
         return answer
 
-    def _keep(self, method: str, args: tuple[Any, ...], answer: Any) -> None:
-        key = self._kept_key(method, args)
+    def _keep(self, read: Callable[..., Statements], args: tuple[Any, ...], answer: Any) -> None:
+        key = self._kept_key(read, args)
         if key is None or self._kept is None:
             return
         if len(self._kept) >= KEPT_READS:  # full: start again (positions only grow)

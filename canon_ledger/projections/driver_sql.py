@@ -123,9 +123,11 @@ def driver_rows(conn: Connection, stmt: Any, params: dict[str, Any], *, named_ro
         if driver.info.transaction_status == TransactionStatus.IDLE:
             with driver.pipeline():
                 execute(cursor, conn, stmt, params)
-                return cursor.fetchall()
+                rows: list[Any] = cursor.fetchall()
+                return rows
         execute(cursor, conn, stmt, params)
-        return cursor.fetchall()
+        rows = cursor.fetchall()
+        return rows
 
 
 class PipelineFailed(Exception):
@@ -171,4 +173,5 @@ class Statements:
         if postgres:
             return list(conn.execute(made, params).all())
         raw = conn.connection.driver_connection
-        return raw.execute(*sqlite_params(made, params)).fetchall()  # type: ignore[union-attr]
+        rows: list[Any] = raw.execute(*sqlite_params(made, params)).fetchall()  # type: ignore[union-attr]
+        return rows

@@ -56,7 +56,7 @@ class PartitionRunner:
     def position(self, conn: Connection, partition: str) -> int:
         """Where ``partition`` stands: max(G, its own row), in ``conn``'s snapshot."""
         name = self.runner.tracking_name
-        g = conn.execute(select(tracking.c.position).where(tracking.c.projection == name)).scalar()
+        g: int | None = conn.execute(select(tracking.c.position).where(tracking.c.projection == name)).scalar()
         if g is None:
             raise BuildGone(name)
         p = conn.execute(select(partitions.c.position).where(
@@ -126,7 +126,7 @@ class PartitionRunner:
     def shares(self, conn: Connection) -> tuple[int, dict[str, int]]:
         """G and every story row beyond it, in ``conn``'s snapshot."""
         name = self.runner.tracking_name
-        g = conn.execute(select(tracking.c.position).where(tracking.c.projection == name)).scalar()
+        g: int | None = conn.execute(select(tracking.c.position).where(tracking.c.projection == name)).scalar()
         if g is None:
             raise BuildGone(name)
         rows = conn.execute(select(partitions.c.partition, partitions.c.position).where(

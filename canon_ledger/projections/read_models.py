@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from sqlalchemy import Column, Integer, MetaData, String, Table, and_, bindparam, insert, literal, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from canon_ledger.application.event_log import Appended
 from canon_ledger.application.packets.ports import Freshness
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.projections.driver_sql import Statements, driver_rows
@@ -25,7 +26,6 @@ from canon_ledger.projections.partitions import PartitionRunner
 from canon_ledger.projections.partitioning import Partitioning, partitioning_of
 from canon_ledger.projections.runner import (
     PAGE_SIZE,
-    Appended,
     BuildGone,
     EventLog,
     Progress,

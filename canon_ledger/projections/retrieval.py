@@ -315,4 +315,5 @@ def catch_up_vectors(models: Any, target: int | None = None, progress: Any = Non
     runner = models.runner(build)
     if start < goal:
         runner.projection.prefetch(models.log, start + 1, goal, models.page_size, progress)
-    return runner.catch_up(goal, start=start)
+    reached: int = runner.catch_up(goal, start=start)
+    return reached

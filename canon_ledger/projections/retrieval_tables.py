@@ -115,8 +115,9 @@ def _sqlite_fts(md: MetaData, docs: Table, fts: str) -> None:
         f"INSERT INTO {fts}(rowid, coll, terms) VALUES (new.doc_key, {_coll('new')}, new.terms); END",
     ]
     for sql in statements:
-        event.listen(docs, "after_create", DDL(sql).execute_if(dialect="sqlite"))
-    event.listen(docs, "before_drop", DDL(f"DROP TABLE IF EXISTS {fts}").execute_if(dialect="sqlite"))
+        event.listen(docs, "after_create", DDL(sql).execute_if(dialect="sqlite"))  # type: ignore[no-untyped-call]
+    event.listen(docs, "before_drop",
+                 DDL(f"DROP TABLE IF EXISTS {fts}").execute_if(dialect="sqlite"))  # type: ignore[no-untyped-call]
 
 
 def _coll(row: str) -> str:

@@ -31,7 +31,8 @@ _stemmer = Stemmer.Stemmer("english")
 
 @lru_cache(maxsize=200_000)
 def _stem(word: str) -> str:
-    return _stemmer.stemWord(word)
+    stem: str = _stemmer.stemWord(word)
+    return stem
 
 
 def _fold(text: str) -> str:

@@ -298,7 +298,7 @@ def _processors(conn: Connection, table: Table, columns: tuple[str, ...], for_ar
     for c in columns:
         type_ = table.c[c].type
         if for_arrays:  # psycopg adapts str/int/bool/None itself; JSON goes as text, cast in SQL
-            out.append((conn.dialect._json_serializer or json.dumps) if isinstance(type_, JSON) else None)  # type: ignore[attr-defined]
+            out.append((conn.dialect._json_serializer or json.dumps) if isinstance(type_, JSON) else None)
         else:
             out.append(type_._cached_bind_processor(conn.dialect))
     return tuple(out)

@@ -19,9 +19,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-from canon_ledger.domain.canon import InForce
-from canon_ledger.projections.canon_tables import IN_FORCE, in_force
-from canon_ledger.projections.driver_sql import json_column
+from canon_ledger.domain.canon_rules import ACTIVE, IN_FORCE, InForce, in_force_sql
+from canon_ledger.projections.driver_sql import for_sqlite, json_column
 
 Tables = Callable[[Connection], Any]  # the serving build's table set, read in ``conn``'s transaction
 
@@ -111,15 +110,16 @@ class StoryViews:
         """Confirmed entries in force as of ``chapter``, by kind and key (retired ones left out;
         hidden ones shown with their ``hidden_until``, as a packet lists them blocked).
         ``active``: only those whose ``state`` is not ``resolved`` (case-insensitive), the rule
-        packets use for open threads (``canon_tables.is_active``)."""
-        active_only = " AND COALESCE(LOWER(state), '') <> 'resolved'" if active else ""
+        packets use for open threads (``canon_rules.ACTIVE``, in the words of its partial index)."""
         with self.engine.begin() as conn:
             t = self._names(conn)
+            said = ACTIVE if conn.dialect.name == "postgresql" else for_sqlite(ACTIVE)  # the index's words
+            active_only = f" AND {said}" if active else ""
+            of_kind = " AND kind = :kind" if kind is not None else ""  # a range of the (story, kind) indexes
             rows = _rows(conn, f"""
                 SELECT kind, key, step, valid_from, name, state, hidden_until, text, source, aliases
                   FROM {t['canon']}
-                 WHERE story_id = :s AND {IN_FORCE}
-                   AND (CAST(:kind AS VARCHAR(40)) IS NULL OR kind = :kind) AND NOT retired{active_only}
+                 WHERE story_id = :s AND {IN_FORCE}{of_kind} AND NOT retired{active_only}
                  ORDER BY kind, key""", s=story_id, chapter=chapter, kind=kind)
         return [_entry_row(r) for r in rows]
 
@@ -196,7 +196,7 @@ class StoryViews:
                  WHERE k.story_id = :s AND k.chapter <= :chapter AND EXISTS (
                        SELECT 1 FROM {t['canon']} c
                         WHERE c.story_id = k.story_id AND c.kind = k.kind AND c."key" = k."key"
-                          AND {in_force('c')}
+                          AND {in_force_sql('c')}
                           AND NOT c.retired AND c.secret)
                  ORDER BY k.kind, k."key", k.chapter, k."character" """, s=story_id, chapter=chapter) if secrets else []
             pov = _rows(conn, f"""
@@ -228,7 +228,7 @@ class StoryViews:
                        c.hidden_until, c.secret
                   FROM {t['knowledge']} k LEFT JOIN {t['canon']} c
                     ON c.story_id = k.story_id AND c.kind = k.kind AND c."key" = k."key"
-                   AND {in_force('c')}
+                   AND {in_force_sql('c')}
                  WHERE k.story_id = :s AND k."character" = :c AND k.chapter <= :chapter
                  ORDER BY k.chapter, k.kind, k."key" """, s=story_id, c=character, chapter=chapter)
         now = [r for r in steps if InForce(r["valid_from"], r["valid_to"]).holds_at(chapter)]

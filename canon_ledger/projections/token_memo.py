@@ -90,8 +90,9 @@ class TokenMemo:
         return conn.execute(delete(token_memo).where(token_memo.c.encoding == self.encoding)).rowcount
 
     def size(self, conn: Connection) -> int:
-        return conn.exec_driver_sql(
+        count: int = conn.exec_driver_sql(
             f"SELECT count(*) FROM {token_memo.name} WHERE encoding = {_mark(conn)}", (self.encoding,)).scalar_one()
+        return count
 
     # -- SQL ---------------------------------------------------------------------------------
     def _lookup(self, conn: Connection, digests: list[bytes]) -> dict[bytes, int]:

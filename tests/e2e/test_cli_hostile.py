@@ -235,7 +235,7 @@ def test_json_output_is_strict_even_for_values_that_are_not() -> None:
     import io
     from contextlib import redirect_stdout
 
-    from canon_ledger.infrastructure.cli import _emit
+    from canon_ledger.infrastructure.cli.output import emit as _emit
 
     out = io.StringIO()
     with redirect_stdout(out):

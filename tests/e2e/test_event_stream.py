@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.cli_runner import canon
+from tests.conftest import STORES, _store
 from tests.e2e.test_http_server import STORY, Server, admin_key, demo_commands
 
 PATH = "/v1/events/stream"
@@ -151,6 +152,17 @@ def live(store_url: str, tmp_path: Path) -> Iterator[Live]:
         yield fresh
 
 
+@pytest.fixture(scope="module", params=STORES)
+def resume_then_stop_live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """``live`` for two tests, one server per store for both: the resuming test, which must be
+    its first user (it counts from position 1 of a log only the demo filled: it says so if not),
+    and then the test that stops it (the module's last)."""
+    folder = tmp_path_factory.mktemp("resume")
+    for url in _store(request.param, folder / "canon.db"):
+        with serving(url, folder / "server.log") as fresh:
+            yield fresh
+
+
 @pytest.fixture(scope="module")
 def module_live(module_store_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     with serving(module_store_url, tmp_path_factory.mktemp("stream") / "server.log") as shared:
@@ -178,7 +190,10 @@ def _stream_requests_done(live: Live) -> int:
         r'canon_http_request_seconds_count\{[^}]*route="/v1/events/stream"[^}]*status="200"[^}]*\} (\S+)', text))
 
 
-def test_reconnecting_with_last_event_id_misses_nothing_and_repeats_nothing(live: Live) -> None:
+def test_reconnecting_with_last_event_id_misses_nothing_and_repeats_nothing(resume_then_stop_live: Live) -> None:
+    live = resume_then_stop_live
+    assert live.server.process.poll() is None and live.events()[-1]["position"] == live.end, \
+        "this test must be the server's first user: the log holds only what serving() wrote"
     rng = random.Random(f"sse-resume-{live.url.split(':')[0]}")
     received: list[Message] = []
     end = live.end
@@ -343,7 +358,9 @@ def test_a_bad_position_is_refused_before_anything_is_streamed(shared_live: Live
         assert stream.next().id == live.end + 1 <= position
 
 
-def test_stopping_the_server_ends_open_streams_at_once(live: Live) -> None:
+def test_stopping_the_server_ends_open_streams_at_once(resume_then_stop_live: Live) -> None:
+    live = resume_then_stop_live  # its server is stopped here: no test may take it after this one
+    live.end = live.events()[-1]["position"]  # the log's end now (the resuming test appended)
     stream = Stream(live.http, live.token, live.end)
     try:
         assert stream.response.status_code == 200

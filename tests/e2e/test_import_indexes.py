@@ -18,7 +18,8 @@ import pytest
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.infrastructure.following import followed
 from canon_ledger.infrastructure.worker import ProjectionWorker
-from canon_ledger.infrastructure import cli_import, progress
+from canon_ledger.infrastructure import progress
+from canon_ledger.infrastructure.cli import importing as cli_import
 from tests import cli_runner
 
 MODELS = ["canon", "authoring", "knowledge", "retrieval", "vectors"]

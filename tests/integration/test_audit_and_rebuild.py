@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, update
 
-from canon_ledger.application.packets.compiler import compile_packet
+from canon_ledger.application.packets.replay import compile_packet
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.domain.commands import parse_line
 from canon_ledger.infrastructure.bootstrap import bootstrap

@@ -279,7 +279,7 @@ def test_one_reserved_call_is_one_request_even_when_the_model_asks_to_continue(s
 
     assert len(_spent(services)) == len(gemini.requests), (
         f"the ledger spent {len(_spent(services))} calls, the server saw "
-        f"{[(r.kind, r.behaviour) for r in server.requests]}; report {report.as_dict()}")
+        f"{[(r.kind, r.behaviour) for r in gemini.requests]}; report {report.as_dict()}")
 
 
 # -- bad answers -------------------------------------------------------------------------------

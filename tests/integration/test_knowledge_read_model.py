@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from canon_ledger.application.packets.ports import Call, Known
+from canon_ledger.application.packets.ports import Call, CanonSnapshot, Known
 from canon_ledger.domain.commands import parse_command
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.infrastructure.scratch import scratch_canon
@@ -107,7 +107,7 @@ def test_what_characters_know_as_of_a_chapter(s: Any) -> None:
     assert _known(s, 12, ("nobody",)) == []
     assert len(_known(s, 1_000_000)) == 4
     # A recipe may prefetch the read (PostgreSQL: in the pipeline); it answers the same.
-    calls = [Call("knowledge", (STORY, 12, ("mira",))), Call("knowledge", (STORY, 11, ()))]
+    calls = [Call(CanonSnapshot.knowledge, (STORY, 12, ("mira",))), Call(CanonSnapshot.knowledge, (STORY, 11, ()))]
     with s.packets.reader.snapshot(STORY) as snap:
         snap.prefetch(calls)
         assert [call.of(snap) for call in calls] == [_known(s, 12, ("mira",)), _known(s, 11)]

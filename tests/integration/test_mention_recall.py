@@ -96,7 +96,7 @@ def test_the_reads_by_key_fetched_together_give_the_packet_read_one_by_one(s: An
     """The tagged entries and the entries read by rule are fetched together (one round trip on
     PostgreSQL), a tagged entry's key among the mentioned ones; every prefetched result is used,
     and the packet is the bytes of one compiled read by read."""
-    from canon_ledger.application.packets.compiler import compile_packet
+    from canon_ledger.application.packets.replay import compile_packet
 
     _entry(s, "queequeg", "Queequeg")
     _entry(s, "queequeg", "Queequeg", aliases=("the harpooneer",), valid_from=3)
@@ -123,11 +123,13 @@ def test_the_reads_by_key_fetched_together_give_the_packet_read_one_by_one(s: An
 def test_a_repeated_request_reads_the_entries_it_keeps_until_the_story_moves(s: Any) -> None:
     """The reader keeps a story's reads by key at one position: the same request again runs no
     statement for them, and any event of the story (a revision here) is read at once."""
+    from canon_ledger.projections import canon_view
+
     _entry(s, "queequeg", "Queequeg", text="Queequeg carves his idol.")
     _chapter(s, 4, ["Queequeg and the idol"], {"4a": "Yojo."})
     first = _items(s, 4)[("character", "queequeg")]
     kept = dict(s.packets.reader._kept)
-    assert any(key[2] == "entries_by_key" for key in kept)
+    assert any(key[2] is canon_view.FirstStatements.entries_by_key for key in kept)
     again = s.packets.packet(Request(STORY, "writer", 4), record=False)
     assert s.packets.reader._kept.keys() >= kept.keys()
     assert next(i for i in again.items if i.key == "queequeg").text == first.text

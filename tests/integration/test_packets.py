@@ -138,7 +138,7 @@ def test_hidden_chain_nodes_never_leak_before_their_chapter(demo):
 def test_an_earlier_state_hidden_until_later_never_leaks_as_history(demo):
     """Compiler 4 drops a superseded character state that is hidden at the chapter without its
     text; compiler 3 listed it whole, and still replays so (its packets audit as issued)."""
-    from canon_ledger.application.packets.compiler import compile_packet
+    from canon_ledger.application.packets.replay import compile_packet
 
     _apply(demo,
            {"type": "propose_canon", "command_id": "h1", "proposal_id": "p-wren-1", "kind": "character", "key": "wren",
@@ -267,7 +267,8 @@ def test_p3_and_p4_are_read_only_while_the_budget_has_room(demo, monkeypatch):
     each later read (world rules, earlier character states, development chains, then L1) only
     while MIN_TRIM_TOKENS or more are left. The stages name what was not read, and the audit
     agrees. Where everything is read, compiler 3 gives compiler 2's bytes."""
-    from canon_ledger.application.packets.compiler import MIN_TRIM_TOKENS, compile_packet
+    from canon_ledger.application.packets.compiler import MIN_TRIM_TOKENS
+    from canon_ledger.application.packets.replay import compile_packet
     from canon_ledger.projections.canon_view import SqlCanonSnapshot
 
     full = demo.packets.packet(Request(STORY, "writer", 5, budget=100_000))
@@ -343,9 +344,11 @@ def test_active_threads_are_read_from_the_partial_index(demo):
     """"Active as of K" (neither retired nor resolved) is one range of a partial
     index. Both stores take a partial index only when the query states its condition in the
     same words, so a bind parameter in the reader's condition would silently lose it."""
+    from canon_ledger.projections import canon_view
+
     demo.packets.packet(Request(STORY, "writer", 5), record=False)
     with demo.packets.reader.snapshot() as snap:
-        stmt = snap.q["active_entries_of_kind"]
+        stmt = snap.q[canon_view.ACTIVE_ENTRIES_OF_KIND]
         params = {"story": STORY, "chapter": 5, "kind": "thread"}
         if snap.c.dialect.name == "sqlite":  # the SQL text sqlite3 runs
             sql = str(stmt)
@@ -358,6 +361,26 @@ def test_active_threads_are_read_from_the_partial_index(demo):
     # A server-side prepared statement (psycopg prepares repeated queries) is planned without
     # its parameters' values: the condition must be literal in the SQL itself.
     assert "'resolved'" in sql and "''" in sql
+
+
+def test_the_story_views_open_threads_are_the_packets_active_threads(demo):
+    """The story view's ``active`` threads (MCP's open_threads) state ``canon_rules.ACTIVE`` as
+    the packet's reader does: a thread resolved in any case is neither's."""
+    from canon_ledger.domain.canon_rules import active
+
+    _apply(demo,
+           {"type": "propose_canon", "command_id": "r1", "proposal_id": "p-bell", "kind": "thread", "key": "bell",
+            "name": "The bell", "aliases": [], "text": "Who rang the bell?", "fields": {"state": "Resolved"},
+            "valid_from": 2, "tags": []},
+           {"type": "confirm_canon", "command_id": "r2", "proposal_id": "p-bell"})
+    packet = demo.packets.packet(Request(STORY, "writer", 5, budget=100_000), record=False)
+    threads = {i.key for i in packet.items if "active thread" in i.reason}  # a tagged one: a duplicate
+    views = demo.views()
+    every = views.canon_as_of(STORY, 5, "thread")
+    assert "bell" in {e["key"] for e in every} and "bell" not in threads and threads
+    assert {e["key"] for e in views.canon_as_of(STORY, 5, "thread", active=True)} == threads
+    assert {e["key"] for e in every if active(False, e["state"])} == threads
+    assert {e["kind"] for e in views.canon_as_of(STORY, 5, active=True)} > {"thread"}  # any kind, if not asked
 
 
 def test_a_build_switched_and_dropped_by_another_process_is_found_again(demo, store_url, monkeypatch):

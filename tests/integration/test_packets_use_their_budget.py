@@ -12,7 +12,7 @@ from canon_ledger.application.packets.render import ENDING_TOKENS
 from canon_ledger.domain.chunking import document_chapter
 from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.manuscript import split
-from canon_ledger.infrastructure.packet_retrieval import _document
+from canon_ledger.application.retrieval.earlier_chapters import _document
 from tests.helpers import stage_of
 from tests.shared_data import PRIDE_AND_PREJUDICE, read_book
 

@@ -12,7 +12,7 @@ import pytest
 
 from canon_ledger.domain.commands import parse_command
 from canon_ledger.application.retrieval.search import HybridSearch
-from canon_ledger.infrastructure.packet_retrieval import EarlierChapters
+from canon_ledger.application.retrieval.earlier_chapters import EarlierChapters
 from canon_ledger.projections.retrieval_text import query_terms, terms
 
 STORY = "harbour"

@@ -43,7 +43,7 @@ from sqlalchemy import insert
 
 from canon_ledger.infrastructure.web import pages, session
 from canon_ledger.projections.runner import quarantine
-from tests.integration.test_http_api import STORY, Api, api  # noqa: F401 - api is a fixture
+from tests.integration.test_http_api import STORY, Api, api, shared_api  # noqa: F401 - fixtures
 
 MARK = "qzv8"  # in everything the other story has; in no answer to a key limited to STORY
 OTHER = f"{MARK}-rival"
@@ -214,7 +214,26 @@ def _none_like(value: str) -> str:
 
 
 @pytest.fixture
-def world(api: Api) -> Iterator[World]:
+def world(api: Api) -> World:
+    """The other story planted on a server of the test's own: for a test that writes (the key's
+    own story, quarantine rows) or compares answers from before the planting with now."""
+    return _planted(api)
+
+
+@pytest.fixture(scope="module")
+def planted(shared_api: Api) -> World:
+    return _planted(shared_api)
+
+
+@pytest.fixture
+def walked(planted: World) -> World:
+    """The other story planted once per module and store, for the walks and lint: they only ask
+    (what they send that could write is refused: another story's, or ids of nothing; a login
+    session of their own is all that a walk leaves). Failures are the test's own."""
+    return replace(planted, failures=[])
+
+
+def _planted(api: Api) -> World:
     tokens = {scope: api.key(scope, STORY, name=f"limited-{scope}") for scope in SCOPES}
     nobodys = api.position()  # a key's event: a position of no story
     sessions = {scope: api.ctx.keys.open_session(token, session.MAX_AGE)[0] for scope, token in tokens.items()}
@@ -247,7 +266,7 @@ def world(api: Api) -> Iterator[World]:
     ghost = Ids(GHOST, _none_like(other.key), _none_like(other.draft), _none_like(other.scene),
                 _none_like(other.proposal), _pid_like(pid), nobodys, _none_like(other.name), "")
     own_other, own_ghost = replace(other, story=STORY), replace(ghost, story=STORY)
-    yield World(api, tokens, sessions, other, ghost, (own_other, own_ghost), before)
+    return World(api, tokens, sessions, other, ghost, (own_other, own_ghost), before)
 
 
 def _tagged(ids: Ids, side: str) -> Ids:
@@ -368,7 +387,8 @@ def _ask_api(world: World, op: Operation, token: str, ids: Ids | None, aimed: tu
     return _text_of(response)
 
 
-def test_every_api_route_answers_another_story_as_one_never_started(world: World) -> None:
+def test_every_api_route_answers_another_story_as_one_never_started(walked: World) -> None:
+    world = walked
     operations = _operations(world.api, world.failures)
     assert len(operations) > 20
     asked = 0
@@ -441,7 +461,8 @@ def _ask_page(world: World, method: str, path: str, params: tuple[str, ...], sco
     return _text_of(response)
 
 
-def test_every_viewer_page_answers_another_story_as_one_never_started(world: World) -> None:
+def test_every_viewer_page_answers_another_story_as_one_never_started(walked: World) -> None:
+    world = walked
     routes = _page_routes(world.failures)
     assert len(routes) >= 10
     for scope in SCOPES:
@@ -499,7 +520,8 @@ def _expand(template: str, ids: Ids, failures: list[str]) -> str | None:
     return re.sub(r"{([^}]+)}", lambda m: quote(str(MCP_ARGS[m.group(1)](ids)), safe=":"), uri)
 
 
-def test_every_mcp_tool_and_resource_answers_another_story_as_one_never_started(world: World) -> None:
+def test_every_mcp_tool_and_resource_answers_another_story_as_one_never_started(walked: World) -> None:
+    world = walked
     tools = _listed(world, "admin", "tools/list", "tools")
     templates = _listed(world, "admin", "resources/templates/list", "resourceTemplates")
     assert len(tools) >= 8 and len(templates) >= 2
@@ -627,7 +649,8 @@ def test_what_names_no_story_does_not_change_when_another_story_is_written(world
 
 # -- lint: what the key may see, counted --------------------------------------------------------------
 
-def test_lint_counts_only_the_collections_a_key_may_see(world: World) -> None:
+def test_lint_counts_only_the_collections_a_key_may_see(walked: World) -> None:
+    world = walked
     api = world.api
     admin = api.tokens["admin"]
     mine = api.call("GET", "/v1/lint", world.tokens["author"])

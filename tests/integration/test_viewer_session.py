@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from canon_ledger.application.keys import CHECK_TTL, Keys
+from canon_ledger.application import keys as keys_module
+from canon_ledger.application.keys import Keys
 from canon_ledger.domain.viewer_session import ViewerSession, session_hash
 from canon_ledger.infrastructure.http.app import create_app
 from canon_ledger.infrastructure.stores import open_ledger
@@ -84,6 +85,16 @@ def viewer(store_url: str) -> Iterator[Viewer]:
         yield Viewer(client)
 
 
+@pytest.fixture(scope="module")
+def login_viewer(module_store_url: str) -> Iterator[Viewer]:
+    """One viewer per module and store for the login tests parametrized by request headers: each
+    logs in from a clean cookie jar and opens at most a session of its own (a refused login
+    counts the log's end before and after itself)."""
+    app = create_app(module_store_url, embedder="hashing", worker=False)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield Viewer(client)
+
+
 def test_the_cookie_holds_a_session_id_never_the_token(viewer: Viewer) -> None:
     before = viewer.position()
     login = viewer.login(viewer.author)
@@ -146,7 +157,8 @@ def test_a_session_of_a_revoked_key_is_sent_to_the_login_page(viewer: Viewer) ->
     {"Sec-Fetch-Site": "cross-site"},
     {"Sec-Fetch-Site": "cross-site", "Origin": BASE},
 ], ids=["origin", "scheme", "port", "null", "referer", "sec-fetch-site", "fetch-site-beats-origin"])
-def test_a_cross_site_login_is_refused_and_sets_no_cookie(viewer: Viewer, headers: dict[str, str]) -> None:
+def test_a_cross_site_login_is_refused_and_sets_no_cookie(login_viewer: Viewer, headers: dict[str, str]) -> None:
+    viewer = login_viewer
     before = viewer.position()
     refused = viewer.login(viewer.author, headers)
     assert refused.status_code == 403
@@ -163,7 +175,8 @@ def test_a_cross_site_login_is_refused_and_sets_no_cookie(viewer: Viewer, header
     {"Sec-Fetch-Site": "same-origin", "Origin": BASE, "Referer": BASE + "/login"},
     {},  # neither header: curl, a script
 ], ids=["origin", "origin-default-port", "referer", "browser", "no-headers"])
-def test_a_same_origin_login_works(viewer: Viewer, headers: dict[str, str]) -> None:
+def test_a_same_origin_login_works(login_viewer: Viewer, headers: dict[str, str]) -> None:
+    viewer = login_viewer
     login = viewer.login(viewer.author, headers)
     assert login.status_code == 303, login.text[:300]
     cookie = set_cookie(login)
@@ -214,7 +227,12 @@ class Clock:
         return self.now
 
 
-def test_sessions_are_shared_by_replicas_and_end_by_logout_revocation_or_expiry(store_url: str) -> None:
+def test_sessions_are_shared_by_replicas_and_end_by_logout_revocation_or_expiry(
+        store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Answers are remembered for CHECK_TTL (2 s) seconds: a shorter one here, the same rule
+    # (a replica's remembered answer expires, then it reads the log), without 4 s of sleep.
+    monkeypatch.setattr(keys_module, "CHECK_TTL", 0.3)
+    ttl = keys_module.CHECK_TTL
     one, two = open_ledger(store_url), open_ledger(store_url)  # two processes' worth: no shared memory
     clock = Clock()
     try:
@@ -232,7 +250,7 @@ def test_sessions_are_shared_by_replicas_and_end_by_logout_revocation_or_expiry(
 
         assert a.end_session(session_id) is True  # logged out on replica a
         assert a.session_principal(session_id) is None  # at once there
-        time.sleep(CHECK_TTL + 0.1)
+        time.sleep(ttl + 0.1)
         assert b.session_principal(session_id) is None  # within CHECK_TTL on b
         assert a.end_session(session_id) is False and b.end_session(session_id) is False  # harmless again
         assert a.end_session("never-opened") is False
@@ -240,7 +258,7 @@ def test_sessions_are_shared_by_replicas_and_end_by_logout_revocation_or_expiry(
         later = a.open_session(token, 3600)
         assert later is not None and b.session_principal(later[0]) == principal
         a.revoke("reader")  # the key revoked on replica a ends its sessions on b too
-        time.sleep(CHECK_TTL + 0.1)
+        time.sleep(ttl + 0.1)
         assert b.session_principal(later[0]) is None
 
         other, _ = a.create("worker", [], "short")

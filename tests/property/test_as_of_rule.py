@@ -1,9 +1,13 @@
-"""The as-of rule has one Python form (``domain.canon.valid_to``) and one SQL form
-(``projections.canon_tables``). Over random timelines, as the domain builds them (revisions from
-any chapter, ties, retirements where the domain allows one), the SQL evaluated in a real
-store gives every step the ``valid_to`` the Python gives it, the stored ``valid_to`` selects
-the step ``CanonEntry.as_of`` returns at every chapter, and both agree with the rule's plain
-statement: the last step with ``valid_from <= K``, the later confirmation winning a tie.
+"""Each rule of ``domain.canon_rules`` has one Python form and one SQL form, side by side there;
+here each SQL form, evaluated in a real store, is held equal to its Python form.
+
+The as-of rule: over random timelines, as the domain builds them (revisions from any chapter,
+ties, retirements where the domain allows one), ``NEXT_FROM`` gives every step the ``valid_to``
+``valid_to`` gives it, the stored ``valid_to`` selects (``IN_FORCE``, its alias form, its two
+index ranges) the step ``CanonEntry.as_of`` returns at every chapter, and both agree with the
+rule's plain statement: the last step with ``valid_from <= K``, the later confirmation winning
+a tie; ``SUPERSEDED_BY`` selects the steps ``InForce.superseded_by`` names. Active: over random
+states, ``ACTIVE`` (in each store's words) selects the steps ``active`` names.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine, select, text, update
 
-from canon_ledger.domain.canon import CanonEntry, valid_to
+from canon_ledger.domain.canon import CanonEntry
+from canon_ledger.domain.canon_rules import (ACTIVE, IN_FORCE, IN_FORCE_CURRENT, IN_FORCE_SUPERSEDED_LATER, SUPERSEDED_BY,
+                                             active, in_force, in_force_sql, valid_to)
 from canon_ledger.domain.errors import RuleViolated
-from canon_ledger.projections.canon_tables import (IN_FORCE, IN_FORCE_CURRENT, IN_FORCE_SUPERSEDED_LATER, canon_tables,
-                                                   valid_to_update, valid_to_update_many)
+from canon_ledger.projections.canon_tables import canon_tables, valid_to_update, valid_to_update_many
+from canon_ledger.projections.driver_sql import for_sqlite
 from tests.helpers import examples
 
 CHAPTERS = st.integers(min_value=1, max_value=8)  # few chapters: ties are common
@@ -104,6 +110,35 @@ def test_the_sql_rule_and_the_python_rule_agree(store, timelines) -> None:
                 assert (step is None) == (plain is None) and (step is None or step is entry.timeline[plain])
                 if plain is not None:
                     want[key] = plain + 1
+            by_alias = text(f'SELECT c."key", c.step FROM "{cn.name}" AS c WHERE c.story_id = :story AND '
+                            + in_force_sql("c"))
+            superseded = text(f'SELECT "key", step FROM "{cn.name}" WHERE story_id = :story AND {SUPERSEDED_BY}')
+            gone = {(key, i + 1) for key, entry in entries.items()
+                    for i, span in enumerate(in_force([(s["valid_from"], False) for s in entry.timeline]))
+                    if span.superseded_by(chapter)}
             at = {"story": story, "chapter": chapter}
             assert sorted(conn.execute(by_or, at).all()) == sorted(want.items())
             assert sorted(conn.execute(by_union, at).all()) == sorted(want.items())
+            assert sorted(conn.execute(by_alias, at).all()) == sorted(want.items())
+            assert set(conn.execute(superseded, at).all()) == gone
+
+
+STATES = st.one_of(st.none(), st.sampled_from(["resolved", "Resolved", "RESOLVED", "resolved ", "open", "advanced",
+                                                "unresolved", "", "r\u00e9solved"]),
+                   st.text(alphabet="resolvdRESOLVD ", max_size=9))
+
+
+@settings(max_examples=examples(50, 150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.booleans(), STATES), min_size=1, max_size=12))
+def test_the_sql_and_the_python_active_rule_agree(store, steps) -> None:
+    engine, cn = store
+    story = f"s{next(_serial)}"
+    rows = [{"story_id": story, "kind": "thread", "key": f"t{i}", "step": 1, "valid_from": 1, "retired": retired,
+             "name": "n", "state": state, "text": "t", "tokens": 1, "source": 1}
+            for i, (retired, state) in enumerate(steps)]
+    said = ACTIVE if engine.dialect.name == "postgresql" else for_sqlite(ACTIVE)  # as the readers say it
+    with engine.begin() as conn:
+        conn.execute(cn.insert(), rows)
+        found = {k for (k,) in conn.execute(text(f'SELECT "key" FROM "{cn.name}" WHERE story_id = :s AND {said}'),
+                                            {"s": story})}
+    assert found == {r["key"] for r in rows if active(r["retired"], r["state"])}

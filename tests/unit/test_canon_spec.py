@@ -1,6 +1,7 @@
 """Canon lifecycle: proposed -> confirmed | rejected; confirmed -> revised | retired."""
 
-from canon_ledger.domain.canon import CanonEntry, valid_to
+from canon_ledger.domain.canon import CanonEntry
+from canon_ledger.domain.canon_rules import valid_to
 from tests.unit.spec import confirm, given, propose, reject, retire, start
 
 

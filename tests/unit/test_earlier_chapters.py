@@ -6,7 +6,7 @@ from __future__ import annotations
 from canon_ledger.application.retrieval.ports import Hit
 from canon_ledger.application.retrieval.rocchio import expand_vector
 from canon_ledger.application.retrieval.ports import RetrievalSnapshot
-from canon_ledger.infrastructure.packet_retrieval import EarlierChapters
+from canon_ledger.application.retrieval.earlier_chapters import EarlierChapters
 
 STORY = "s"
 COLLECTION = f"story:{STORY}"

@@ -6,7 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from canon_ledger.domain.canon import CanonEntry, InForce, in_force
+from canon_ledger.domain.canon import CanonEntry
+from canon_ledger.domain.canon_rules import InForce, in_force
 from canon_ledger.domain.errors import RuleViolated
 from tests.helpers import examples
 

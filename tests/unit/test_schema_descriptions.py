@@ -114,7 +114,7 @@ def test_hidden_until_says_what_it_hides_and_until_when() -> None:
     # The rule the description states is the one the packet recipes apply: hidden while K < N.
     from types import SimpleNamespace
 
-    from canon_ledger.application.packets.recipes import _hidden
+    from canon_ledger.application.packets.reading import hidden as _hidden
     entry = SimpleNamespace(hidden_until=9)
     assert _hidden(entry, 8) == "hidden until chapter 9" and _hidden(entry, 9) is None
     assert _hidden(SimpleNamespace(hidden_until=None), 1) is None
@@ -124,10 +124,18 @@ def test_thread_states_name_the_value_that_resolves_a_thread() -> None:
     text = prop("ProposeCanon", "fields")
     for needed in ("`resolved`", "case-insensitively", "`open`", "`advanced`", "keeps it active", "thread"):
         assert needed in text, needed
-    # ... and it is the value the read models compare with (projections/canon_tables.is_active).
-    from canon_ledger.projections.canon_tables import is_active
-    source = inspect.getsource(is_active)
-    assert "'resolved'" in source and "lower" in source
+    # ... and it is the value the read models compare with (domain/canon_rules.ACTIVE), which
+    # the partial index states in the same words (projections/canon_tables.is_active).
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    from canon_ledger.domain.canon_rules import ACTIVE, RESOLVED, active
+    from canon_ledger.projections.canon_tables import canon_tables, is_active
+    from canon_ledger.projections.driver_sql import for_sqlite
+    assert RESOLVED == "resolved" and not active(False, "Resolved") and active(False, "open")
+    canon = canon_tables("t").canon
+    for dialect, words in ((postgresql.dialect(), ACTIVE), (sqlite.dialect(), for_sqlite(ACTIVE))):
+        index = str(is_active(canon).compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
+        assert index.replace(f"{canon.name}.", "") == words
 
 
 def test_budgets_state_units_roles_and_every_default() -> None:

@@ -7,7 +7,7 @@ import re
 
 from canon_ledger.domain import summary as s
 from canon_ledger.domain.manuscript import split
-from canon_ledger.infrastructure import cli_summarize
+from canon_ledger.infrastructure.cli import summarize as cli_summarize
 from tests.shared_data import PRIDE_AND_PREJUDICE, read_book
 
 ENGLISH = """Mr. Darcy rode to Netherfield at dawn. The house was silent and the lamps were out.

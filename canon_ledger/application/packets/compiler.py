@@ -3,7 +3,8 @@
 The reads a recipe makes at once come first (P0-P2 and what is cheap to take with them);
 the P0 refusal follows; then each ``while_room`` read (P3 as needed, P4 if budget remains),
 page by page, only while MIN_TRIM_TOKENS or more are left; L1 retrieval last. The stages
-name what was not read. Earlier versions replay through ``replay.compile_packet``.
+name what was not read. The earlier versions are frozen apart (``frozen``) and compile through
+``replay.compile_packet``, the one entry that compiles with a given version.
 
 Filling by tier (``Packing``, and ``fill`` for the earlier versions) gives every candidate an
 item with a reason. P0 never trims: if it does not fit, the packet is refused with the sizes
@@ -22,9 +23,12 @@ from typing import Any, cast
 from canon_ledger.application.packets import render
 from canon_ledger.application.packets.packet import Item, Packet, Stage
 from canon_ledger.application.packets.ports import CanonSnapshot, DraftView, Fact, Recall, Retriever, StoryView
-from canon_ledger.application.packets.recipes import (RECIPES, REVIEW, Candidate, Read, Reading, Recipe, Request,
-                                                      first_reads, query_texts, staged)
+from canon_ledger.application.packets.reading import Candidate, Read, Reading, Recipe
+from canon_ledger.application.packets.recipes import RECIPES, first_reads, staged
+from canon_ledger.application.packets.request import Request
+from canon_ledger.application.packets.sources import draft_under_review, query_texts
 from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound
+from canon_ledger.domain.tiers import P0
 from canon_ledger.domain.tokens import TokenCounter
 
 __all__ = ["COMPILER", "L1_MAX_HITS", "MIN_TRIM_TOKENS", "PacketError", "Packing", "Query", "compile_packet",
@@ -41,8 +45,8 @@ __all__ = ["COMPILER", "L1_MAX_HITS", "MIN_TRIM_TOKENS", "PacketError", "Packing
 # stage says what is left and why. 6: the summarizer's role lists leave out an entry hidden at the chapter (its name can be the
 # reveal; 5 named it). 5: mention-activated recall (entries whose keys the goals or scene
 # summaries mention join P1; always-on entries join every packet; an entry whose rule says never
-# joins none), and L1's query read from the goals and summaries as written. 1-5: compiler_v1 ..
-# compiler_v5.
+# joins none), and L1's query read from the goals and summaries as written. 1-7: ``frozen.v1`` ..
+# ``frozen.v7``.
 COMPILER = 8
 # L1 searches with the chapter's goals and scene summaries, cut to this many words: search
 # cost grows with query length while the first sentences already say what the chapter is
@@ -67,13 +71,10 @@ class PacketError(CanonError):
 
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,
-                   *, compiler: int = COMPILER, draft: DraftView | None = None) -> Packet:
-    """``retriever``: L1; an audit passes one that replays the recorded hits. ``compiler``:
-    an earlier version, forwarded to ``replay.compile_packet`` (the entry audits use).
-    ``draft``: the draft ``req.draft`` names, as read (``reviewed`` decides if it may be shown)."""
-    if compiler != COMPILER:
-        from canon_ledger.application.packets.replay import compile_packet as replayed
-        return replayed(snap, req, tokens, retriever, compiler=compiler, draft=draft)
+                   *, draft: DraftView | None = None) -> Packet:
+    """The packet the current compiler builds for ``req``. ``retriever``: L1; an audit passes
+    one that replays the recorded hits (``replay``). ``draft``: the draft ``req.draft`` names,
+    as read (``reviewed`` decides if it may be shown)."""
     return compile_with(RECIPES, COMPILER, snap, req, tokens, retriever, draft=draft)
 
 
@@ -81,7 +82,7 @@ def stamped(version: int, reading: Reading) -> int:
     """The version a packet says it was built by: ``version``, except that compiler 8 says 7 for
     a packet it built byte for byte as compiler 7 did (no draft under review, whose continuity
     findings it adds, and no secret its point-of-view rule labelled), so that the ids and hashes
-    of those packets do not move. Either replays: with the current recipes or compiler_v7's."""
+    of those packets do not move. Either replays: with the current recipes or ``frozen.v7``'s."""
     if version == COMPILER and reading.draft is None and not reading.pov_used:
         return 7
     return version
@@ -112,10 +113,10 @@ def reviewed(recipe: Recipe, req: Request, draft: DraftView | None) -> DraftView
     rule-named refusal. None when ``req`` names no draft."""
     if req.draft is None:
         return None
-    if not any(read.read == REVIEW for read in recipe):
+    if not _reviews(recipe):
         raise InvalidCommand("draft_only_for_review",
                           f"a draft is put under review only in a packet of a role that checks drafts "
-                          f"({', '.join(role for role, r in RECIPES.items() if any(x.read == REVIEW for x in r))}), "
+                          f"({', '.join(role for role, r in RECIPES.items() if _reviews(r))}), "
                           f"not {req.role}", "draft")
     if draft is None:
         raise NotFound("unknown_draft", f"story {req.story_id!r} has no draft {req.draft!r}", "draft")
@@ -130,6 +131,11 @@ def reviewed(recipe: Recipe, req: Request, draft: DraftView | None) -> DraftView
                           f"draft {draft.draft_id!r} was submitted for chapter {draft.chapter}, not {req.chapter}",
                           "chapter")
     return draft
+
+
+def _reviews(recipe: Recipe) -> bool:
+    """Does ``recipe`` read a draft under review?"""
+    return any(read.source is draft_under_review for read in recipe)
 
 
 def l1_query(reading: Reading, candidates: list[Candidate]) -> str:
@@ -253,9 +259,9 @@ def _l1(req: Request, l1: Read, candidates: list[Candidate], retriever: Retrieve
 
 
 def refuse_over_budget(candidates: list[Candidate], budget: int, role: str) -> None:
-    p0 = sum(c.fact.tokens for c in candidates if c.tier == "P0")
+    p0 = sum(c.fact.tokens for c in candidates if c.tier == P0)
     if p0 > budget:
-        draft = sum(c.fact.tokens for c in candidates if c.tier == "P0" and c.kind == "draft_under_review")
+        draft = sum(c.fact.tokens for c in candidates if c.tier == P0 and c.kind == "draft_under_review")
         raise PacketError(
             "p0_exceeds_budget",
             f"the hard constraints (P0) need {p0} tokens"

@@ -13,8 +13,9 @@ from typing import Any, Literal
 
 import orjson
 
-Tier = Literal["P0", "P1", "P2", "P3", "P4"]
-TIERS: tuple[Tier, ...] = ("P0", "P1", "P2", "P3", "P4")
+from canon_ledger.domain.tiers import TIERS as TIERS  # the packet's tiers, in order
+from canon_ledger.domain.tiers import Tier as Tier
+
 Status = Literal["included", "trimmed", "dropped"]
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from canon_ledger.domain.continuity import Step
+
+R = TypeVar("R")
 
 
 @dataclass(slots=True)
@@ -162,15 +164,19 @@ class NodeView:
 
 
 @dataclass(frozen=True)
-class Call:
-    """One read of a ``CanonSnapshot``, as data: the method's name and its arguments."""
+class Call(Generic[R]):
+    """One read of a ``CanonSnapshot``, as data: the port's method itself (``read``, e.g.
+    ``CanonSnapshot.chapter``: its definition is a click away, and a store's own a click from
+    there) and its arguments. A store finds its own method by the port method's name, as any
+    call of it does; one that fetches reads together (``prefetch``) finds their statements so."""
 
-    method: str
+    read: Callable[..., R]
     args: tuple[Any, ...]
 
-    def of(self, snap: CanonSnapshot) -> Any:
+    def of(self, snap: CanonSnapshot) -> R:
         """Make the read on ``snap``."""
-        return getattr(snap, self.method)(*self.args)
+        method: Callable[..., R] = getattr(snap, self.read.__name__)
+        return method(*self.args)
 
 
 class CanonSnapshot(Protocol):
@@ -178,7 +184,7 @@ class CanonSnapshot(Protocol):
 
     position: int  # the log position the snapshot reflects
 
-    def prefetch(self, calls: Sequence[Call]) -> None:
+    def prefetch(self, calls: Sequence[Call[Any]]) -> None:
         """A hint: the caller makes ``calls`` next, with these arguments; a store may fetch
         them together now (nothing is answered here)."""
         ...

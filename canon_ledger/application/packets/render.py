@@ -17,6 +17,8 @@ import json
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
 
+from canon_ledger.domain.canon_rules import hidden_at
+from canon_ledger.domain.scene_tags import ON_CARD, ROLE_LISTS
 from canon_ledger.domain.summary import sentence_starts
 from canon_ledger.domain.tokens import TokenCounter
 
@@ -42,13 +44,15 @@ def goals(chapter: int, goals: list[str]) -> str:
     return f"Chapter {chapter} goals:\n" + "\n".join(f"- {g}" for g in goals) if goals else ""
 
 
-TAG_LABELS = (("characters", "Characters"), ("locations", "Locations"), ("threads", "Threads"),
-              ("callbacks", "Callbacks"), ("items", "Items"))
+def hidden_reason(hidden_until: int | None, chapter: int) -> str | None:
+    """Why a version's (or a chain node's) text is not shown at ``chapter``
+    (``canon_rules.hidden_at``): "hidden until chapter N"; None when it is shown."""
+    return f"hidden until chapter {hidden_until}" if hidden_at(hidden_until, chapter) else None
 
 
 def scene_card(chapter: int, scene_id: str, summary: str, tags: dict[str, list[str]]) -> str:
     lines = [f"Scene {scene_id} (chapter {chapter}): {summary}"]
-    lines += [f"{label}: {', '.join(tags[name])}" for name, label in TAG_LABELS if tags.get(name)]
+    lines += [f"{t.label}: {', '.join(tags[t.name])}" for t in ON_CARD if tags.get(t.name)]
     return "\n".join(lines)
 
 
@@ -138,12 +142,13 @@ def reviewing(draft: Any) -> str:
 
 
 def role_lists(entries: list[Any]) -> str:
-    """"Required role lists:" and a line per kind naming each entry "name (key)"; "" if none."""
+    """"Required role lists:" and a line per role list (``scene_tags.ROLE_LISTS``) naming each
+    entry of its kind "name (key)"; "" if none."""
     lists = []
-    for kind in ("character", "location", "item"):
-        names = [f"{e.name} ({e.key})" for e in entries if e.kind == kind]
+    for t in ROLE_LISTS:
+        names = [f"{e.name} ({e.key})" for e in entries if e.kind == t.kind]
         if names:
-            lists.append(f"{kind}s: {', '.join(names)}")
+            lists.append(f"{t.name}: {', '.join(names)}")
     return "Required role lists:\n" + "\n".join(lists) if lists else ""
 
 

@@ -7,8 +7,9 @@ function the projections use), a wiki page from the compile recorded there. A hi
 event is not what it claims, or whose chapter text was replaced before the packet's position,
 comes back with no text, so the replayed packet cannot match its hash.
 
-``compile_packet`` is the one entry that compiles with a given version: the current one,
-or an earlier one frozen in its own module, for the packets it issued.
+``compile_packet`` is the one entry that compiles with a given version: the current one
+(``compiler``), or an earlier one, frozen in its own module (``frozen``), for the packets it
+issued. Nothing else imports the frozen versions.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from canon_ledger.application.packets import (compiler, compiler_v1, compiler_v2, compiler_v3, compiler_v4,
-                                              compiler_v5, compiler_v6, compiler_v7)
+from canon_ledger.application.packets import compiler
 from canon_ledger.application.packets.compiler import COMPILER
+from canon_ledger.application.packets.frozen import v1, v2, v3, v4, v5, v6, v7
 from canon_ledger.application.packets.packet import Packet, Stage
 from canon_ledger.application.packets.ports import CanonSnapshot, DraftView, Recall, Recalled, Retriever
-from canon_ledger.application.packets.recipes import Request
+from canon_ledger.application.packets.request import Request
 from canon_ledger.domain.chapter import Chapter
 from canon_ledger.domain.chunking import chunk_chapter, story_collection
 from canon_ledger.domain.tokens import TokenCounter
@@ -29,10 +30,9 @@ from canon_ledger.domain.wiki import WikiPage, page_doc_id, page_summary
 
 # Compilers 1-4 took no draft under review; 5, 6, 7 and the current one do.
 _VERSIONS: dict[int, Callable[[CanonSnapshot, Request, TokenCounter, Retriever | None], Packet]] = {
-    1: compiler_v1.compile_packet, 2: compiler_v2.compile_packet, 3: compiler_v3.compile_packet,
-    4: compiler_v4.compile_packet}
-_WITH_DRAFT: dict[int, Callable[..., Packet]] = {5: compiler_v5.compile_packet, 6: compiler_v6.compile_packet,
-                                                 7: compiler_v7.compile_packet, COMPILER: compiler.compile_packet}
+    1: v1.compile_packet, 2: v2.compile_packet, 3: v3.compile_packet, 4: v4.compile_packet}
+_WITH_DRAFT: dict[int, Callable[..., Packet]] = {5: v5.compile_packet, 6: v6.compile_packet, 7: v7.compile_packet,
+                                                 COMPILER: compiler.compile_packet}
 
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,

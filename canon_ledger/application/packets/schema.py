@@ -15,7 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from canon_ledger.application.packets.packet import Status, Tier
+from canon_ledger.application.packets.packet import Status
+from canon_ledger.domain.tiers import HOLDS, TIERS, Tier
 
 Role = Literal["planner", "writer", "qa", "summarizer", "chat"]  # domain.story.ROLES
 
@@ -23,8 +24,7 @@ Role = Literal["planner", "writer", "qa", "summarizer", "chat"]  # domain.story.
 class PacketItem(BaseModel):
     """One candidate of the packet, kept or not, with why."""
 
-    tier: Tier = Field(description="P0 hard constraints, P1 current state, P2 recent context, P3 distant "
-                                   "reference, P4 supplementary (retrieval)")
+    tier: Tier = Field(description=", ".join(f"{tier} {HOLDS[tier]}" for tier in TIERS))
     kind: str = Field(description="what the item is: a canon kind (character, location, ...) or a packet part "
                                   "(style_guardrails, goals, chapter_summary, draft_under_review, ...)")
     key: str = Field(description="the canon key, or the part's own key")
@@ -67,7 +67,7 @@ class Packet(BaseModel):
     budget: int = Field(ge=0, description="tokens the packet may use")
     used_tokens: int = Field(ge=0, description="tokens of the included and trimmed items (the tiers' sum)")
     tokenizer: str = Field(description="what counted the tokens (tiktoken cl100k_base)")
-    tiers: list[PacketTier] = Field(description="P0 to P4, in order")
+    tiers: list[PacketTier] = Field(description=f"{TIERS[0]} to {TIERS[-1]}, in order")
     items: list[PacketItem] = Field(description="every candidate, in packet order")
     stages: list[PacketStage] = Field(description="how the packet was built, step by step")
     hash: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the packet's body (every field but "

@@ -10,7 +10,8 @@ from canon_ledger.application.packets.compiler import compile_packet, l1_query
 from canon_ledger.application.packets.packet import Packet
 from canon_ledger.application.packets.ports import (CanonReader, CanonSnapshot, DraftView, Drafts, Freshness,
                                                     Retriever)
-from canon_ledger.application.packets.recipes import Reading, Request
+from canon_ledger.application.packets.reading import Reading
+from canon_ledger.application.packets.request import Request
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.domain.packet_log import PacketRecord, dropped_summary, kept_items
 from canon_ledger.domain.tokens import TokenCounter

@@ -8,8 +8,8 @@ import argparse
 from typing import Any
 
 from canon_ledger.domain.bounds import MAX_ID, MAX_POSITION
-from canon_ledger.infrastructure.cli_errors import OK, REJECTED, USAGE, Failure
-from canon_ledger.infrastructure.cli_parsing import add_verb, an_id, bounded
+from canon_ledger.infrastructure.cli.errors import OK, REJECTED, USAGE, Failure
+from canon_ledger.infrastructure.cli.parsing import add_verb, an_id, bounded
 from canon_ledger.infrastructure.jsonout import dumps
 
 QUOTED = 60  # characters of a finding's span shown in the text output

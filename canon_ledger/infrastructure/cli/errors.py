@@ -1,6 +1,4 @@
-"""The CLI's exit statuses and its one failure type, shared by every module of verbs (a
-module run as ``python -m infrastructure.cli`` is ``__main__``: its own classes would not be
-the ones the other verb modules raise)."""
+"""The CLI's exit statuses and its one failure type, shared by every module of verbs."""
 
 from __future__ import annotations
 

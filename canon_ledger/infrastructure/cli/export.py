@@ -20,8 +20,8 @@ from typing import Any
 
 from canon_ledger.domain.bounds import MAX_CHAPTER
 from canon_ledger.domain.lorebook_export import TARGETS
-from canon_ledger.infrastructure.cli_errors import OK, USAGE, Failure
-from canon_ledger.infrastructure.cli_parsing import CanonArgumentParser, add_verb, bounded
+from canon_ledger.infrastructure.cli.errors import OK, USAGE, Failure
+from canon_ledger.infrastructure.cli.parsing import CanonArgumentParser, add_verb, bounded
 from canon_ledger.infrastructure.jsonout import dumps
 
 OUTPUT_FORMATS = ("text", "json")

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from canon_ledger.domain.errors import CanonError
-from canon_ledger.infrastructure.cli_errors import OK, REJECTED, UNAVAILABLE, USAGE, Failure
+from canon_ledger.infrastructure.cli.errors import OK, REJECTED, UNAVAILABLE, USAGE, Failure
 from canon_ledger.domain.bounds import MAX_CHAPTER
-from canon_ledger.infrastructure.cli_parsing import add_verb, bounded
+from canon_ledger.infrastructure.cli.parsing import add_verb, bounded
 from canon_ledger.infrastructure.jsonout import dumps
 from canon_ledger.infrastructure.progress import bar, quiet
 
@@ -80,10 +80,10 @@ def cmd_import_lorebook(args: argparse.Namespace) -> int:
         book = read(data)
     except LorebookError as e:
         raise Failure(USAGE, f"{args.file}: {e}", e.code) from None
-    from canon_ledger.infrastructure import cli_lorebook
+    from canon_ledger.infrastructure.cli import lorebook
 
     if args.dry_run:
-        return cli_lorebook.dry_run(args, book)
+        return lorebook.dry_run(args, book)
     from canon_ledger.application.lorebook_import import import_lorebook
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
@@ -103,8 +103,8 @@ def cmd_import_lorebook(args: argparse.Namespace) -> int:
         f"{report.entries} entr{'y' if report.entries == 1 else 'ies'} from a {book.format} lorebook into "
         f"{args.story} ({'proposed and confirmed' if args.confirm else 'proposed'}): {counts}; log at "
         f"{report.position}", *(f"  disabled, not imported: {name}" for name in report.disabled),
-        *cli_lorebook.refused_lines(report)], indexed)
-    return cli_lorebook.refused(args.format, report)
+        *lorebook.refused_lines(report)], indexed)
+    return lorebook.refused(args.format, report)
 
 
 def _index(services: Any, args: argparse.Namespace) -> Any:

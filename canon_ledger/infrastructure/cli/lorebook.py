@@ -1,4 +1,4 @@
-"""``canon import lorebook``'s dry run and its refused entries (``cli_import`` runs the verb)."""
+"""``canon import lorebook``'s dry run and its refused entries (``cli.importing`` runs the verb)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from canon_ledger.domain.lorebook import Lorebook
-from canon_ledger.infrastructure.cli_errors import OK, REJECTED, Failure
+from canon_ledger.infrastructure.cli.errors import OK, REJECTED, Failure
 from canon_ledger.infrastructure.jsonout import dumps
 
 

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from canon_ledger.infrastructure.cli_parsing import add_verb
+from canon_ledger.infrastructure.cli.parsing import add_verb
 from canon_ledger.domain.api_key import Principal
 
 KEY_ENV = "CANON_MCP_KEY"
@@ -26,7 +26,7 @@ LOCAL = Principal("local-stdio", "author")
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from canon_ledger.infrastructure.cli_errors import USAGE, Failure
+    from canon_ledger.infrastructure.cli.errors import USAGE, Failure
     from canon_ledger.infrastructure.http.context import ServerContext
     from canon_ledger.infrastructure.http.problems import Problem
     from canon_ledger.infrastructure.mcp.server import build_server

@@ -13,7 +13,7 @@ from typing import Any
 from canon_ledger.domain.api_key import SCOPES
 from canon_ledger.domain.bounds import MAX_CHAPTER
 from canon_ledger.infrastructure.jsonout import dumps
-from canon_ledger.infrastructure.cli_parsing import add_verb
+from canon_ledger.infrastructure.cli.parsing import add_verb, bounded
 
 
 def _loopback(host: str) -> bool:
@@ -29,20 +29,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from canon_ledger.application.keys import Keys
-    from canon_ledger.infrastructure.cli_errors import USAGE, Failure
+    from canon_ledger.infrastructure.bootstrap import open_store
+    from canon_ledger.infrastructure.cli.errors import USAGE, Failure
     from canon_ledger.infrastructure.http.app import create_app
     from canon_ledger.infrastructure.http.protocol import uvicorn_settings
-    from canon_ledger.infrastructure.stores import open_ledger
 
     if args.open and not _loopback(args.host):
         raise Failure(USAGE, f"--open serves without keys and is refused on {args.host}: only on loopback "
                              "(127.0.0.1, ::1)", "open_refused")
     if not args.open:
-        ledger = open_ledger(args.db)
+        store = open_store(args.db)
         try:
-            has_keys = Keys(ledger).any()
+            has_keys = Keys(store.ledger).any()
         finally:
-            ledger.close()
+            store.close()
         if not has_keys:
             raise Failure(USAGE, "no API key exists: create one (canon key create --scope admin) or, on loopback "
                                  "only, serve with --open", "no_keys")
@@ -65,11 +65,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_key(args: argparse.Namespace) -> int:
     from canon_ledger.application.keys import Keys
-    from canon_ledger.infrastructure.stores import open_ledger
+    from canon_ledger.infrastructure.bootstrap import open_store
 
-    ledger = open_ledger(args.db)
+    store = open_store(args.db)
     try:
-        keys = Keys(ledger)
+        keys = Keys(store.ledger)
         if args.key_verb == "create":
             token, info = keys.create(args.scope, args.story or [], args.name)
             if args.format == "json":
@@ -93,7 +93,7 @@ def cmd_key(args: argparse.Namespace) -> int:
             else:
                 print(f"key {args.name} {'revoked' if changed else 'was already revoked'}")
     finally:
-        ledger.close()
+        store.close()
     return 0
 
 
@@ -214,7 +214,7 @@ def cmd_drafts(args: argparse.Namespace) -> int:
     return _show(args, {"story_id": args.story, "drafts": rows}, text)
 
 
-def add_verbs(verbs: Any, common: argparse.ArgumentParser, bounded: Callable[[int, int], Any]) -> None:
+def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
     p = add_verb(verbs, "serve", common, "serve the HTTP API, the viewer and /mcp (keys required; docs at /docs)")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1, loopback only)")
     p.add_argument("--port", type=bounded(0, 65535), default=8750, help="the port (default 8750; 0: any free port)")

@@ -10,8 +10,8 @@ import sys
 from typing import Any
 
 from canon_ledger.domain.bounds import MAX_CHAPTER
-from canon_ledger.infrastructure.cli_errors import OK, REJECTED, USAGE, Failure
-from canon_ledger.infrastructure.cli_parsing import add_verb, bounded
+from canon_ledger.infrastructure.cli.errors import OK, REJECTED, USAGE, Failure
+from canon_ledger.infrastructure.cli.parsing import add_verb, bounded
 from canon_ledger.infrastructure.jsonout import dumps
 
 

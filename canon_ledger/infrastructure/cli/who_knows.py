@@ -8,8 +8,8 @@ import argparse
 from typing import Any
 
 from canon_ledger.domain.bounds import MAX_CHAPTER, MAX_ID
-from canon_ledger.infrastructure.cli_errors import OK
-from canon_ledger.infrastructure.cli_parsing import add_verb, an_id, bounded
+from canon_ledger.infrastructure.cli.errors import OK
+from canon_ledger.infrastructure.cli.parsing import add_verb, an_id, bounded
 from canon_ledger.infrastructure.jsonout import dumps
 
 HOW = 48  # characters of a record's `how` shown in the text output

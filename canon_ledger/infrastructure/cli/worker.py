@@ -7,10 +7,9 @@ import argparse
 import signal
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
-from canon_ledger.infrastructure.cli_parsing import add_verb
+from canon_ledger.infrastructure.cli.parsing import add_verb, bounded
 from canon_ledger.infrastructure.jsonout import dumps
 from canon_ledger.infrastructure.progress import quiet
 from canon_ledger.infrastructure.worker import SPLIT_AFTER
@@ -76,7 +75,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_verbs(verbs: Any, common: argparse.ArgumentParser, bounded: Callable[[int, int], Any]) -> None:
+def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
     p = add_verb(verbs, "worker", common,
                  "follow the log and keep read models current (the vector index embeds here)")
     p.add_argument("--projection", action="append", choices=MODELS, metavar="NAME",

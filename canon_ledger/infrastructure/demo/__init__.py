@@ -13,7 +13,7 @@ from canon_ledger.application.packets.recipes import Request
 from canon_ledger.domain.commands import parse_line
 
 if TYPE_CHECKING:
-    from canon_ledger.infrastructure.bootstrap import Services
+    from canon_ledger.infrastructure.services import Services
 
 SAMPLE = Path(__file__).with_name("sample_story.jsonl")
 STORY = "lamplight"

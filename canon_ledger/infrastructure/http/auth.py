@@ -1,5 +1,6 @@
-"""Bearer keys at the door: who is calling (401 if nobody), may they (403), and may they see
-this story (404, exactly as for a story that does not exist)."""
+"""Bearer keys at the door: who is calling (401 if nobody), and, for a route, may they
+(``needs``: 403, by ``application.access.require``). What a known caller may see and do is
+``application.access``'s, the same for every door."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
+from canon_ledger.application.access import require
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.infrastructure.http.problems import Problem
 
@@ -72,23 +74,3 @@ def needs(scope: str, *, every_story: bool = False) -> Callable[..., Awaitable[P
 
     check.__name__ = f"needs_{scope}"
     return check
-
-
-def require(principal: Principal, scope: str, *, every_story: bool = False) -> Principal:
-    """``principal``, if it is of ``scope`` or above (and, with ``every_story``, not limited to
-    stories); else 403."""
-    if not principal.has(scope):
-        raise Problem(403, "forbidden", f"this needs a key of scope {scope} or above; this key is {principal.scope}")
-    if every_story and not principal.unrestricted:
-        raise Problem(403, "forbidden", "this concerns every story: a key limited to stories may not use it")
-    return principal
-
-
-def unknown_story(story_id: str) -> Problem:
-    return Problem(404, "unknown_story", f"story {story_id!r} has not been started", "story_id")
-
-
-def visible(principal: Principal, story_id: str) -> None:
-    """404 for a story this key may not see: the same answer as for one that does not exist."""
-    if not principal.sees(story_id):
-        raise unknown_story(story_id)

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, ParamSpec, TypeVar, cast
+
+from starlette.requests import Request
 
 from canon_ledger.application.keys import Keys
-from canon_ledger.infrastructure.bootstrap import Services, bootstrap
+from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.infrastructure.http.door import StoreGate
 from canon_ledger.infrastructure.http.metrics import Metrics
 from canon_ledger.infrastructure.http.recording import RecordBudgets
 from canon_ledger.infrastructure.log_wakeup import LogWakeup
+from canon_ledger.infrastructure.services import Services
 from canon_ledger.infrastructure.worker import ProjectionWorker
 
 
@@ -79,6 +83,8 @@ class Rebuilds:
 # packets at once each hold one connection of the pool and wait for another (seen: 8 clients on
 # PostgreSQL, 30 s pool timeouts). READERS x 3 stays inside the read engines' pool.
 READERS = 4
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class ServerContext:
@@ -103,7 +109,7 @@ class ServerContext:
             self.gate.fail_fast(cast(Any, self.services.ledger.factory).datastore.pool)
         self.worker = ProjectionWorker(self.services, wakeup=self.wakeup).start() if worker else None
 
-    def reading(self, read: Any, *args: Any, **kwargs: Any) -> Any:
+    def reading(self, read: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """``read(*args, **kwargs)`` once one of the ``READERS`` places is free (call it in a
         worker thread: it blocks)."""
         with self._readers:
@@ -122,3 +128,9 @@ class ServerContext:
         if self.worker is not None:
             self.worker.stop()
         self.services.close()
+
+
+def ctx(request: Request) -> ServerContext:
+    """The server's context of ``request`` (built in the app's lifespan)."""
+    context: ServerContext = request.app.state.ctx
+    return context

@@ -21,7 +21,7 @@ In order:
    ``BODY_TOTAL`` in all.
 
 A route that needs a key reads its body only after the key is checked (the routes that take
-a body read it themselves, ``routes.common.bounded_body``), so an unauthenticated body costs
+a body read it themselves, ``bounded_body``), so an unauthenticated body costs
 at most its route's limit and is mostly never read. Header timeouts and keep-alive bounds live
 in the HTTP protocol (``infrastructure.http.protocol``).
 """
@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 from contextvars import ContextVar
 
 import anyio
+from starlette.requests import Request
 from starlette.responses import Response
 
 from canon_ledger.infrastructure.http.problems import Problem, problem_response
@@ -82,6 +83,20 @@ def is_json_route(method: str, path: str) -> bool:
 
 def too_large(limit: int) -> Problem:
     return Problem(413, "body_too_large", f"a request body here is at most {limit:,} bytes")
+
+
+async def bounded_body(request: Request, limit: int | None = None) -> bytes:
+    """The request body, refused (413) past ``limit`` bytes (default: the route's,
+    ``body_limit``): by its Content-Length before it is read, and by what arrives. A route that
+    needs a key calls this after its key dependency ran, so no stranger's body is read."""
+    limit = body_limit(request.method, request.url.path) if limit is None else limit
+    size = request.headers.get("content-length")
+    if size is not None and size.isdigit() and int(size) > limit:
+        raise too_large(limit)
+    body = await request.body()
+    if len(body) > limit:
+        raise too_large(limit)
+    return body
 
 
 class BodyTimedOut(Problem):

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import HTMLResponse, Response
 
 from canon_ledger.application.knowledge.ports import ProviderError
-from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound
+from canon_ledger.domain.errors import CanonError, Forbidden, InvalidCommand, NotFound
 from canon_ledger.infrastructure.jsonout import dumps
 from canon_ledger.infrastructure.store_faults import is_store_fault, scrubbed
 
@@ -45,9 +45,12 @@ class Problem(Exception):
 
 
 def status_of(error: CanonError) -> int:
-    """404 for what does not exist, 422 for what cannot be read, 409 for a rule's refusal."""
+    """404 for what does not exist, 403 for what the key may not do, 422 for what cannot be
+    read, 409 for a rule's refusal."""
     if isinstance(error, NotFound):
         return 404
+    if isinstance(error, Forbidden):
+        return 403
     if isinstance(error, InvalidCommand) or error.code == "position_beyond_log":
         return 422
     if error.code in ("read_model_behind", "read_model_outdated"):

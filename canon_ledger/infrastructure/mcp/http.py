@@ -30,9 +30,8 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from canon_ledger.infrastructure.http.auth import caller
-from canon_ledger.infrastructure.http.door import body_limit
+from canon_ledger.infrastructure.http.door import body_limit, bounded_body
 from canon_ledger.infrastructure.http.problems import Problem, problem_response
-from canon_ledger.infrastructure.http.routes.common import bounded_body
 from canon_ledger.infrastructure.jsonout import dumps
 from canon_ledger.infrastructure.mcp.server import PRINCIPAL, build_server
 from canon_ledger.infrastructure.mcp.tools import AgentTools

@@ -1,8 +1,8 @@
 """What an LLM agent may do through MCP: read packets, search, canon and threads; propose canon.
 
 Each method takes the caller (a ``Principal``) and answers what the HTTP API answers for the
-same question, through the same services and the same checks (scope, the key's stories, a
-story that does not exist), or raises the API's own errors (``Problem``, ``CanonError``).
+same question, through the same services and the same checks (``application.access``: scope,
+the key's stories, a story that does not exist), or raises the same errors (``CanonError``).
 Every method blocks: the MCP server runs it in a worker thread.
 
 Invariant: no method confirms, rejects or retires canon, or accepts or rejects a draft. An
@@ -14,19 +14,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from canon_ledger.application import canon_reads, who_knows
+from canon_ledger.application.access import apply_for, issued_record, require, search_collection, story_views, visible
+from canon_ledger.application.command_reader import read_value
 from canon_ledger.application.packets.recipes import Request as PacketRequest
-from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.errors import CanonError
-from canon_ledger.infrastructure.http.auth import require, visible
-from canon_ledger.infrastructure.http.context import ServerContext
-from canon_ledger.infrastructure.http.routes.commands import apply_for
-from canon_ledger.infrastructure.http.routes.knowledge import search_collection
-from canon_ledger.infrastructure.http.routes.packets import issued_record
-from canon_ledger.infrastructure.http.routes.stories import story_views
+
+if TYPE_CHECKING:  # built by the door that serves the tools: ``canon serve`` or ``canon mcp``
+    from canon_ledger.infrastructure.http.context import ServerContext
 
 
 def proposal_digest(story: str, kind: str, key: str, name: str, text: str, aliases: list[str],
@@ -93,15 +91,14 @@ class AgentTools:
         """``GET /v1/stories/{story}/secrets``: the secrets in force as of the chapter and who knows each."""
         require(principal, "worker")
         views = story_views(self.context, principal, story, None)
-        return self.context.reading(who_knows.secrets, principal, views, story, as_of)  # type: ignore[no-any-return]
+        return self.context.reading(who_knows.secrets, principal, views, story, as_of)
 
     def character_knowledge(self, principal: Principal, story: str, character: str,
                             as_of: int | None = None) -> dict[str, Any]:
         """``GET /v1/stories/{story}/characters/{character}/knowledge``: what it knows as of the chapter."""
         require(principal, "worker")
         views = story_views(self.context, principal, story, None)
-        return self.context.reading(  # type: ignore[no-any-return]
-            who_knows.character_knowledge, principal, views, story, character, as_of)
+        return self.context.reading(who_knows.character_knowledge, principal, views, story, character, as_of)
 
     def propose_canon(self, principal: Principal, story: str, kind: str, key: str, name: str, text: str,
                       valid_from: int, aliases: list[str] | None = None,
@@ -113,10 +110,12 @@ class AgentTools:
         aliases, fields = list(aliases or []), dict(fields or {})
         digest = proposal_digest(story, kind, key, name, text, aliases, fields, valid_from)
         proposal_id = f"agent-{digest[:24]}"
-        command = parse_command({"type": "propose_canon", "command_id": f"mcp-propose-{digest[:32]}",
-                                 "story_id": story, "proposal_id": proposal_id, "kind": kind, "key": key,
-                                 "name": name, "aliases": aliases, "text": text, "fields": fields,
-                                 "valid_from": valid_from})
+        command = read_value({"type": "propose_canon", "command_id": f"mcp-propose-{digest[:32]}",
+                              "story_id": story, "proposal_id": proposal_id, "kind": kind, "key": key,
+                              "name": name, "aliases": aliases, "text": text, "fields": fields,
+                              "valid_from": valid_from})
+        if isinstance(command, CanonError):
+            raise command
         ledger = self.services.ledger
         [result] = apply_for(ledger, [command], principal, atomic=True)
         if result.error is not None:

@@ -46,6 +46,7 @@ from canon_ledger.application.knowledge.compile import metered_call
 from canon_ledger.application.knowledge.ports import ProviderError
 from canon_ledger.application.knowledge.quota import Quota
 from canon_ledger.application.packets.ports import DraftView
+from canon_ledger.domain.canon_rules import hidden_at
 from canon_ledger.domain.continuity import Evidence, Finding, Step
 from canon_ledger.domain.continuity_rules import VOCABULARY_ENTRY, finding_id
 from canon_ledger.domain.quota import GENERATE
@@ -126,7 +127,7 @@ def standing(step: Step, chapter: int) -> str:
         return "earlier"
     if step.retired:
         return "retired"
-    if step.hidden_until is not None and step.hidden_until > chapter:
+    if hidden_at(step.hidden_until, chapter):
         return "hidden"
     return "in force"
 

@@ -4,7 +4,7 @@ Every page reads through the same services as the JSON API (``ServerContext``), 
 shows is what the API answers: the packet page renders the packet's own JSON. A key pasted once
 opens a login session kept in a cookie (``infrastructure.web.session``); the review queue posts
 ordinary commands (``confirm_canon``, ``reject_canon``, ``accept_draft``, ``reject_draft``,
-``dismiss_finding``) through ``apply_for``, the API's own door, each with a command id minted
+``dismiss_finding``) through ``access.apply_for``, as the API does, each with a command id minted
 when the page was rendered, so a double click applies once. Query and form values are checked against the API's bounds before
 anything is read; a refusal renders an error page carrying the API's code.
 
@@ -31,21 +31,20 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from canon_ledger.application import canon_reads, who_knows
+from canon_ledger.application.access import SCAN_LIMIT, apply_for, issued_record, require, unknown_story, visible
+from canon_ledger.application.command_reader import read_value
 from canon_ledger.application.packet_view import STATUSES, budget_bar, by_tier, diff_packets, previous_change
 from canon_ledger.application.review_view import cards, highlighted
 from canon_ledger.application.packets.recipes import Request as PacketRequest
 from canon_ledger.domain.canon import in_force
-from canon_ledger.domain.commands import parse_command
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_ID, MAX_POSITION, MAX_STORY_ID
 from canon_ledger.domain.bounds import MAX_NODE_KIND as MAX_KIND
 from canon_ledger.domain.errors import CanonError
 from canon_ledger.domain.story import ROLES
-from canon_ledger.infrastructure.http.auth import require, unknown_story, visible
+from canon_ledger.infrastructure.http.context import ctx
+from canon_ledger.infrastructure.http.door import bounded_body
 from canon_ledger.infrastructure.http.problems import _TITLES, Problem
-from canon_ledger.infrastructure.http.routes.commands import SCAN_LIMIT, apply_for
-from canon_ledger.infrastructure.http.routes.common import bounded_body, ctx
-from canon_ledger.infrastructure.http.routes.packets import issued_record
 from canon_ledger.infrastructure.web import session
 from canon_ledger.infrastructure.web.session import check_csrf, page_csrf, viewer
 
@@ -458,10 +457,9 @@ async def review_post(request: Request, story: str, principal: Principal = Depen
     override = form.get("override_reason") or ""
     if action == "accept_draft" and override.strip():
         raw["override_reason"] = override
-    try:
-        command = parse_command(raw)
-    except CanonError as e:
-        return _back(story, action, "rejected", e)
+    command = read_value(raw)
+    if isinstance(command, CanonError):
+        return _back(story, action, "rejected", command)
     if action == "accept_draft" and "override_reason" not in raw:
         errors = await run_in_threadpool(_errors, request, story, raw["draft_id"])
         if errors:

@@ -9,14 +9,16 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from canon_ledger.application.access import require
 from canon_ledger.domain.api_key import MAX_KEY_NAME, SCOPES, Principal
 from canon_ledger.domain.chunking import collection_story
 from canon_ledger.domain.commands import StoryId
 from canon_ledger.infrastructure.http import problems
-from canon_ledger.infrastructure.http.auth import OPEN, needs, optional_caller, require
+from canon_ledger.infrastructure.http.auth import OPEN, needs, optional_caller
+from canon_ledger.infrastructure.http.context import ctx
 from canon_ledger.infrastructure.http.door import RETRY_AFTER
 from canon_ledger.infrastructure.http.problems import Problem
-from canon_ledger.infrastructure.http.routes.common import ctx, json_body, json_response
+from canon_ledger.infrastructure.http.routes.common import json_body, json_response
 from canon_ledger.infrastructure.store_faults import is_store_fault
 
 router = APIRouter(tags=["operations"])

@@ -8,67 +8,24 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from canon_ledger.domain.commands import decode_line, parse_command, parse_json
+from canon_ledger.application.access import SCAN_LIMIT, apply_for, visible
+from canon_ledger.application.command_reader import read_batch
 from canon_ledger.application.results import CommandResult
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.bounds import MAX_POSITION
-from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound
+from canon_ledger.domain.errors import InvalidCommand
 from canon_ledger.infrastructure.hints import TagHints
-from canon_ledger.infrastructure.http.auth import needs, visible
-from canon_ledger.infrastructure.http.routes.common import bounded_body, ctx, json_response
+from canon_ledger.infrastructure.http.auth import needs
+from canon_ledger.infrastructure.http.context import ctx
+from canon_ledger.infrastructure.http.door import bounded_body
 from canon_ledger.infrastructure.http.problems import problem_response
+from canon_ledger.infrastructure.http.routes.common import json_response
 
 if TYPE_CHECKING:
     from canon_ledger.application.ledger import LoggedEvent
 
 router = APIRouter(tags=["commands"])
 MAX_BATCH = 10_000  # commands in one request
-
-
-def _items(body: bytes) -> list[Any]:
-    """Each command of the body, or the structured error reading it gave (in its place)."""
-    data = parse_json(decode_line(body))
-    batch = data if isinstance(data, list) else [data]
-    if not batch:
-        raise InvalidCommand("empty_batch", "the body is an empty list: send a command or a list of them")
-    if len(batch) > MAX_BATCH:
-        raise InvalidCommand("batch_too_large", f"{len(batch):,} commands; a request carries at most {MAX_BATCH:,}")
-    items: list[Any] = []
-    for raw in batch:
-        try:
-            if not isinstance(raw, dict):
-                raise InvalidCommand("malformed_json", f"a command is a JSON object, got {type(raw).__name__}")
-            items.append(parse_command(raw))
-        except CanonError as e:
-            items.append(e)
-    return items
-
-
-def refusal(command: Any, principal: Principal) -> CanonError | None:
-    """Why this key may not issue ``command``, if it may not: a story it may not see is refused
-    as the ledger refuses a story never started; a story key may not change shared collections."""
-    story = getattr(command, "story_id", None)
-    if story is not None and not principal.sees(story):
-        return NotFound("unknown_story", f"story {story!r} has not been started", "story_id")
-    collection = getattr(command, "collection_id", None)
-    if story is None and not principal.unrestricted and not (
-            collection and collection.startswith("story:") and principal.sees(collection[len("story:"):])):
-        return CanonError("forbidden", "a key limited to stories changes only its stories' collections (story:<id>), "
-                                       "never a shared collection or another story's", "collection_id")
-    return None
-
-
-def apply_for(ledger: Any, items: list[Any], principal: Principal, *, atomic: bool) -> list[CommandResult]:
-    """Apply what this key may apply. A batch with an unreadable command applies nothing (every
-    other command ``not_applied``); a command the key may not issue is ``rejected`` in its place
-    as a rule refusal would be (and with ``atomic``, rolls the batch back)."""
-    if any(isinstance(item, CanonError) for item in items):
-        return [CommandResult(n, "rejected", error=item) if isinstance(item, CanonError)
-                else CommandResult(n, "not_applied", item.command_id, item.type) for n, item in enumerate(items, start=1)]
-    refused = {n: e for n, item in enumerate(items, start=1) if (e := refusal(item, principal)) is not None}
-    results = ledger.apply([refused.get(n, item) for n, item in enumerate(items, start=1)], atomic=atomic)
-    return [CommandResult(r.index, r.status, items[r.index - 1].command_id, items[r.index - 1].type, r.position, r.error)
-            if r.index in refused else r for r in results]
 
 
 def answer(results: list[CommandResult], position: int, extra: list[dict[str, Any]] | None = None) -> Response:
@@ -97,7 +54,7 @@ def answer(results: list[CommandResult], position: int, extra: list[dict[str, An
                          "says, per command, what was. `atomic=true`: all or nothing, in one transaction.")
 async def post_commands(request: Request, principal: Annotated[Principal, Depends(needs("author"))],
                         atomic: bool = False) -> Response:
-    items = _items(await bounded_body(request))  # the door's limit for this route
+    items = read_batch(await bounded_body(request), MAX_BATCH)  # the door's limit for this route
     services = ctx(request).services
     ledger = services.ledger
 
@@ -107,9 +64,6 @@ async def post_commands(request: Request, principal: Annotated[Principal, Depend
         return results, ledger.position()
 
     return answer(*await run_in_threadpool(apply))
-
-
-SCAN_LIMIT = 10_000  # log entries one page may pass over looking for visible ones
 
 
 def log_item(logged: LoggedEvent, principal: Principal) -> dict[str, Any] | None:

@@ -1,4 +1,4 @@
-"""What every route module uses: the server's context, and a JSON answer."""
+"""What every route module answers with: a JSON response, and a JSON body read as a model."""
 
 from __future__ import annotations
 
@@ -9,14 +9,8 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 from starlette.responses import Response
 
-from canon_ledger.infrastructure.http.context import ServerContext
-from canon_ledger.infrastructure.http.door import body_limit, too_large
-from canon_ledger.infrastructure.http.problems import Problem
+from canon_ledger.infrastructure.http.door import bounded_body
 from canon_ledger.infrastructure.jsonout import dumps
-
-
-def ctx(request: Request) -> ServerContext:
-    return request.app.state.ctx
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -24,26 +18,12 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     return Response(dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
-async def bounded_body(request: Request, limit: int | None = None) -> bytes:
-    """The request body, refused (413) past ``limit`` bytes (default: the route's, ``door.
-    body_limit``): by its Content-Length before it is read, and by what arrives. A route that
-    needs a key calls this after its key dependency ran, so no stranger's body is read."""
-    limit = body_limit(request.method, request.url.path) if limit is None else limit
-    size = request.headers.get("content-length")
-    if size is not None and size.isdigit() and int(size) > limit:
-        raise too_large(limit)
-    body = await request.body()
-    if len(body) > limit:
-        raise too_large(limit)
-    return body
-
-
 Model = TypeVar("Model")
 
 
 async def json_body(request: Request, adapter: TypeAdapter[Model]) -> Model:
-    """The body (``bounded_body``) read as ``adapter``'s type; 422 as FastAPI answers a body it
-    validated itself."""
+    """The body (``door.bounded_body``) read as ``adapter``'s type; 422 as FastAPI answers a
+    body it validated itself."""
     body = await bounded_body(request)
     try:
         return adapter.validate_json(body)

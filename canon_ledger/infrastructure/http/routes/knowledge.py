@@ -10,20 +10,17 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from canon_ledger.application import canon_reads
+from canon_ledger.application.access import apply_for, may_read, no_documents, search_collection
+from canon_ledger.application.command_reader import read_value
 from canon_ledger.application.retrieval.feedback import MODES as FEEDBACK_MODES
 from canon_ledger.domain.api_key import Principal
-from canon_ledger.domain.chunking import collection_story
 from canon_ledger.domain.bounds import MAX_CHAPTER, MAX_COLLECTION_ID, MAX_DOCUMENT_ID, MAX_DOCUMENT_TEXT, MAX_NAME
-from canon_ledger.domain.commands import Command, parse_command
 from canon_ledger.domain.document import title_of
-from canon_ledger.domain.errors import CanonError
 from canon_ledger.infrastructure.http.auth import needs
-from canon_ledger.infrastructure.http.context import ServerContext
+from canon_ledger.infrastructure.http.context import ServerContext, ctx
 from canon_ledger.infrastructure.http.problems import Problem
-from canon_ledger.infrastructure.http.routes.commands import answer, apply_for
-from canon_ledger.infrastructure.http.routes.common import ctx, json_body, json_response
-from canon_ledger.infrastructure.packet_retrieval import EarlierChapters
+from canon_ledger.infrastructure.http.routes.commands import answer
+from canon_ledger.infrastructure.http.routes.common import json_body, json_response
 
 router = APIRouter(tags=["knowledge"])
 Collection = Annotated[str, Path(min_length=1, max_length=MAX_COLLECTION_ID)]
@@ -37,18 +34,6 @@ class DocumentIn(BaseModel):
     text: str = Field(max_length=MAX_DOCUMENT_TEXT)
     title: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
     max_chunk_tokens: int = Field(default=256, ge=32, le=8192)
-
-
-
-def _may_read(principal: Principal, collection: str) -> None:
-    """404 for another story's collection, exactly as for one that holds nothing (a shared
-    collection, any name but ``story:<id>``, every key may read)."""
-    if not principal.sees_collection(collection):
-        raise _no_documents(collection)
-
-
-def _no_documents(collection: str) -> Problem:
-    return Problem(404, "unknown_collection", f"no documents in collection {collection!r}", "collection")
 
 
 DOCUMENTS_IN: TypeAdapter[DocumentIn | list[DocumentIn]] = TypeAdapter(DocumentIn | list[DocumentIn])
@@ -67,19 +52,14 @@ def _ingest(context: ServerContext, collection: str, principal: Principal,
     batch = documents if isinstance(documents, list) else [documents]
     if not 1 <= len(batch) <= 1000:
         raise Problem(422, "invalid_field", "send 1..1,000 documents", "body")
-    items: list[Command | CanonError] = []
+    items = []
     for d in batch:
         title = d.title or title_of(d.document_id, d.text)
         digest = hashlib.sha256("\x1f".join((collection, d.document_id, title, str(d.max_chunk_tokens), d.text))
                                 .encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        try:
-            command = parse_command({"type": "ingest_document", "command_id": f"ingest-{digest}",
-                                     "collection_id": collection, "document_id": d.document_id, "title": title,
-                                     "text": d.text, "max_chunk_tokens": d.max_chunk_tokens})
-        except CanonError as e:
-            items.append(e)
-            continue
-        items.append(command)
+        items.append(read_value({"type": "ingest_document", "command_id": f"ingest-{digest}",
+                                 "collection_id": collection, "document_id": d.document_id, "title": title,
+                                 "text": d.text, "max_chunk_tokens": d.max_chunk_tokens}))
     ledger = context.services.ledger
     results = apply_for(ledger, items, principal, atomic=True)  # all or nothing
     return answer(results, ledger.position(), [{"document_id": d.document_id} for d in batch])
@@ -99,28 +79,6 @@ async def search(request: Request, collection: Collection, principal: Annotated[
     return json_response(result.as_dict())
 
 
-def search_collection(context: ServerContext, principal: Principal, collection: str, query: str, top: int,
-                      feedback: str | None = None, field: str = "q", as_of: int | None = None) -> Any:
-    """The search's result (``SearchResult``), once the collection is known to hold documents
-    and be visible to this key (else 404) and the query is not blank (else 422). A story's
-    collection is searched only up to the chapter ``canon_reads.search_through`` allows this key
-    (filtered in the indexes, before ranking). Blocks: call it in a worker thread."""
-    _may_read(principal, collection)
-    if not query.strip():
-        raise Problem(422, "invalid_field", "the query is empty", field)
-
-    def run() -> Any:
-        if collection not in context.services.collections():
-            raise Problem(404, "unknown_collection", f"no documents in collection {collection!r}", "collection")
-        last = None  # a story's collection only: no other reads the story views
-        if collection_story(collection) is not None:
-            last = canon_reads.search_through(principal, context.services.views(), collection, as_of)
-        within = None if last is None else (lambda snap: EarlierChapters(snap, last + 1))
-        return context.search.search([collection], query, top, feedback=feedback, within=within)
-
-    return context.reading(run)
-
-
 @router.post("/v1/compile", summary="Compile stale wiki pages, oldest drift first, within the LLM quota")
 def compile_wiki(request: Request, principal: Annotated[Principal, Depends(needs("admin", every_story=True))],
                  budget: Annotated[int | None, Query(ge=0, le=100_000)] = None,
@@ -138,13 +96,13 @@ def lint_wiki(request: Request, principal: Annotated[Principal, Depends(needs("a
               collection: Annotated[str | None, Query(min_length=1, max_length=MAX_COLLECTION_ID)] = None) -> Response:
     context = ctx(request)
     if collection is not None:
-        _may_read(principal, collection)
+        may_read(principal, collection)
     sees = None if principal.unrestricted else principal.sees_collection
 
     def run() -> Any:
         report = context.services.lint(collection, sees)
         if collection is not None and not report.pages and collection not in context.services.collections():
-            raise _no_documents(collection)
+            raise no_documents(collection)
         return report
 
     return json_response(context.reading(run).as_dict())

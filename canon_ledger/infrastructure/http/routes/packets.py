@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from canon_ledger.application.access import issued_record, visible
 from canon_ledger.application.packets.recipes import Request as PacketRequest
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_ID, MAX_POSITION, MAX_STORY_ID
 from canon_ledger.domain.story import ROLES
-from canon_ledger.infrastructure.http.auth import needs, visible
-from canon_ledger.infrastructure.http.problems import Problem
-from canon_ledger.infrastructure.http.routes.common import ctx, json_response
+from canon_ledger.infrastructure.http.auth import needs
+from canon_ledger.infrastructure.http.context import ctx
+from canon_ledger.infrastructure.http.routes.common import json_response
 from canon_ledger.infrastructure.http.schemas import PACKET_RESPONSES
 
 router = APIRouter(tags=["packets"])
@@ -52,15 +53,6 @@ async def get_packet(request: Request, story: Annotated[str, Path(min_length=1, 
     if if_none_match is not None and etag in [t.strip() for t in if_none_match.split(",")]:
         return Response(status_code=304, headers=headers)
     return Response(packet.to_json(), media_type="application/json", headers=headers)
-
-
-def issued_record(ledger: Any, principal: Principal, packet_id: str) -> Any:
-    """The issued record, or 404 (also for a story this key may not see, or an id too long to be one)."""
-    record = ledger.packet_record(packet_id) if len(packet_id) <= MAX_ID else None
-    if record is None or not principal.sees(record.story_id):
-        raise Problem(404, "unknown_packet", f"no packet {packet_id[:MAX_ID]!r} was recorded (one a worker key "
-                      "asked past its recording budget is answered, not recorded)", "packet_id")
-    return record
 
 
 @router.get("/v1/packets/{packet_id}", summary="What was issued: the packet's record in the log")

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
 
 from canon_ledger.application import canon_reads, who_knows
+from canon_ledger.application.access import story_views, unknown_story, visible
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.canon import PROPOSAL_STATE_ALIASES
 from canon_ledger.domain.bounds import MAX_CHAPTER, MAX_ID, MAX_POSITION, MAX_STORY_ID
 from canon_ledger.domain.bounds import MAX_NODE_KIND as MAX_KIND
-from canon_ledger.infrastructure.http.auth import needs, unknown_story, visible
-from canon_ledger.infrastructure.http.context import ServerContext
+from canon_ledger.infrastructure.http.auth import needs
+from canon_ledger.infrastructure.http.context import ctx
 from canon_ledger.infrastructure.http.problems import Problem
-from canon_ledger.infrastructure.http.routes.common import ctx, json_response
+from canon_ledger.infrastructure.http.routes.common import json_response
 from canon_ledger.infrastructure.http.schemas import CHECK_RESPONSES, KNOWLEDGE_RESPONSES, SECRETS_RESPONSES
+from canon_ledger.projections.story_views import StoryViews
 
 router = APIRouter(tags=["stories"])
 Story = Annotated[str, Path(min_length=1, max_length=MAX_STORY_ID)]
@@ -27,18 +29,9 @@ AsOf = Annotated[int | None, Query(ge=1, le=MAX_CHAPTER, description=(
 
 
 
-def _views(request: Request, after: int | None = None) -> Any:
+def _views(request: Request, after: int | None = None) -> StoryViews:
     context = ctx(request)
     return context.reading(context.services.views, after)
-
-
-def story_views(context: ServerContext, principal: Principal, story: str, after: int | None) -> Any:
-    """The views, once ``story`` is known to exist and be visible to this key (else 404)."""
-    visible(principal, story)
-    views = context.reading(context.services.views, after)
-    if views.story_head(story) is None:
-        raise unknown_story(story)
-    return views
 
 
 @router.get("/v1/stories", summary="The stories this key may see, with their counts")

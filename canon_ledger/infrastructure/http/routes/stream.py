@@ -28,12 +28,13 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
 
+from canon_ledger.application.access import visible
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.bounds import MAX_POSITION, MAX_STORY_ID
-from canon_ledger.infrastructure.http.auth import key_principal, needs, visible
+from canon_ledger.infrastructure.http.auth import key_principal, needs
+from canon_ledger.infrastructure.http.context import ctx
 from canon_ledger.infrastructure.http.problems import Problem
 from canon_ledger.infrastructure.http.routes.commands import log_item
-from canon_ledger.infrastructure.http.routes.common import ctx
 from canon_ledger.infrastructure.jsonout import dumps
 from canon_ledger.infrastructure.store_faults import is_store_fault, scrubbed
 
