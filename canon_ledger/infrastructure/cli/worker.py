@@ -22,12 +22,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.worker import Progress, ProjectionWorker
     from canon_ledger.infrastructure.worker_progress import JsonProgress, TerminalProgress
 
+    # A SIGTERM while the store and models load (a service manager stopping a worker that has
+    # just started) is kept, and the worker stops as soon as it exists: exit 0, as any stop.
+    early: list[int] = []
+    signal.signal(signal.SIGTERM, lambda *_: early.append(signal.SIGTERM))
     services = bootstrap(args.db, fed=True, page_size=args.page_size)  # None: each model's own
     progress: Progress = JsonProgress() if args.format == "json" else TerminalProgress() if not quiet(args.format) \
         else Progress()
     worker = ProjectionWorker(services, args.projection or None, progress=progress, split=args.split,
                               split_after=args.split_after)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop(0))  # finish the page in flight, then leave
+    if early:
+        worker.stop(0)
     if not quiet(args.format):
         print(f"canon worker on {services.config.display}: {', '.join(worker.names)}"
               + (" (until caught up)" if args.once else " (Ctrl-C to stop)"), file=sys.stderr)
