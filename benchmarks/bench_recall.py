@@ -103,6 +103,7 @@ def _reasons(packet: Any) -> dict[str, int]:
 
 
 def measure(url: str, kind: str, story: str, chapters: list[int], samples: int, warmup: int) -> dict[str, Any]:
+    from canon_ledger.projections.canon_view import LORE
     from canon_ledger.projections.lore_index import LoreIndex
 
     services = bootstrap(url, embedder="hashing")
@@ -149,7 +150,7 @@ def measure(url: str, kind: str, story: str, chapters: list[int], samples: int, 
             cold.append(time.perf_counter() - t)
             assert packet.hash == warm, f"{kind}: the packet with a fresh matcher is not the warm one"
             with reader.snapshot(story) as snap:
-                rows = snap._rows("lore", story=story)
+                rows = snap._rows(LORE, story=story)
                 t = time.perf_counter()
                 LoreIndex(rows)
                 build.append(time.perf_counter() - t)
