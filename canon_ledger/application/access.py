@@ -25,7 +25,7 @@ from canon_ledger.application.retrieval.earlier_chapters import EarlierChapters
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.bounds import MAX_ID
 from canon_ledger.domain.chunking import collection_story
-from canon_ledger.domain.errors import CanonError, Forbidden, InvalidCommand, NotFound
+from canon_ledger.domain.errors import CanonError, Forbidden, InvalidCommand, NotFound, unknown_story
 
 if TYPE_CHECKING:
     from canon_ledger.application.ledger import CanonLedger, CommandOrError
@@ -72,10 +72,6 @@ def require(principal: Principal, scope: str, *, every_story: bool = False) -> P
     if every_story and not principal.unrestricted:
         raise Forbidden("forbidden", "this concerns every story: a key limited to stories may not use it")
     return principal
-
-
-def unknown_story(story_id: str) -> NotFound:
-    return NotFound("unknown_story", f"story {story_id!r} has not been started", "story_id")
 
 
 def visible(principal: Principal, story_id: str) -> None:

@@ -20,7 +20,7 @@ from canon_ledger.domain.chapter import Chapter
 from canon_ledger.domain.chunking import chunk_document
 from canon_ledger.domain.document import Document, document_of_chunk
 from canon_ledger.domain.draft import Draft, accept_into
-from canon_ledger.domain.errors import NotFound, RuleViolated
+from canon_ledger.domain.errors import NotFound, RuleViolated, unknown_story
 from canon_ledger.domain.scene_tags import TAG_KINDS, TAG_LISTS
 from canon_ledger.domain.story import Story, with_default_budgets
 from canon_ledger.domain.tokens import TokenCounter
@@ -30,7 +30,7 @@ from canon_ledger.domain.volume import Volume
 def _story(uow: UnitOfWork, story_id: str) -> Story:
     story = uow.get(Story, ids.story_id(story_id))
     if story is None:
-        raise NotFound("unknown_story", f"story {story_id!r} has not been started", "story_id")
+        raise unknown_story(story_id)
     return story
 
 

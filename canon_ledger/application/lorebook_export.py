@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from canon_ledger.domain.bounds import MAX_CHAPTER
 from canon_ledger.domain.canon import CanonEntry, require_kind
 from canon_ledger.domain.canon_rules import hidden_at
-from canon_ledger.domain.errors import InvalidCommand, NotFound
+from canon_ledger.domain.errors import InvalidCommand, NotFound, unknown_story
 from canon_ledger.domain.lorebook_export import TARGETS, ExportedEntry, document, source_format
 from canon_ledger.domain.topics import stored_topics
 
@@ -77,7 +77,7 @@ def export_lorebook(views: CanonViews, log: StoredEvents, story_id: str, as_of: 
         require_kind(kind)
     head = views.story_head(story_id)
     if head is None:
-        raise NotFound("unknown_story", f"story {story_id!r} has not been started", "story_id")
+        raise unknown_story(story_id)
     steps = sorted((row for row in views.canon_as_of(story_id, as_of) if not kinds or row["kind"] in kinds),
                    key=lambda row: int(row["source"]))
     versions = _versions(log, [int(row["source"]) for row in steps])

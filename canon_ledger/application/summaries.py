@@ -50,7 +50,7 @@ from canon_ledger.domain import ids
 from canon_ledger.domain.bounds import MAX_CHAPTER
 from canon_ledger.domain.chapter import Chapter
 from canon_ledger.domain.commands import parse_command
-from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound
+from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound, unknown_story
 from canon_ledger.domain.quota import GENERATE
 from canon_ledger.domain.summary import length
 from canon_ledger.domain.volume import Volume
@@ -147,7 +147,7 @@ class Summarizer:
         low, high = _bounds(first, last)
         story = self.views().story(story_id)
         if story is None:
-            raise NotFound("unknown_story", f"story {story_id!r} has not been started", "story_id")
+            raise unknown_story(story_id)
         report = SummaryReport(story_id, self.writer.name)
         if first is not None or last is not None:
             report.first, report.last = low, high

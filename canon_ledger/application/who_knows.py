@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from canon_ledger.application import canon_reads
 from canon_ledger.domain.api_key import Principal
-from canon_ledger.domain.errors import NotFound
+from canon_ledger.domain.errors import NotFound, unknown_story
 
 
 class KnowledgeReads(canon_reads.StoryReads, Protocol):
@@ -39,7 +39,7 @@ class KnowledgeReads(canon_reads.StoryReads, Protocol):
 
 def _story(views: KnowledgeReads, story_id: str) -> None:
     if views.story_head(story_id) is None:
-        raise NotFound("unknown_story", f"story {story_id!r} has not been started", "story_id")
+        raise unknown_story(story_id)
 
 
 def _shown_name(principal: Principal, row: dict[str, Any] | None, key: str, chapter: int) -> str:

@@ -24,6 +24,11 @@ class NotFound(CanonError):
     """The command refers to something that does not exist."""
 
 
+def unknown_story(story_id: str) -> NotFound:
+    """The one refusal of a story never started (and, at a door, of one its key may not see)."""
+    return NotFound("unknown_story", f"story {story_id!r} has not been started", "story_id")
+
+
 class InvalidCommand(CanonError):
     """The command could not be read (malformed JSON, unknown type, bad field)."""
 

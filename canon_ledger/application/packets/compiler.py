@@ -27,7 +27,7 @@ from canon_ledger.application.packets.reading import Candidate, Read, Reading, R
 from canon_ledger.application.packets.recipes import RECIPES, first_reads, staged
 from canon_ledger.application.packets.request import Request
 from canon_ledger.application.packets.sources import draft_under_review, query_texts
-from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound
+from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound, unknown_story
 from canon_ledger.domain.tiers import P0
 from canon_ledger.domain.tokens import TokenCounter
 
@@ -100,7 +100,7 @@ def start(recipes: dict[str, Recipe], snap: CanonSnapshot, req: Request,
     snap.prefetch(first_reads(recipe, req))
     story = snap.story(req.story_id)
     if story is None:
-        raise NotFound("unknown_story", f"story {req.story_id!r} has not been started", "story_id")
+        raise unknown_story(req.story_id)
     budget = req.budget if req.budget is not None else story.budgets.get(req.role, 0)
     if budget < 0:
         raise PacketError("budget_must_not_be_negative", f"budget must be >= 0, got {budget}", "budget")

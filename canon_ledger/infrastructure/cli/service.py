@@ -110,7 +110,10 @@ def _with_views(args: argparse.Namespace, read: Callable[[Any], Any]) -> Any:
 def _of_story(args: argparse.Namespace, read: Callable[[Any], Any]) -> Any:
     """``read(views)`` for ``args.story``, refused as unknown if it was never started."""
     def checked(views: Any) -> Any:
-        _found(views.story(args.story), "unknown_story", f"story {args.story!r} has not been started", "story_id")
+        if views.story(args.story) is None:
+            from canon_ledger.domain.errors import unknown_story
+
+            raise unknown_story(args.story)
         return read(views)
 
     return _with_views(args, checked)

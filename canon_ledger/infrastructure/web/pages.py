@@ -31,7 +31,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from canon_ledger.application import canon_reads, who_knows
-from canon_ledger.application.access import SCAN_LIMIT, apply_for, issued_record, require, unknown_story, visible
+from canon_ledger.application.access import SCAN_LIMIT, apply_for, issued_record, require, visible
 from canon_ledger.application.command_reader import read_value
 from canon_ledger.application.packet_view import STATUSES, budget_bar, by_tier, diff_packets, previous_change
 from canon_ledger.application.review_view import cards, highlighted
@@ -40,7 +40,7 @@ from canon_ledger.domain.canon import in_force
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.bounds import MAX_BUDGET, MAX_CHAPTER, MAX_ID, MAX_POSITION, MAX_STORY_ID
 from canon_ledger.domain.bounds import MAX_NODE_KIND as MAX_KIND
-from canon_ledger.domain.errors import CanonError
+from canon_ledger.domain.errors import CanonError, unknown_story
 from canon_ledger.domain.story import ROLES
 from canon_ledger.infrastructure.http.context import ctx
 from canon_ledger.infrastructure.http.door import bounded_body

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
 
 from canon_ledger.application import canon_reads, who_knows
-from canon_ledger.application.access import story_views, unknown_story, visible
+from canon_ledger.application.access import story_views, visible
+from canon_ledger.domain.errors import unknown_story
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.canon import PROPOSAL_STATE_ALIASES
 from canon_ledger.domain.bounds import MAX_CHAPTER, MAX_ID, MAX_POSITION, MAX_STORY_ID
