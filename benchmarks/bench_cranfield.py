@@ -201,9 +201,9 @@ def apply_all(services: Any, commands: list[dict[str, Any]], batch: int = 100) -
 def build(services: Any) -> dict[str, float]:
     goal = services.ledger.position()
     t0 = time.perf_counter()
-    services.knowledge.catch_up(goal)
+    services.knowledge.catch_up_serving(goal)
     t1 = time.perf_counter()
-    services.retrieval.catch_up(goal)
+    services.retrieval.catch_up_serving(goal)
     t2 = time.perf_counter()
     from canon_ledger.projections.retrieval import catch_up_vectors
 
@@ -347,7 +347,7 @@ def run_scale(kind: str, target_chunks: int, pg_url: str | None = None) -> dict[
         books = read_novel(NOVEL)
         apply_s = apply_all(services, novel_commands(books, None))
         story = "story:war-and-peace"
-        services.knowledge.catch_up()
+        services.knowledge.catch_up_serving()
         with services.knowledge_reader.snapshot() as snap:
             novel_chunks = sum(len(snap.topic_chunks(story, t.topic_id)) for t in snap.topics(story))
         paragraphs = [" ".join(para.split()) for b in books for c in b.chapters for para in c.text.split("\n\n")

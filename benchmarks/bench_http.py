@@ -183,7 +183,7 @@ def catch_up(cfg: dict[str, Any]) -> dict[str, Any]:
     try:
         goal = services.ledger.position()
         t0 = clock()
-        services.canon.catch_up(goal)
+        services.canon.catch_up_serving(goal)
         t1 = clock()
         services.catch_up_retrieval(goal)
         out.update(log_events=goal, canon_seconds=t1 - t0, retrieval_seconds=clock() - t1,
@@ -485,7 +485,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
                             h_post.append(t1 - t)
                             h_get.append(t2 - t1)
                     # in process: first catch up, untimed, with the HTTP command
-                    services.canon.reach(services.ledger.position())
+                    services.canon.ensure_reflects(services.ledger.position())
                     marker = f"C2P-{run}-i{variant}-{i:05d}"
                     cmd = {"type": "record_chapter_summary", "command_id": f"c2p-{run}-i{variant}-{i}",
                            "story_id": story, "chapter": last_ch - 1, "text": f"{marker} {body_text}"}

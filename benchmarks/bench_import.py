@@ -18,7 +18,7 @@ created and dropped here) and each repeat, in a fresh store:
 
 1. **command path**: ``bootstrap(url)``, then ``services.ledger.apply(batch, atomic=True)`` per
    ``--batch-size`` commands (every command must come back ``applied``);
-2. **knowledge catch-up**: ``services.knowledge.catch_up()`` over the whole log (chunks made);
+2. **knowledge catch-up**: ``services.knowledge.catch_up_serving()`` over the whole log (chunks made);
 3. **extractive compile**: ``services.compiler("offline").nightly()``: one page per topic;
 4. **raw baselines** of step 1, each into a fresh store whose events table the library created
    (same shape): the stored event rows the ledger wrote (read back from its events table), one
@@ -82,7 +82,7 @@ def run_import(url: str, kind: str, commands: list[Any], batch: int) -> dict[str
         assert sum(map(len, transactions)) == events
 
         t0 = time.perf_counter()
-        services.knowledge.catch_up()
+        services.knowledge.catch_up_serving()
         catch_up_s = time.perf_counter() - t0
         kt = services.knowledge.tables(services.knowledge.active())
         collection = f"story:{STORY}"

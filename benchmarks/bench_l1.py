@@ -60,7 +60,7 @@ def prepare(cfg: dict[str, Any]) -> dict[str, Any]:
     services = _services(cfg["url"], cfg["embedder"])
     try:
         t0 = time.perf_counter()
-        services.canon.catch_up()
+        services.canon.catch_up_serving()
         canon_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         services.catch_up_retrieval()

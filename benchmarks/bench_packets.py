@@ -182,7 +182,7 @@ def serving_build(services: Any) -> tuple[Any, Any]:
     if hasattr(canon, "active"):  # ReadModels: blue/green builds with tagged tables
         build = canon.active()
         return canon.runner(build), canon.tables(build)
-    return canon, canon.projection.t  # a single ProjectionRunner
+    return canon, canon.projection.tables  # a single ProjectionRunner
 
 
 def table_names(tables: Any) -> dict[str, str]:
@@ -332,7 +332,7 @@ class Instrument:
         for step in ("add", "finish"):  # compiler 3 fills in steps; finish fetches the packed texts
             self._wrap(compiler.Packing, step, "fill (budget)")
         self._wrap(packet_mod.Packet, "sealed", "seal (JSON + sha256)")
-        self._wrap(services.canon, "reach", "read-your-writes check")
+        self._wrap(services.canon, "ensure_reflects", "read-your-writes check")
 
     def _wrap(self, owner: Any, name: str, label: str) -> None:
         own = name in vars(owner)
@@ -662,7 +662,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
             t0 = time.perf_counter()
             [result] = services.ledger.apply([parse_command(cmd)])
             t1 = time.perf_counter()
-            services.canon.reach(result.position)
+            services.canon.ensure_reflects(result.position)
             t2 = time.perf_counter()
             packet = packets.packet(Request(story, "writer", last_ch), after=result.position, record=False)
             t3 = time.perf_counter()

@@ -142,7 +142,7 @@ def run_store(stores: Any, commands: list[Any], chapters: int, repeats: int) -> 
         services = bootstrap(url)
         try:
             t0 = time.perf_counter()
-            services.canon.catch_up()
+            services.canon.catch_up_serving()
             first_catch_up = time.perf_counter() - t0
             packet = services.packets.packet(Request(gen_story.STORY, "writer", chapters))
             topics = services.canon.runner(services.canon.active()).projection.topics

@@ -49,8 +49,8 @@ worker has its own interpreter, connections and GIL, as it has in production. Th
    runs, so the timed runs carry no side load): a thread of this process times
    ``services.packet(Request("story-1", "writer", chapter), record=False)`` every ``--packet-ms``
    (100 ms, start to start; back to back when a packet takes longer) with
-   ``bootstrap(url, fed=True, embedder="hashing")`` (as ``canon serve`` does when a worker feeds
-   it). No ``after``, so each packet reflects the log's end. Timing starts once canon's tracking
+   ``bootstrap(url, indexed_by_worker=True, embedder="hashing")`` (as ``canon serve`` does when a
+   worker feeds it). No ``after``, so each packet reflects the log's end. Timing starts once canon's tracking
    row has reached the log's end: **canon is current** for every timed packet (otherwise the first
    packet would catch canon up itself, read your writes, doing the worker's canon work), and the
    knowledge, keyword and vector models are catching up; each packet notes whether a stage said an
@@ -273,7 +273,7 @@ def status_main(cfg: dict[str, Any]) -> None:
     count and the retrieval and vector models' text backlog, with what the call took."""
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(cfg["url"], fed=True, embedder="hashing")
+    services = bootstrap(cfg["url"], indexed_by_worker=True, embedder="hashing")
     samples: list[dict[str, Any]] = []
     print("ready", flush=True)
     clock = time.monotonic
@@ -387,7 +387,7 @@ def steady(kind: str, url: str, args: argparse.Namespace, workdir: str) -> dict[
     if setup.proc.returncode != 0:
         raise RuntimeError(f"{kind}: set-up worker failed: {out['setup_worker']}")
 
-    services = bootstrap(url, fed=True, embedder="hashing")
+    services = bootstrap(url, indexed_by_worker=True, embedder="hashing")
     names = [services.canon.spec.name, services.vectors.spec.name]
     worker = Worker(url, os.path.join(workdir, f"steady_{kind}_worker.log"))
     deadline = time.monotonic() + 120
@@ -550,7 +550,7 @@ def catch_up_run(dbs: PostgresStores, template: str, mode: str, index: int, args
     sampled: dict[str, Any] = {"samples": []}
     startup: list[float] | None = None
     try:
-        services = bootstrap(url, fed=True, embedder="hashing")
+        services = bootstrap(url, indexed_by_worker=True, embedder="hashing")
         end = services.ledger.position()
         status = Observer("--status", {"url": url, "interval": args.status_every}, workdir) if backlog else None
         if packets:
@@ -648,7 +648,7 @@ def scale_out(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
     try:
         template = dbs.create(suffix="_tpl")
         url = dbs.url(template)
-        services = bootstrap(url, fed=True, embedder="hashing")  # the read models' tables, empty
+        services = bootstrap(url, indexed_by_worker=True, embedder="hashing")  # the read models' tables, empty
         services.close()
         loaded: list[dict[str, Any]] = []
         for k in range(1, args.stories + 1):

@@ -452,7 +452,7 @@ def shared_demo(module_store_url: str) -> Iterator[Any]:
 @pytest.fixture
 def projected_demo(demo: Any) -> Any:
     """``demo`` with the canon read model caught up: for tests that read its tables directly."""
-    demo.canon.catch_up()
+    demo.canon.catch_up_serving()
     return demo
 
 

@@ -5,4 +5,5 @@ knowledge layer (``knowledge``: wiki pages within an LLM quota), summaries, manu
 lorebook import and export, the continuity check and who-knows-what; and what every door
 shares: reading commands from JSON (``command_reader``) and what a key may see and do
 (``access``). No SQL and no network:
-the stores, read models and providers come in through the ports each subpackage declares."""
+the stores, read models and providers come in through the ports each package declares
+(``ports`` for the top-level use cases; ``packets.ports``, ``retrieval.ports``, ``knowledge.ports``)."""

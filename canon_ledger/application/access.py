@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar
 
 from canon_ledger.application import canon_reads
+from canon_ledger.application.ports import StoryReads
 from canon_ledger.application.results import CommandResult
 from canon_ledger.application.retrieval.earlier_chapters import EarlierChapters
 from canon_ledger.domain.api_key import Principal
@@ -37,7 +38,7 @@ SCAN_LIMIT = 10_000  # log entries one page of the log may pass over looking for
 
 P = ParamSpec("P")
 T = TypeVar("T")
-Views = TypeVar("Views", bound=canon_reads.StoryReads, covariant=True)
+Views = TypeVar("Views", bound=StoryReads, covariant=True)
 
 
 class StoreReads(Protocol[Views]):

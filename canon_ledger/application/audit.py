@@ -16,9 +16,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.application.packets.packet import Item, Packet, Stage
@@ -26,6 +26,7 @@ from canon_ledger.application.packets.ports import CanonReader, CanonSnapshot, D
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.application.packets.compiler import COMPILER
 from canon_ledger.application.packets.replay import RecordedRecall, compile_packet
+from canon_ledger.application.ports import Scratch, ScratchFactory
 from canon_ledger.domain.draft import Draft
 from canon_ledger.domain.errors import CanonError, InvalidCommand, NotFound
 from canon_ledger.domain.packet_log import PacketRecord, dropped_summary
@@ -33,15 +34,6 @@ from canon_ledger.domain.receipt import CommandReceipt, event_ref
 from canon_ledger.domain.tokens import TokenCounter
 from canon_ledger.domain.topics import stored_topics
 
-
-class Scratch(Protocol):
-    events: dict[int, Any]
-
-    def snapshot(self) -> AbstractContextManager[CanonSnapshot]: ...
-    def close(self) -> None: ...
-
-
-ScratchFactory = Callable[[str, int], Scratch]
 
 KEPT_REPLAYS = 2  # replays (story, position) an auditor keeps, the most recently used
 

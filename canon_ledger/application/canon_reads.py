@@ -30,9 +30,10 @@ true`` and the reason), a later chapter likewise. Every version and chapter row 
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from canon_ledger.application.packets.render import hidden_reason as hidden_reason  # the packet's reason
+from canon_ledger.application.ports import StoryReads
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.canon_rules import hidden_at
 from canon_ledger.domain.chunking import collection_story
@@ -45,19 +46,6 @@ SHOWN_WHEN_HIDDEN = frozenset({"kind", "key", "step", "valid_from", "hidden_unti
 NULL_WHEN_HIDDEN = frozenset({"state"})  # no state, rather than an empty one
 # What a chapter after the chapter asked still shows: what the story view lists of it.
 CHAPTER_SHOWN_WHEN_LATER = frozenset({"story_id", "chapter", "volume", "text_accepted"})
-
-
-class StoryReads(Protocol):
-    """The read views this rule filters (``projections.story_views.StoryViews``)."""
-
-    def story_head(self, story_id: str) -> dict[str, Any] | None: ...
-
-    def canon_as_of(self, story_id: str, chapter: int, kind: str | None = None, *,
-                    active: bool = False) -> list[dict[str, Any]]: ...
-
-    def entry(self, story_id: str, kind: str, key: str) -> dict[str, Any] | None: ...
-
-    def chapter(self, story_id: str, number: int) -> dict[str, Any] | None: ...
 
 
 def sees_spoilers(principal: Principal) -> bool:

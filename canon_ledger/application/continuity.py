@@ -18,12 +18,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from canon_ledger.application.knowledge.compile import StopBatch
 from canon_ledger.application.knowledge.ports import ProviderError
 from canon_ledger.application.packets.packet import Stage
 from canon_ledger.application.packets.ports import CanonSnapshot, DraftView
+from canon_ledger.application.ports import Judge
 from canon_ledger.domain.continuity import ERROR, Finding, Step
 from canon_ledger.domain.continuity_rules import VOCABULARY_ENTRY, Knowledge, Vocabulary, check
 from canon_ledger.domain.errors import CanonError, NotFound
@@ -63,16 +64,6 @@ def findings(snap: CanonSnapshot, story_id: str, draft: DraftView) -> list[Findi
     less the ones dismissed on the draft (``DraftView.dismissed``)."""
     dismissed = {d[0] for d in draft.dismissed}
     return [f for f in run(snap, story_id, draft)[1] if f.id not in dismissed]
-
-
-class Judge(Protocol):
-    """An LLM that reviews a draft against an evidence table (``--provider gemini``)."""
-
-    name: str
-    note: str  # how the last review was answered ("one call ...", "from cache, no call"), for its stage
-
-    def judge(self, report: dict[str, Any], draft: DraftView, evidence: list[Step]) -> list[dict[str, Any]]:
-        """Findings in the report's schema (``Finding.as_dict``), or an exception (quota, 429, 5xx)."""
 
 
 @dataclass

@@ -22,6 +22,8 @@ from canon_ledger.domain.document import Document, document_of_chunk
 from canon_ledger.domain.draft import Draft, accept_into
 from canon_ledger.domain.errors import NotFound, RuleViolated, unknown_story
 from canon_ledger.domain.scene_tags import TAG_KINDS, TAG_LISTS
+from canon_ledger.domain.bounds import MAX_CHAPTER
+from canon_ledger.domain.series import BIBLE, BOOK, Series, canon_homes
 from canon_ledger.domain.story import Story, with_default_budgets
 from canon_ledger.domain.tokens import TokenCounter
 from canon_ledger.domain.volume import Volume
@@ -66,14 +68,28 @@ def _made_already(existing: Any, different: RuleViolated, **made: Any) -> bool:
     return True
 
 
-def _is_confirmed(uow: UnitOfWork, story_id: str, kinds: tuple[str, ...], key: str) -> bool:
-    return any(uow.get(CanonEntry, ids.canon_entry_id(story_id, kind, key)) is not None for kind in kinds)
+def _homes(uow: UnitOfWork, story: Story) -> list[str]:
+    """Where the story's canon is looked up (``series.canon_homes``): itself, then, for a book,
+    its series' bible and earlier books."""
+    series = uow.get(Series, ids.series_id(story.series)) if story.series is not None else None
+    return canon_homes(story.story_id, series)
 
 
-def _character_in_canon(uow: UnitOfWork, story_id: str, key: str, chapter: int) -> bool:
-    """Is ``key`` a confirmed character in canon at ``chapter`` (a version in force, not retired)?"""
-    character = uow.get(CanonEntry, ids.canon_entry_id(story_id, "character", key))
-    return character is not None and character.in_canon_at(chapter)
+def _is_confirmed(uow: UnitOfWork, story: Story, kinds: tuple[str, ...], key: str) -> bool:
+    """Is ``key`` confirmed canon of one of ``kinds`` in the story or where it inherits from?"""
+    return any(uow.get(CanonEntry, ids.canon_entry_id(home, kind, key)) is not None
+               for home in _homes(uow, story) for kind in kinds)
+
+
+def _character_in_canon(uow: UnitOfWork, story: Story, key: str, chapter: int) -> bool:
+    """Is ``key`` a confirmed character in canon at ``chapter`` (a version in force, not retired):
+    the story's own character if it has one, else the one it inherits, as it stands at the end of
+    its bible or earlier book."""
+    for home in _homes(uow, story):
+        character = uow.get(CanonEntry, ids.canon_entry_id(home, "character", key))
+        if character is not None:
+            return character.in_canon_at(chapter if home == story.story_id else MAX_CHAPTER)
+    return False
 
 
 def start_story(cmd: c.StartStory, uow: UnitOfWork) -> None:
@@ -103,19 +119,19 @@ def plan_chapter(cmd: c.PlanChapter, uow: UnitOfWork) -> None:
 
 
 def add_scene_card(cmd: c.AddSceneCard, uow: UnitOfWork) -> None:
-    _story(uow, cmd.story_id)
+    story = _story(uow, cmd.story_id)
     chapter = _chapter(uow, cmd.story_id, cmd.chapter)
     tags = {t.name: list(getattr(cmd, t.name)) for t in TAG_LISTS}
     for name, keys in tags.items():
         kinds = TAG_KINDS.get(name, KINDS)
         for key in keys:
-            if not _is_confirmed(uow, cmd.story_id, kinds, key):
+            if not _is_confirmed(uow, story, kinds, key):
                 raise RuleViolated(
                     "scene_card_tags_must_be_confirmed_canon",
                     f"{name} tag {key!r} names no confirmed {kinds[0] if len(kinds) == 1 else 'canon'} entry",
                     name,
                 )
-    if cmd.pov is not None and not _character_in_canon(uow, cmd.story_id, cmd.pov, cmd.chapter):
+    if cmd.pov is not None and not _character_in_canon(uow, story, cmd.pov, cmd.chapter):
         raise RuleViolated("unknown_pov_character",
                            f"pov {cmd.pov!r} names no confirmed character in canon at chapter {cmd.chapter}", "pov")
     chapter.add_scene_card(cmd.scene_id, cmd.summary, tags, cmd.pov)
@@ -187,8 +203,8 @@ def dismiss_finding(cmd: c.DismissFinding, uow: UnitOfWork) -> None:
 
 
 def record_knowledge(cmd: c.RecordKnowledge, uow: UnitOfWork) -> None:
-    _story(uow, cmd.story_id)
-    if not _character_in_canon(uow, cmd.story_id, cmd.character, cmd.chapter):
+    story = _story(uow, cmd.story_id)
+    if not _character_in_canon(uow, story, cmd.character, cmd.chapter):
         raise RuleViolated("unknown_character", f"character {cmd.character!r} names no confirmed character in canon "
                                                 f"at chapter {cmd.chapter}", "character")
     entry = uow.get(CanonEntry, ids.canon_entry_id(cmd.story_id, cmd.kind, cmd.key))
@@ -231,6 +247,35 @@ def edit_chunk(cmd: c.EditChunk, uow: UnitOfWork, tokens: TokenCounter) -> None:
     document.edit_chunk(cmd.chunk_id, cmd.text)
 
 
+def start_series(cmd: c.StartSeries, uow: UnitOfWork) -> None:
+    if _made_already(
+        uow.get(Series, ids.series_id(cmd.story_id)),
+        RuleViolated("series_id_must_be_unique", f"series {cmd.story_id!r} already exists, with another title",
+                     "story_id"),
+        title=cmd.title,
+    ):
+        return
+    bible = uow.get(Story, ids.story_id(cmd.story_id))
+    if bible is None:
+        bible = Story.start(cmd.story_id, cmd.title, [], "")
+        uow.add(bible)
+    bible.require_joinable()
+    uow.add(Series(series_id=cmd.story_id, title=cmd.title))
+    bible.join_series(cmd.story_id, BIBLE, 0)
+
+
+def add_book(cmd: c.AddBook, uow: UnitOfWork) -> None:
+    series = uow.get(Series, ids.series_id(cmd.series_id))
+    if series is None:
+        raise NotFound("unknown_series", f"series {cmd.series_id!r} has not been started", "series_id")
+    story = _story(uow, cmd.story_id)
+    if cmd.story_id in series.books:
+        return  # a book of this series already: nothing changes
+    series.require_addable(cmd.story_id)
+    story.require_joinable()
+    story.join_series(cmd.series_id, BOOK, series.add_book(cmd.story_id))
+
+
 # Knowledge commands chunk text, so they are handed the token counter.
 WITH_TOKENS: dict[type, Callable[[Any, UnitOfWork, TokenCounter], None]] = {
     c.IngestDocument: ingest_document,
@@ -253,6 +298,8 @@ HANDLERS: dict[type, Callable[[Any, UnitOfWork], None]] = {
     c.RecordChapterSummary: record_chapter_summary,
     c.RecordVolumeSummary: record_volume_summary,
     c.SetLoreCap: set_lore_cap,
+    c.StartSeries: start_series,
+    c.AddBook: add_book,
 }
 
 
@@ -294,6 +341,8 @@ READS: dict[type, Callable[[Any], list[UUID]]] = {
     c.RecordChapterSummary: lambda cmd: [ids.chapter_id(cmd.story_id, cmd.chapter)],
     c.RecordVolumeSummary: lambda cmd: [ids.volume_id(cmd.story_id, cmd.volume)],
     c.SetLoreCap: lambda cmd: [],
+    c.StartSeries: lambda cmd: [ids.series_id(cmd.story_id)],
+    c.AddBook: lambda cmd: [ids.series_id(cmd.series_id)],
     c.IngestDocument: lambda cmd: [ids.document_id(cmd.collection_id, cmd.document_id)],
     c.EditChunk: _chunk_reads,
 }

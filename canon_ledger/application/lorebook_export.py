@@ -19,8 +19,9 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from canon_ledger.application.ports import StoredEvents, StoryReads
 from canon_ledger.domain.bounds import MAX_CHAPTER
 from canon_ledger.domain.canon import CanonEntry, require_kind
 from canon_ledger.domain.canon_rules import hidden_at
@@ -30,22 +31,6 @@ from canon_ledger.domain.topics import stored_topics
 
 STEP_TOPICS = stored_topics(CanonEntry.Established, CanonEntry.Revised)
 PAGE = 500  # canon steps read per query
-
-
-class CanonViews(Protocol):
-    """The read views the export reads (``projections.story_views.StoryViews``)."""
-
-    def story_head(self, story_id: str) -> dict[str, Any] | None: ...
-
-    def canon_as_of(self, story_id: str, chapter: int) -> list[dict[str, Any]]: ...
-
-
-class StoredEvents(Protocol):
-    """The log, as stored records (``.id``: the position) and their decoding (``CanonLedger``)."""
-
-    def records(self, start: int, limit: int, stop: int | None = None, topics: Sequence[str] = ()) -> list[Any]: ...
-
-    def decode(self, record: Any) -> Any: ...
 
 
 @dataclass
@@ -66,7 +51,7 @@ class LorebookExport:
                 "hidden": self.hidden, "hidden_nodes": self.hidden_nodes, "by_source": self.by_source}
 
 
-def export_lorebook(views: CanonViews, log: StoredEvents, story_id: str, as_of: int, target: str,
+def export_lorebook(views: StoryReads, log: StoredEvents, story_id: str, as_of: int, target: str,
                     kinds: Sequence[str] = ()) -> LorebookExport:
     """The story's canon in force at chapter ``as_of`` as a ``target`` lorebook (``TARGETS``)."""
     if target not in TARGETS:

@@ -213,7 +213,7 @@ def cards(pending: list[dict[str, Any]], steps: list[dict[str, Any]]) -> list[Ca
     return [card(p, by_entry.get((p["kind"], p["key"]), []), rivals.get(p["proposal_id"], [])) for p in pending]
 
 
-# -- a submitted draft's continuity findings (issue 42) --------------------------------------------
+# -- a submitted draft's continuity findings -------------------------------------------------------
 
 @dataclass(frozen=True)
 class Segment:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from eventsourcing.application import AggregateNotFoundError
 
@@ -46,6 +46,7 @@ from canon_ledger.application.knowledge.compile import StopBatch, metered_call
 from canon_ledger.application.knowledge.ports import ProviderError
 from canon_ledger.application.knowledge.quota import Quota
 from canon_ledger.application.ledger import CanonLedger
+from canon_ledger.application.ports import StoryListing, SummaryWriter
 from canon_ledger.domain import ids
 from canon_ledger.domain.bounds import MAX_CHAPTER
 from canon_ledger.domain.chapter import Chapter
@@ -56,26 +57,6 @@ from canon_ledger.domain.summary import length
 from canon_ledger.domain.volume import Volume
 
 BATCH = 50  # commands per atomic batch for a writer without a quota
-
-
-class SummaryWriter(Protocol):
-    """Writes summaries: the extractive default (``domain.summary.ExtractiveSummariser``) or an LLM."""
-
-    name: str  # the method: "extractive-v1", "gemini:<model>"
-    uses_quota: bool  # each call is reserved in the quota ledger
-
-    def summarise_chapter(self, title: str, number: int, text: str) -> str: ...
-
-    def summarise_volume(self, title: str, number: int, summaries: list[tuple[int, str]]) -> str: ...
-
-
-class StoryListing(Protocol):
-    """The story view (``projections.story_views.StoryViews.story``): its title, its chapters
-    (``chapter``, ``volume``, ``summarised``, ``text_accepted``) and volumes (``volume``,
-    ``summarised``), or None for a story never started."""
-
-    def story(self, story_id: str) -> dict[str, Any] | None: ...
-
 
 
 def chapter_command_id(story_id: str, chapter: int, text: str, method: str, summary: str) -> str:

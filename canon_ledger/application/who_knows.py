@@ -1,4 +1,4 @@
-"""Who knows what, when (issue 43): the secrets in force as of a chapter and who knows each, and
+"""Who knows what, when: the secrets in force as of a chapter and who knows each, and
 what one character knows as of a chapter. Every door (``canon secrets`` / ``canon knowledge``,
 ``GET /v1/stories/{story}/secrets`` and ``.../characters/{character}/knowledge``, the MCP tools
 ``secrets`` and ``character_knowledge``, the viewer's ``/stories/{story}/secrets``) reads
@@ -22,19 +22,12 @@ and admin keys see everything, hidden entries labelled.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from canon_ledger.application import canon_reads
+from canon_ledger.application.ports import KnowledgeReads
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.errors import NotFound, unknown_story
-
-
-class KnowledgeReads(canon_reads.StoryReads, Protocol):
-    """The views this module reads (``projections.story_views.StoryViews``)."""
-
-    def who_knows(self, story_id: str, chapter: int) -> dict[str, list[dict[str, Any]]]: ...
-
-    def knowledge_of(self, story_id: str, character: str, chapter: int) -> dict[str, Any] | None: ...
 
 
 def _story(views: KnowledgeReads, story_id: str) -> None:

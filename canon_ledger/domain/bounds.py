@@ -24,7 +24,7 @@ MAX_JSON_INT = 2**53 - 1  # inside free-form ``fields``: what every JSON reader 
 # Strings, in characters.
 MAX_STORY_ID = 64  # the story's chapter collection ``story:<id>`` lives in a 100-character column
 MAX_ID = 200  # command, proposal, draft, scene ids; canon keys (200-character columns)
-MAX_FINDING_ID = 20  # a continuity finding's id: fnd_ + 16 hex digits (issue 42)
+MAX_FINDING_ID = 20  # a continuity finding's id: fnd_ + 16 hex digits
 MAX_COLLECTION_ID = 100
 MAX_DOCUMENT_ID = 300  # chunk and topic ids are built from collection + document + headings
 MAX_CHUNK_ID = 1000

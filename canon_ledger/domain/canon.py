@@ -34,7 +34,7 @@ KINDS = (
     "development_chain",
 )
 PROPOSED, CONFIRMED, REJECTED = "proposed", "confirmed", "rejected"
-# A proposal's states, the one vocabulary of every door (issue 38). "pending", the word some
+# A proposal's states, the one vocabulary of every door. "pending", the word some
 # pages and docs once used for PROPOSED, is read as PROPOSED by the filters, never written.
 PROPOSAL_STATES = (PROPOSED, CONFIRMED, REJECTED)
 PROPOSAL_STATE_ALIASES = {"pending": PROPOSED}

@@ -44,7 +44,7 @@ class Chapter(Aggregate):
         scene_id: str
         summary: str
         tags: dict[str, list[str]]
-        # The point-of-view character's key (issue 43). Optional: a card stored before it was
+        # The point-of-view character's key. Optional: a card stored before it was
         # added has no such key, and reads as None (this default) when loaded.
         pov: str | None = None
 

@@ -6,7 +6,7 @@ carries its breadcrumb ("Document > Heading > Subheading") as a prefix, so it re
 and its hash changes when it moves under another heading. Ids are stable under edits
 elsewhere: a section is named by its heading path, a child by its place in the section.
 Time is linear in the text's length: a sentence longer than the limit is cut on tokens a window
-at a time (``_cut``), giving the parts the whole-sentence loop before issue 16 gave.
+at a time (``_cut``), giving the same parts a whole-sentence loop (quadratic) would give.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from canon_ledger.domain import bounds as b
 from canon_ledger.domain.canon import KINDS
 from canon_ledger.domain.errors import InvalidCommand
 from canon_ledger.domain.scene_tags import TAG_LIST
+from canon_ledger.domain.series import MAX_BOOKS
 from canon_ledger.domain.story import DEFAULT_BUDGETS, ROLES
 
 
@@ -90,7 +91,7 @@ Fields = Annotated[dict[str, Any], AfterValidator(_bounded_fields), Field(
 Kind = Literal[KINDS]  # type: ignore[valid-type]
 Role = Literal[ROLES]  # type: ignore[valid-type]
 
-# Descriptions published by ``canon schema`` (issue 21): every field says what it is, its unit and
+# Descriptions published by ``canon schema``: every field says what it is, its unit and
 # its allowed values. Descriptions only: the types, names and bounds above are the contract.
 _CHAPTERS = f"1..{b.MAX_CHAPTER:,}"
 _ID_CHARS = "characters, no whitespace or control characters"
@@ -162,7 +163,7 @@ def _tags(tag: str) -> str:
 
 class _Command(BaseModel):
     # Each model's validator is built on its first use, not at import: a process that reads no
-    # command (a packet, a search) does not pay for fourteen schemas (issue 39: cold start).
+    # command (a packet, a search) does not pay for every schema (cold start: docs/benchmarks.md).
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     command_id: Id = Field(description=(
@@ -379,7 +380,7 @@ class RejectDraft(_StoryCommand):
 
 
 class DismissFinding(_StoryCommand):
-    """Dismiss one continuity finding of a submitted draft as intentional (`canon check`, issue 42): a person
+    """Dismiss one continuity finding of a submitted draft as intentional (`canon check`): a person
     says the draft departs from canon on purpose. Appends `Draft.FindingDismissed`; a dismissed finding is not
     reported again for that draft. An author's decision, like `accept_draft`."""
 
@@ -397,7 +398,7 @@ class DismissFinding(_StoryCommand):
 
 
 class RecordKnowledge(_StoryCommand):
-    """Record that a character knows a canon entry from a chapter on (who knows what, when: issue 43), e.g. a
+    """Record that a character knows a canon entry from a chapter on (who knows what, when), e.g. a
     secret (`fields.secret`). Appends `CanonEntry.KnowledgeRecorded` on the known entry; the same record again is
     `unchanged`, another `chapter` or `how` for the same character and entry is a correction (the latest holds)."""
 
@@ -454,6 +455,38 @@ class SetLoreCap(_StoryCommand):
         "past the cap is trimmed into what is left of it, or listed `dropped` (\"no space: needs N tokens, lore cap "
         "M\"). An entry whose source says \"ignore budget\" (`fields.recall.ignore_budget`) is outside the cap. "
         "null: no cap (the default)."))
+
+
+class StartSeries(_StoryCommand):
+    """Start a series: books that share canon. Its `story_id` names the series and its bible, the
+    story whose canon every book inherits (world rules, characters who span books), written to with
+    the usual canon commands. A new `story_id` starts that story too (`Story.Started`, default
+    budgets, no guardrails); an existing story not in a series becomes the bible. Appends
+    `Series.Started` and `Story.JoinedSeries`; the same series started again is `unchanged`."""
+
+    type: Literal["start_series"] = Field(description="The command type: `start_series`.")
+    story_id: StoryId = Field(description=(
+        f"The series' id, 1..{b.MAX_STORY_ID} {_ID_CHARS}: the story id of its bible, which `add_book` names as "
+        "`series_id`. A story in a series already is refused (`story_in_one_series_at_most`); a series of this id "
+        "started with another title is refused (`series_id_must_be_unique`)."))
+    title: Name = Field(description=f"The series' title, 1..{b.MAX_NAME:,} characters (a new bible's title too).")
+
+
+class AddBook(_StoryCommand):
+    """Add a started story to a series as its next book, in reading order. Appends
+    `Series.BookAdded` and `Story.JoinedSeries`; a book of the series already is `unchanged`. From then on, the book's packets and views see,
+    for each (kind, key) of canon, the book's own canon in force at the chapter if it has one,
+    else the series bible's, else the canon in force at the end of the latest earlier book that
+    has it; each such item says where it comes from."""
+
+    type: Literal["add_book"] = Field(description="The command type: `add_book`.")
+    story_id: StoryId = Field(description=(
+        f"The book, a started story, 1..{b.MAX_STORY_ID} {_ID_CHARS} (`unknown_story`). A story joins one series at "
+        "most (`story_in_one_series_at_most`); a series' bible is not a book "
+        "(`series_must_not_contain_its_bible`, `series_bible_is_not_a_book`)."))
+    series_id: StoryId = Field(description=(
+        f"The series, as `start_series` named it (`unknown_series`); at most {MAX_BOOKS:,} books "
+        "(`series_book_limit`)."))
 
 
 CollectionId = Annotated[str, _length(b.MAX_COLLECTION_ID, 1, r"^[^\s/#\x00-\x1f]+$"), _STORABLE]
@@ -513,6 +546,8 @@ Command = Annotated[
         RecordChapterSummary,
         RecordVolumeSummary,
         SetLoreCap,
+        StartSeries,
+        AddBook,
         IngestDocument,
         EditChunk,
     ],

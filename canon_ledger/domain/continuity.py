@@ -61,7 +61,7 @@ class Step:
     text: str
     source: int
     facts: dict[str, Any] = field(default_factory=dict)
-    secret: bool = False  # fields.secret: known only to the characters recorded knowing it (issue 43)
+    secret: bool = False  # fields.secret: known only to the characters recorded knowing it
 
     def holds_at(self, chapter: int) -> bool:
         return holds_at(self.valid_from, self.valid_to, chapter)

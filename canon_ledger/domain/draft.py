@@ -2,7 +2,7 @@
 copies the text onto the Chapter.
 
 While submitted, a person may dismiss a continuity finding of the draft as intentional
-(``FindingDismissed``, issue 42), and an acceptance may carry the reason it overrode the
+(``FindingDismissed``), and an acceptance may carry the reason it overrode the
 check's findings (``FindingsOverridden``, just before ``Accepted``)."""
 
 from __future__ import annotations

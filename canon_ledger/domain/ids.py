@@ -30,6 +30,10 @@ def story_id(story: str) -> UUID:
     return _id("story", story)
 
 
+def series_id(series: str) -> UUID:
+    return _id("series", series)
+
+
 def chapter_id(story: str, chapter: int) -> UUID:
     return _id("chapter", story, chapter)
 

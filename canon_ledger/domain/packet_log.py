@@ -10,14 +10,14 @@ position, rebuilt from the log, and that the rest of the packet replays to the s
 
 Class version 3 keeps only the kept (included or trimmed) items and sums up the dropped ones
 (``dropped``: their count and a digest of their tier, kind, key and sources). A long story's
-packet drops most of its candidates (687 of 853 at chapter 1,000 of the benchmark serial): each
-record was 81 KB of mostly dropped items, written on every packet. The hash already pins every
+packet drops most of its candidates: each record was mostly dropped items, written on every
+packet (the sizes: docs/benchmarks.md). The hash already pins every
 byte of the packet; the items are there to say what differs when an audit fails.
 
 Class version 4 writes the kept items compactly (``kept_items``): one group per tier, kind and
 status, each row ``[key, *sources]``. The record is written on the command-to-packet path, and
-field names repeated on every item were half its bytes: at chapter 1,000 of the benchmark serial
-it went from 15 KB to 4.3 KB. The aggregate still holds ``items`` as one dict per kept item.
+field names repeated on every item were half its bytes (the sizes: docs/benchmarks.md). The
+aggregate still holds ``items`` as one dict per kept item.
 
 Class version 5 adds ``draft``: the draft a QA packet put under review (``{"draft_id",
 "position"}``, its submission's position), None for every other packet. The draft is not

@@ -36,7 +36,7 @@ word is decided here (``found``), under one of two rules the caller chooses (``s
 
 Case is folded by Unicode rules (``str.casefold``: ``Straße`` matches ``STRASSE``) under both.
 
-A rule may be ``gated`` (issue 41): the entry joins a packet only as its rule brings it in
+A rule may be ``gated``: the entry joins a packet only as its rule brings it in
 (its keys mentioned, always-on) or when a scene card tags it, never through a read that lists
 its kind wholesale (the world rules of P3, the active threads, the recent timeline). Every
 imported lorebook entry is gated, as its source meant: a lorebook entry is inserted when it
@@ -94,8 +94,8 @@ class Rule:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Rule:
-        """A rule as ``as_dict`` stored it; one stored before issue 41 has no ``gated``, ``order``
-        or ``ignore_budget`` and reads ungated (``canon rebuild`` projects it again, gated)."""
+        """A rule as ``as_dict`` stored it; one stored by an older version has no ``gated``,
+        ``order`` or ``ignore_budget`` and reads ungated (``canon rebuild`` projects it again, gated)."""
         return cls(tuple(d["keys"]), tuple(d["secondary_keys"]), d["logic"], d["case_sensitive"], d["whole_words"],
                    d["constant"], d["never"], d["tier"], d.get("gated", False), d.get("order", DEFAULT_ORDER),
                    d.get("ignore_budget", False))

@@ -12,6 +12,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, event
 
 from canon_ledger.domain import ids
+from canon_ledger.domain.errors import RuleViolated
 
 ROLES = ("planner", "writer", "qa", "summarizer", "chat")
 
@@ -25,6 +26,11 @@ def with_default_budgets(budgets: dict[str, int]) -> dict[str, int]:
 
 
 class Story(Aggregate):
+    # The series it is a book or the bible of (``join_series``): class defaults, so a snapshot
+    # taken before series existed loads as a story in none.
+    series: str | None = None
+    series_role: str | None = None
+
     class Started(Aggregate.Created):
         class_version = 2
         story_id: str
@@ -43,6 +49,14 @@ class Story(Aggregate):
     class LoreCapSet(Aggregate.Event):
         story_id: str
         share: int | None  # percent of a packet's budget; None: no cap
+
+    class JoinedSeries(Aggregate.Event):
+        """The story became a book of a series (``role`` "book", ``ordinal`` its place in reading
+        order) or its bible (``role`` "bible", ``ordinal`` 0): ``domain.series``."""
+        story_id: str
+        series_id: str
+        role: str
+        ordinal: int
 
     @staticmethod
     def create_id(story_id: str, **_: Any) -> UUID:
@@ -95,3 +109,23 @@ class Story(Aggregate):
     @event(LoreCapSet)
     def _set_lore_cap(self, story_id: str, share: int | None) -> None:
         self.lore_share = share
+
+    def join_series(self, series_id: str, role: str, ordinal: int) -> None:
+        """Join ``series_id`` as its bible or a book; a story joins one series at most."""
+        self.require_joinable()
+        self._join_series(story_id=self.story_id, series_id=series_id, role=role, ordinal=ordinal)
+
+    def require_joinable(self) -> None:
+        """Refuse joining a series when the story is in one already, by the rule it breaks."""
+        if self.series is not None:
+            if self.series_role == "bible":
+                raise RuleViolated("series_bible_is_not_a_book",
+                                   f"story {self.story_id!r} is the bible of series {self.series!r}: a bible is not a "
+                                   "book of a series", "story_id")
+            raise RuleViolated("story_in_one_series_at_most",
+                               f"story {self.story_id!r} is a book of series {self.series!r} already", "story_id")
+
+    @event(JoinedSeries)
+    def _join_series(self, story_id: str, series_id: str, role: str, ordinal: int) -> None:
+        self.series = series_id
+        self.series_role = role

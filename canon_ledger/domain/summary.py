@@ -271,7 +271,7 @@ def _capped(summary: str, budget: float) -> str:
 
 
 class ExtractiveSummariser:
-    """This module's method as ``canon summarize``'s writer (``application.summaries.SummaryWriter``):
+    """This module's method as ``canon summarize``'s writer (``application.ports.SummaryWriter``):
     no network, no quota; the title and numbers are not used."""
 
     name = METHOD

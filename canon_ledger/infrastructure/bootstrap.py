@@ -26,16 +26,18 @@ if TYPE_CHECKING:
 
 
 def bootstrap(url: str | None = None, *, page_size: int | None = None, quota_policy: QuotaPolicy | None = None,
-              embedder: str | Embedder | None = None, fed: bool = False) -> Services:
+              embedder: str | Embedder | None = None, indexed_by_worker: bool = False) -> Services:
     """Every service of the store at ``url`` (default ``$CANON_DATABASE_URL`` or
     ``sqlite:///canon.db``), its tables created if new. ``embedder``: a name for
     ``services.choose_embedder`` or an embedder object (default: $CANON_EMBEDDER, else auto).
-    ``fed``: a worker keeps the knowledge, keyword and vector models current (``Services.fed``)."""
+    ``indexed_by_worker``: a worker keeps the knowledge, keyword and vector models current
+    (``Services.indexed_by_worker``)."""
     from canon_ledger.infrastructure.services import chosen_embedder, wire
 
     config = store_config(resolve_url(url))
     found, note = chosen_embedder(embedder)  # a name it does not know is refused before the store is touched
-    return wire(config, found, note, page_size=page_size, quota_policy=quota_policy, fed=fed)
+    return wire(config, found, note, page_size=page_size, quota_policy=quota_policy,
+                indexed_by_worker=indexed_by_worker)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Hints a refusal gains at the door, from the read models (issue 38): a scene card's tag that
+"""Hints a refusal gains at the door, from the read models: a scene card's tag that
 is not a key but an entry's name or alias ("the Marrow girl") is refused by the domain, which
 knows entries only by key; here the canon read model, which keeps every entry's names
 casefolded (``canon_tables``' aliases table), names the entry meant::

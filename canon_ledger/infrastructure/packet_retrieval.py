@@ -40,7 +40,7 @@ class StoryRetriever(Retriever):
         self.top_k = top_k
         # RM3 on the keyword list: off for packets, even when keyword search answers alone. It
         # adds index reads to every packet, and its gain is measured on Cranfield queries
-        # (docs/benchmarks.md, issue 6), not on packet queries; a packet's L1 stays what it was.
+        # (docs/benchmarks.md), not on packet queries; a packet's L1 stays what it was.
         self.feedback = feedback
 
     def recall(self, story_id: str, chapter: int, query: str, top_k: int | None = None) -> Recall:

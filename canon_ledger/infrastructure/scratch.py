@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import create_engine, event
 from sqlalchemy.pool import StaticPool
 
-from canon_ledger.application.audit import Scratch
+from canon_ledger.application.ports import Scratch
 from canon_ledger.application.ledger import CanonLedger
 from canon_ledger.domain.tokens import TokenCounter
 from canon_ledger.projections.canon import CanonProjection

@@ -133,7 +133,7 @@ class Services:
     # A worker keeps knowledge, the keyword index and the vectors current (``canon worker``, or
     # the one ``canon serve`` runs): requests read what is indexed and say how far behind it is,
     # and never catch those models up themselves. False (the CLI): each read catches them up.
-    fed: bool = False
+    indexed_by_worker: bool = False
     # Texts each pending entry brings the retrieval models: counted once per process.
     text_counts: TextCounts = field(default_factory=TextCounts)
     # A CLI verb's eye on the catch-ups its reads make themselves (``indexing.CatchUpWatch``).
@@ -175,8 +175,8 @@ class Services:
         """Knowledge, keyword index and vectors up to ``target`` (the vectors embed before their
         write transaction opens)."""
         goal = self.ledger.position() if target is None else target
-        self.knowledge.catch_up(goal)
-        self.retrieval.catch_up(goal)
+        self.knowledge.catch_up_serving(goal)
+        self.retrieval.catch_up_serving(goal)
         self.catch_up_vectors(goal, progress)
 
     def continuity(self, provider: str = "offline", **options: Any) -> ContinuityCheck:
@@ -219,15 +219,15 @@ class Services:
 
     def _index_reads(self) -> tuple[Any, Any, Any]:
         """How a read over the indexes (a search, a packet's L1) keeps current: (knowledge and
-        keyword catch-up, vector catch-up, lag notes). Unfed, it catches them up and has no lag;
-        fed, it catches nothing up and says what the worker has not indexed yet."""
-        if self.fed:
+        keyword catch-up, vector catch-up, lag notes). Not ``indexed_by_worker``, it catches them up and
+        has no lag; ``indexed_by_worker``, it catches nothing up and says what the worker has not indexed yet."""
+        if self.indexed_by_worker:
             return (lambda goal: None), (lambda goal: None), self.index_lag
 
         def catch_up(goal: int) -> None:
             with self._watched():
-                self.knowledge.reach(goal)
-                self.retrieval.reach(goal)
+                self.knowledge.ensure_reflects(goal)
+                self.retrieval.ensure_reflects(goal)
 
         def catch_up_vectors(goal: int) -> None:
             with self._watched() as progress:
@@ -266,7 +266,7 @@ class Services:
         notes: dict[str, str] = {}
         for stage, models, what in (("keyword", self.retrieval, "not yet indexed"),
                                     ("vector", self.vectors, "not yet embedded")):
-            if models is None or models.knows(end):  # the worker in this process has projected it all: no read
+            if models is None or models.known_to_reflect(end):  # this process's worker projected it all: no read
                 continue
             _, records = pending_records(models, self.ledger, end)
             waiting = texts_waiting(models, self.ledger, records, self.text_counts, collections) if records else 0
@@ -292,7 +292,7 @@ class Services:
             writer, embedder = gemini, GeminiEmbedder(gemini)
         else:
             raise ValueError(f"unknown provider {provider!r} (offline or gemini)")
-        return WikiCompiler(self.ledger, self.knowledge_reader, self.knowledge.catch_up, writer, embedder,
+        return WikiCompiler(self.ledger, self.knowledge_reader, self.knowledge.catch_up_serving, writer, embedder,
                             self.quota, provider)
 
     def summarizer(self, provider: str = "offline", **options: Any) -> Any:
@@ -316,8 +316,8 @@ class Services:
         drafts), reading your writes: canon and authoring first reach ``after`` (default:
         everything applied)."""
         goal = self.packets.within_log(after)
-        self.canon.reach(goal)
-        self.authoring.reach(goal)
+        self.canon.ensure_reflects(goal)
+        self.authoring.ensure_reflects(goal)
         if self._views is None:
             self._views = StoryViews(self.canon.read_engine, lambda conn: self.canon.tables(self.canon.active(conn)),
                                      lambda conn: self.authoring.tables(self.authoring.active(conn)))
@@ -343,23 +343,24 @@ class Services:
 
     def collections(self) -> set[str]:
         """The knowledge collections that hold documents, reflecting everything applied (when
-        fed: what the worker has projected)."""
-        if not self.fed:
-            self.knowledge.reach(self.ledger.position())
+        ``indexed_by_worker``: what the worker has projected)."""
+        if not self.indexed_by_worker:
+            self.knowledge.ensure_reflects(self.ledger.position())
         with self.knowledge_reader.snapshot() as snap:
             known = set(snap.collections())
-        if self.fed:  # and those the worker has yet to index: a search there says so in its stages
+        if self.indexed_by_worker:  # and those the worker has yet to index: a search there says so
             _, records = pending_records(self.retrieval, self.ledger, self.ledger.position())
             known |= collections_in(self.retrieval, self.ledger, records, self.text_counts)
         return known
 
     def lint(self, collection: str | None = None, sees: Callable[[str], bool] | None = None) -> Any:
-        """The wiki's lint report (no LLM calls), reflecting everything applied (when fed: what
-        the worker has projected); ``sees``: only the collections it accepts (``lint.lint``)."""
+        """The wiki's lint report (no LLM calls), reflecting everything applied (when
+        ``indexed_by_worker``: what the worker has projected); ``sees``: only the collections it
+        accepts (``lint.lint``)."""
         from canon_ledger.application.knowledge.lint import lint
 
-        if not self.fed:
-            self.knowledge.reach(self.ledger.position())
+        if not self.indexed_by_worker:
+            self.knowledge.ensure_reflects(self.ledger.position())
         with self.knowledge_reader.snapshot() as snap:
             return lint(snap, collection, sees)
 
@@ -384,11 +385,12 @@ def chosen_embedder(embedder: str | Embedder | None) -> tuple[Embedder | None, s
 
 
 def wire(config: StoreConfig, embedder: Embedder | None, embedder_note: str, *, ledger: CanonLedger | None = None,
-         page_size: int | None = None, quota_policy: QuotaPolicy | None = None, fed: bool = False) -> Services:
+         page_size: int | None = None, quota_policy: QuotaPolicy | None = None,
+         indexed_by_worker: bool = False) -> Services:
     """Every service of the store at ``config``, its read models' tables created if new (under
     the store's schema lock): around ``ledger`` when one is open already, else around a ledger
-    opened here. ``fed``: a worker keeps the knowledge, keyword and vector models current
-    (``Services.fed``)."""
+    opened here. ``indexed_by_worker``: a worker keeps the knowledge, keyword and vector models
+    current (``Services.indexed_by_worker``)."""
     from canon_ledger.infrastructure.query_vectors import SqlQueryVectors
     from canon_ledger.infrastructure.stepback_cache import SqlStepBackCache
 
@@ -419,7 +421,7 @@ def wire(config: StoreConfig, embedder: Embedder | None, embedder_note: str, *, 
     live = SqlCanonReader(read, active_canon)
     packets = PacketService(ledger, canon, live, tokens, drafts=SqlDrafts(authoring_models))
     auditor = Auditor(ledger, lambda story, position: scratch_canon(ledger, tokens, story, position), live,
-                      canon.catch_up, tokens)
+                      canon.catch_up_serving, tokens)
     knowledge_reader = SqlKnowledgeReader(read, lambda conn: knowledge.tables(knowledge.active(conn)))
 
     def retrieval_builds(conn: Connection) -> Builds:
@@ -433,7 +435,7 @@ def wire(config: StoreConfig, embedder: Embedder | None, embedder_note: str, *, 
                                           query_vectors=query_vectors)
 
     services = Services(config, ledger, canon, authoring_models, packets, auditor, knowledge, knowledge_reader, quota,
-                        retrieval, vectors, embedder, embedder_note, retrieval_reader, stepback_cache, fed,
+                        retrieval, vectors, embedder, embedder_note, retrieval_reader, stepback_cache, indexed_by_worker,
                         query_vectors=query_vectors)
     # Packets take L1 from the offline pipeline (no step-back): the same read models give the same bytes.
     catch_up_index, catch_up_vectors_now, lag = services._index_reads()

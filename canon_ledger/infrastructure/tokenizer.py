@@ -2,7 +2,7 @@
 counting never touches the network; plain tiktoken encodings (which download their BPE
 files on first use) are available for online users by name via ``CANON_TOKENIZER``.
 
-Cold start (issue 39): the default counter loads its encoding on its first count, so a verb
+Cold start: the default counter loads its encoding on its first count, so a verb
 that counts nothing (events, status, a view) never loads it; and the rank table is parsed from
 tiktoken's base64 file once per install, then read from a binary copy in the user cache
 (``user_cache.py``): the same ranks, the same ``tiktoken.Encoding``, the same ids.

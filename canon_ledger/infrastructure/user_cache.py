@@ -1,4 +1,4 @@
-"""Files built once per install and machine, so that a process starts cheaply (issue 39).
+"""Files built once per install and machine, so that a process starts cheaply.
 
 Two things live here: the tokenizer's rank table (``tokenizer.py``: parsed once instead of in
 every process) and the embedding model's optimized ONNX graph (``providers/minilm.py``: built

@@ -91,13 +91,13 @@ class ProjectionWorker:
     # -- one pass ----------------------------------------------------------------------------
     def step(self) -> int:
         """Bring each model a step towards the log's end; returns the end it aimed at.
-        A model is done when this process ``knows`` it reflects the end."""
+        A model is done when this process knows it reflects the end (``known_to_reflect``)."""
         end = self.services.ledger.position()
         for name in self.names:
             if self._stop.is_set():
                 break
             models = self.services.read_models[name]
-            if models.knows(end):
+            if models.known_to_reflect(end):
                 continue
             if self.split is not None:
                 self.split.step(name, models, end)
@@ -119,7 +119,8 @@ class ProjectionWorker:
         """Every model this worker serves brought to ``goal`` at least, here and now, step by
         step as ``run`` does (the vector index a slice at a time, each committed), but once:
         a fault is raised, never retried (``canon import`` reports it)."""
-        while not self._stop.is_set() and not all(self.services.read_models[n].knows(goal) for n in self.names):
+        while not self._stop.is_set() and not all(self.services.read_models[n].known_to_reflect(goal)
+                                                  for n in self.names):
             self.step()
 
     def _catch_up(self, name: str, models: Any, end: int) -> None:
@@ -142,15 +143,15 @@ class ProjectionWorker:
             self._reached[name] = reached
             moved(reached, end)
         else:
-            reached = models.catch_up(end, moved)
-        if models.knows(end) or reached >= end:
+            reached = models.catch_up_serving(end, moved)
+        if models.known_to_reflect(end) or reached >= end:
             self._busy.pop(name, None)
             self.progress.caught_up(name, reached, max(0, reached - busy.start), time.monotonic() - busy.started)
 
     def caught_up(self) -> bool:
         """Does every model this worker serves reflect the log's end (as this process knows)?"""
         end = self.services.ledger.position()
-        return all(self.services.read_models[n].knows(end) for n in self.names)
+        return all(self.services.read_models[n].known_to_reflect(end) for n in self.names)
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self, until: Callable[[], bool] | None = None) -> None:

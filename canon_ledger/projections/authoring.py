@@ -10,7 +10,7 @@ Version history (a store whose active build is older refuses to serve until ``ca
   ``CanonEntry.Established``/``Revised`` event naming it; NULL until then). The canon model
   keeps a step's rendered text and no fields, so a reviewer's "the version in force" beside a
   proposal is this row, found by (story, kind, key, step).
-- v3 (issue 42): ``authoring_dismissed``, one row per continuity finding a person dismissed as
+- v3: ``authoring_dismissed``, one row per continuity finding a person dismissed as
   intentional (``Draft.FindingDismissed``: story, draft, finding id, reason, source position),
   and the drafts' ``override_reason``, why an accept overrode the check's findings
   (``Draft.FindingsOverridden``; NULL: none given).
@@ -97,7 +97,7 @@ class AuthoringProjection:
     partitioning = BY_STORY  # every event names its story; workers may split a build by it
 
     def __init__(self, tables: AuthoringTables) -> None:
-        self.t = tables
+        self.tables = tables
         self.topics = stored_topics(*self.HANDLED)
 
     def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
@@ -114,29 +114,29 @@ class AuthoringProjection:
 
     @on.register
     def _(self, event: Draft.Submitted, position: int) -> list[Op]:
-        return [Upsert(self.t.drafts, {"story_id": event.story_id, "draft_id": event.draft_id, "chapter": event.chapter,
+        return [Upsert(self.tables.drafts, {"story_id": event.story_id, "draft_id": event.draft_id, "chapter": event.chapter,
                                        "status": "submitted", "text": event.text, "reason": None, "source": position,
                                        "override_reason": None})]
 
     @on.register
     def _(self, event: Draft.Accepted | Draft.Rejected, position: int) -> list[Op]:
-        return [Update(self.t.drafts, {"story_id": event.story_id, "draft_id": event.draft_id},
+        return [Update(self.tables.drafts, {"story_id": event.story_id, "draft_id": event.draft_id},
                        {"status": _status(event), "reason": getattr(event, "reason", None), "source": position})]
 
     @on.register
     def _(self, event: Draft.FindingsOverridden, position: int) -> list[Op]:
-        return [Update(self.t.drafts, {"story_id": event.story_id, "draft_id": event.draft_id},
+        return [Update(self.tables.drafts, {"story_id": event.story_id, "draft_id": event.draft_id},
                        {"override_reason": event.reason})]
 
     @on.register
     def _(self, event: Draft.FindingDismissed, position: int) -> list[Op]:
-        return [Upsert(self.t.dismissed, {"story_id": event.story_id, "draft_id": event.draft_id,
+        return [Upsert(self.tables.dismissed, {"story_id": event.story_id, "draft_id": event.draft_id,
                                           "finding_id": event.finding_id, "reason": event.reason,
                                           "source": position})]
 
     @on.register
     def _(self, event: CanonProposal.Proposed, position: int) -> list[Op]:
-        return [Upsert(self.t.proposals, {"story_id": event.story_id, "proposal_id": event.proposal_id,
+        return [Upsert(self.tables.proposals, {"story_id": event.story_id, "proposal_id": event.proposal_id,
                                           "kind": event.kind, "key": event.key, "name": event.name, "text": event.text,
                                           "valid_from": event.valid_from, "status": "proposed", "reason": None,
                                           "source": position, "aliases": list(event.aliases),
@@ -145,7 +145,7 @@ class AuthoringProjection:
 
     @on.register
     def _(self, event: CanonProposal.Confirmed | CanonProposal.Rejected, position: int) -> list[Op]:
-        return [Update(self.t.proposals, {"story_id": event.story_id, "proposal_id": event.proposal_id},
+        return [Update(self.tables.proposals, {"story_id": event.story_id, "proposal_id": event.proposal_id},
                        {"status": _status(event), "reason": getattr(event, "reason", None), "source": position})]
 
     @on.register
@@ -153,7 +153,7 @@ class AuthoringProjection:
         proposal = event.version.get("proposal_id")
         if not isinstance(proposal, str):
             return []
-        return [Update(self.t.proposals, {"story_id": event.story_id, "proposal_id": proposal},
+        return [Update(self.tables.proposals, {"story_id": event.story_id, "proposal_id": proposal},
                        {"step": event.originator_version})]
 
     HANDLED = tuple(t for t in on.dispatcher.registry if t is not object)

@@ -12,7 +12,7 @@ import math
 from functools import singledispatchmethod
 from typing import Any
 
-from canon_ledger.application.packets import render as r
+from canon_ledger.application.packets import render
 from canon_ledger.domain import recall
 from canon_ledger.domain.canon import CanonEntry
 from canon_ledger.domain.canon_rules import valid_to
@@ -30,7 +30,7 @@ from canon_ledger.projections.token_memo import TokenCounts, TokenMemo
 
 def _storable(facts: dict[str, Any]) -> dict[str, Any]:
     """``facts`` without a number neither store's JSON column holds (an infinity, an integer
-    beyond 64 bits): commands refuse them since issue 16, but an older log may hold one, and
+    beyond 64 bits): commands refuse them now, but an older log may hold one, and
     its version must still project (it would be quarantined as unstorable)."""
     return {k: v for k, v in facts.items()
             if not (isinstance(v, float) and not math.isfinite(v))
@@ -63,7 +63,7 @@ class CanonProjection:
     page_size = 5000
 
     def __init__(self, tables: CanonTables, tokens: TokenCounter, memo: TokenMemo | None = None) -> None:
-        self.t = tables
+        self.tables = tables
         self.tokens = tokens
         # How the runner fills the counts of the ``Counted`` ops (memo None, the audit's scratch
         # replay: every text is counted, independently of any memo).
@@ -86,14 +86,14 @@ class CanonProjection:
             ops.extend(on(e, position, page))
             touched[e.story_id] = position
         ops.extend(self._canon_rows(page.steps))
-        ops.extend(Update(self.t.stories, {"story_id": s}, {"position": p}) for s, p in touched.items())
+        ops.extend(Update(self.tables.stories, {"story_id": s}, {"position": p}) for s, p in touched.items())
         return ops
 
     def quarantined(self, position: int, e: Any) -> list[Op]:
         """A story event at ``position`` could not be projected (the runner quarantined it):
         the story's packets move to that position, so they say so (and an audit replays it)."""
         story = getattr(e, "story_id", None)
-        return [Update(self.t.stories, {"story_id": story}, {"position": position})] if isinstance(story, str) else []
+        return [Update(self.tables.stories, {"story_id": story}, {"position": position})] if isinstance(story, str) else []
 
     def _valid_to_many(self, conn: Any, params: list[dict[str, Any]]) -> bool:
         """PostgreSQL: every entry of the page in one statement (entries as arrays)."""
@@ -115,10 +115,10 @@ class CanonProjection:
                     row["valid_to"] = end
                 # Set when the row is inserted; a re-delivered event keeps the stored value,
                 # which already accounts for every later step.
-                ops.extend(Counted(Upsert(self.t.canon, row, ("valid_to",)), (("tokens", row["text"]),))
+                ops.extend(Counted(Upsert(self.tables.canon, row, ("valid_to",)), (("tokens", row["text"]),))
                            for _, row in rows)
             else:
-                ops.extend(Counted(Upsert(self.t.canon, row), (("tokens", row["text"]),)) for _, row in rows)
+                ops.extend(Counted(Upsert(self.tables.canon, row), (("tokens", row["text"]),)) for _, row in rows)
                 ops.append(Run("valid_to", self._valid_to, {"b_story": story, "b_kind": kind, "b_key": key},
                                deferred=True, many=self._valid_to_many))
         return ops
@@ -133,30 +133,30 @@ class CanonProjection:
     @on.register
     def _(self, e: Story.Started, p: int, page: _Page) -> list[Op | Counted]:
         row: dict[str, Any] = {
-            "story_id": e.story_id, "title": e.title, "guardrails_text": r.guardrails(e.style_guardrails),
-            "contract_text": r.output_contract(e.output_contract), "budgets": with_default_budgets(e.budgets),
+            "story_id": e.story_id, "title": e.title, "guardrails_text": render.guardrails(e.style_guardrails),
+            "contract_text": render.output_contract(e.output_contract), "budgets": with_default_budgets(e.budgets),
             "source": p, "position": p}
-        return [Counted(Upsert(self.t.stories, row), (("guardrails_tokens", row["guardrails_text"]),
+        return [Counted(Upsert(self.tables.stories, row), (("guardrails_tokens", row["guardrails_text"]),
                                                       ("contract_tokens", row["contract_text"])))]
 
     @on.register
     def _(self, e: Story.LoreCapSet, p: int, page: _Page) -> list[Op | Counted]:
-        return [Update(self.t.stories, {"story_id": e.story_id}, {"lore_share": e.share})]
+        return [Update(self.tables.stories, {"story_id": e.story_id}, {"lore_share": e.share})]
 
     @on.register
     def _(self, e: Chapter.Planned, p: int, page: _Page) -> list[Op | Counted]:
         row: dict[str, Any] = {"story_id": e.story_id, "chapter": e.number, "volume": e.volume,
-                               "goals_text": r.goals(e.number, e.goals), "goals_source": p, "goal_items": list(e.goals)}
-        return [Counted(Upsert(self.t.chapters, row), (("goals_tokens", row["goals_text"]),))]
+                               "goals_text": render.goals(e.number, e.goals), "goals_source": p, "goal_items": list(e.goals)}
+        return [Counted(Upsert(self.tables.chapters, row), (("goals_tokens", row["goals_text"]),))]
 
     @on.register
     def _(self, e: Chapter.SceneCardAdded, p: int, page: _Page) -> list[Op | Counted]:
         story, chapter, scene = e.story_id, e.chapter, e.scene_id
         row: dict[str, Any] = {"story_id": story, "chapter": chapter, "scene_id": scene,
-                               "text": r.scene_card(chapter, scene, e.summary, e.tags), "source": p,
+                               "text": render.scene_card(chapter, scene, e.summary, e.tags), "source": p,
                                "summary": e.summary, "pov": e.pov}  # pov: None in an event stored before it
-        ops: list[Op | Counted] = [Counted(Upsert(self.t.scene_cards, row), (("tokens", row["text"]),))]
-        tags = self.t.scene_tags
+        ops: list[Op | Counted] = [Counted(Upsert(self.tables.scene_cards, row), (("tokens", row["text"]),))]
+        tags = self.tables.scene_tags
         for tag_type, keys in sorted(e.tags.items()):
             ops.extend(
                 Upsert(tags, {"story_id": story, "chapter": chapter, "scene_id": scene, "tag_type": tag_type,
@@ -167,25 +167,25 @@ class CanonProjection:
 
     @on.register
     def _(self, e: Chapter.TextAccepted, p: int, page: _Page) -> list[Op | Counted]:
-        values: dict[str, Any] = {"text": r.chapter_text(e.chapter, e.text), "text_source": p}
-        return [Counted(Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values),
+        values: dict[str, Any] = {"text": render.chapter_text(e.chapter, e.text), "text_source": p}
+        return [Counted(Update(self.tables.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values),
                         (("text_tokens", values["text"]),))]
 
     @on.register
     def _(self, e: Chapter.SummaryRecorded, p: int, page: _Page) -> list[Op | Counted]:
-        values: dict[str, Any] = {"summary_text": r.chapter_summary(e.chapter, e.text), "summary_source": p}
-        return [Counted(Update(self.t.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values),
+        values: dict[str, Any] = {"summary_text": render.chapter_summary(e.chapter, e.text), "summary_source": p}
+        return [Counted(Update(self.tables.chapters, {"story_id": e.story_id, "chapter": e.chapter}, values),
                         (("summary_tokens", values["summary_text"]),))]
 
     @on.register
     def _(self, e: Volume.Opened, p: int, page: _Page) -> list[Op | Counted]:
-        return [Upsert(self.t.volumes, {"story_id": e.story_id, "volume": e.number})]
+        return [Upsert(self.tables.volumes, {"story_id": e.story_id, "volume": e.number})]
 
     @on.register
     def _(self, e: Volume.SummaryRecorded, p: int, page: _Page) -> list[Op | Counted]:
         row: dict[str, Any] = {"story_id": e.story_id, "volume": e.volume,
-                               "summary_text": r.volume_summary(e.volume, e.text), "summary_source": p}
-        return [Counted(Upsert(self.t.volumes, row), (("summary_tokens", row["summary_text"]),))]
+                               "summary_text": render.volume_summary(e.volume, e.text), "summary_source": p}
+        return [Counted(Upsert(self.tables.volumes, row), (("summary_tokens", row["summary_text"]),))]
 
     # -- canon ------------------------------------------------------------------------------------
     @on.register
@@ -196,7 +196,7 @@ class CanonProjection:
         row = {
             "story_id": story, "kind": kind, "key": key, "step": step, "valid_from": valid_from, "retired": False,
             "name": v["name"], "state": fields.get("state"), "hidden_until": fields.get("hidden_until"),
-            "text": r.canon_version(kind, key, v), "source": p, "secret": fields.get("secret") is True,
+            "text": render.canon_version(kind, key, v), "source": p, "secret": fields.get("secret") is True,
         }
         row["aliases"] = list(v.get("aliases") or [])
         rule = recall.rule(v["name"], row["aliases"], fields)
@@ -204,16 +204,16 @@ class CanonProjection:
         row["facts"] = _storable(facts_of(fields))
         page.step(e, row)  # its Counted upsert comes with the page's canon rows
         names = {v["name"].casefold(), *(a.casefold() for a in v.get("aliases") or [] if a)}
-        aliases = self.t.aliases
+        aliases = self.tables.aliases
         ops: list[Op | Counted] = [Upsert(aliases, {"story_id": story, "kind": kind, "key": key, "step": step, "alias": a,
                                           "valid_from": valid_from}) for a in sorted(names)]
         for i, node in enumerate(fields.get("nodes") or []):
             node_row = {
                 "story_id": story, "chain": key, "step": step, "ordinal": i, "node_id": node["id"],
                 "node_kind": node.get("kind", "node"), "valid_from": valid_from,
-                "hidden_until": node.get("hidden_until"), "text": r.chain_node(key, node), "source": p,
+                "hidden_until": node.get("hidden_until"), "text": render.chain_node(key, node), "source": p,
             }
-            ops.append(Counted(Upsert(self.t.chain_nodes, node_row), (("tokens", node_row["text"]),)))
+            ops.append(Counted(Upsert(self.tables.chain_nodes, node_row), (("tokens", node_row["text"]),)))
         return ops
 
     @on.register
@@ -222,7 +222,7 @@ class CanonProjection:
             "story_id": e.story_id, "kind": e.kind, "key": e.key, "step": e.originator_version,
             "valid_from": e.valid_from, "retired": True, "name": e.key, "state": None, "hidden_until": None, "aliases": [],
             "recall": None, "facts": {}, "secret": False,
-            "text": r.retirement(e.kind, e.key, e.valid_from, e.reason), "source": p,
+            "text": render.retirement(e.kind, e.key, e.valid_from, e.reason), "source": p,
         }
         page.step(e, row)
         return []
@@ -230,7 +230,7 @@ class CanonProjection:
     @on.register
     def _(self, e: CanonEntry.KnowledgeRecorded, p: int, page: _Page) -> list[Op | Counted]:
         # One row per (character, entry): a correction (a later record) replaces it.
-        return [Upsert(self.t.knowledge, {"story_id": e.story_id, "character": e.character, "kind": e.kind,
+        return [Upsert(self.tables.knowledge, {"story_id": e.story_id, "character": e.character, "kind": e.kind,
                                           "key": e.key, "chapter": e.chapter, "how": e.how, "source": p})]
 
     HANDLED = tuple(t for t in on.dispatcher.registry if t is not object)

@@ -23,7 +23,7 @@ Version history (packet bytes must not depend on the version: issued packets sta
   and ANALYZE after their first page (``projections/read_models.py``, ``runner.py``).
 - v5: the same covering index again, partial: only steps that are neither retired nor resolved
   (``is_active``). "Active threads as of K" read every thread's step in force and dropped the
-  resolved ones (1,250 index entries for 106 threads at chapter 1,000 of the benchmark story).
+  resolved ones, most of the index entries of a long story (docs/benchmarks.md).
   Both stores use a partial index only when the query states its condition in the same
   words, so the reader's ``canon_rules.ACTIVE`` says ``is_active`` with literals, not parameters.
 - v6: mention-activated recall and stored query words. ``rm_canon`` gains ``recall`` (the
@@ -41,16 +41,16 @@ NULL while it is still in force. A step is in force at K iff ``valid_from <= K``
 form: the projection writes it (``valid_to_update``, and on PostgreSQL ``valid_to_update_many``,
 the same rule for many entries bound as arrays); every read only tests the stored column
 (``canon_rules.IN_FORCE``, or its two index ranges).
-- v7: lore gated and capped (issue 41). ``rm_stories`` gains ``lore_share`` (the story's
+- v7: lore gated and capped. ``rm_stories`` gains ``lore_share`` (the story's
   ``set_lore_cap``: percent of a packet's budget its lore may take; NULL: no cap), and the
   ``recall`` rule of ``rm_canon`` says ``gated``, ``order`` and ``ignore_budget`` (every
   imported lorebook entry is gated: it joins a packet only as its rule or a tag brings it in).
   A v6 build's rules read ungated; the rebuild projects them again.
-- v8: the continuity check's facts (issue 42). ``rm_canon`` gains ``facts`` (JSON: the
+- v8: the continuity check's facts. ``rm_canon`` gains ``facts`` (JSON: the
   structured facts of a version's ``fields``, ``domain.continuity.facts_of``; ``{}`` for a
   retirement), read with every step of an entry's timeline by ``CanonSnapshot.steps``. A v7
   build has no such column; the rebuild projects every version again, facts and all. Who knows
-  what (issue 43, the same unreleased version): ``rm_canon`` gains ``secret`` (True when the
+  what (the same version): ``rm_canon`` gains ``secret`` (True when the
   version's ``fields.secret`` is true; in the in-force index's covered columns, as every entry
   read selects it), ``rm_scene_cards`` gains ``pov`` (the card's point-of-view character, NULL:
   none), and ``rm_knowledge`` holds what each character knows (``CanonEntry.KnowledgeRecorded``:
@@ -158,7 +158,7 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("tokens", Integer, nullable=False),
         Column("source", Integer, nullable=False),
         Column("summary", Text),  # the card's summary as written
-        Column("pov", String(200)),  # the point-of-view character's key (v8, issue 43); NULL: none
+        Column("pov", String(200)),  # the point-of-view character's key (v8); NULL: none
     )
     scene_tags = Table(
         name("scene_tags"), md,
@@ -188,7 +188,7 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("valid_to", Integer),
         Column("recall", JSON),  # domain.recall.Rule.as_dict(), or NULL: name and aliases, whole words, any case
         Column("facts", JSON),  # v8: domain.continuity.facts_of(fields) ({} for a retirement; NULL reads as {})
-        Column("secret", Boolean, nullable=False, default=False),  # v8 (issue 43): the version's fields.secret is true
+        Column("secret", Boolean, nullable=False, default=False),  # v8: the version's fields.secret is true
     ]
     canon = Table(name("canon"), md, *canon_columns)
     Index(f"ix_{name('canon')}_key", canon.c.story_id, canon.c.key)
@@ -224,7 +224,7 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("tokens", Integer, nullable=False),
         Column("source", Integer, nullable=False),
     )
-    # What each character knows (issue 43): the latest record per (character, entry); read by
+    # What each character knows: the latest record per (character, entry); read by
     # story (and characters) on the primary key, the chapter a filter.
     knowledge = Table(
         name("knowledge"), md,

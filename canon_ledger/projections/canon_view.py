@@ -16,8 +16,7 @@ active entries states ``canon_rules.ACTIVE`` in the words of the partial index i
 both planners match a partial index only on the same condition.
 
 On SQLite the statements run on sqlite3's own connection, in the snapshot's transaction: a
-SQLAlchemy result and its rows' attribute lookup cost more than the SQL (docs/benchmarks.md,
-issue 22).
+SQLAlchemy result and its rows' attribute lookup cost more than the SQL (docs/benchmarks.md).
 
 On PostgreSQL each statement is a round trip, which is most of a packet's cost there. So the
 statements run as the driver's SQL on its own connection (below SQLAlchemy's per-statement
@@ -155,7 +154,7 @@ SELECT kind, key, step, valid_from, valid_to, retired, name, aliases, recall, st
  WHERE story_id = :story AND key = ANY(:keys) AND kind = ANY(:kinds)""")
 
 
-# What characters know (issue 43), on the primary key (story, character, ...): every character's,
+# What characters know, on the primary key (story, character, ...): every character's,
 # or the listed ones'. Sorted by the caller (PostgreSQL's collation may not be "C"). ``character``
 # is a keyword in PostgreSQL: qualified, it is read as a column everywhere.
 KNOWLEDGE = Statement("knowledge", """
@@ -198,9 +197,9 @@ def entry_read(which: str, *, active: bool = False, page: bool = False, recent: 
 
     Entries named by key (``OF_KEYS``) are one range per key on the key index, with the
     in-force test as a filter: given the union's two in-force ranges, SQLite walked the whole
-    in-force index once the list of keys was long (docs/benchmarks.md, issue 23). The filter
-    reads each step's row from the table, so both stores read the text there too (a lookup by
-    primary key per row was a third of the read on PostgreSQL)."""
+    in-force index once the list of keys was long (docs/benchmarks.md). The filter reads each
+    step's row from the table, so both stores read the text there too (a lookup by primary key
+    per row cost more on PostgreSQL: docs/benchmarks.md)."""
     by_code_point = ' COLLATE "C"' if postgres else ""
     where = f"story_id = :story AND {which}"
     if recent:  # not a bound when not asked for: on SQLite it moved the keys read off its index
@@ -413,12 +412,12 @@ class SqlCanonSnapshot(CanonSnapshot):
                  kept: dict[tuple[Any, ...], Any] | None = None, story: str | None = None) -> None:
         """``kept``: the reader's answers to the reads of ``KEPT``, kept for ``story`` (the one
         story whose position this snapshot reads) by build and position; None keeps none."""
-        self.c = conn
+        self.conn = conn
         self._lore = {} if lore is None else lore
         self._kept, self._story = kept, story
         self._tag = tag
         self._row_types = {} if row_types is None else row_types
-        self.q = statements
+        self.statements = statements
         self.position = position  # the log position this snapshot's read model reflects
         # PostgreSQL: the driver's connection, in the same transaction as ``conn``
         postgres = conn.dialect.name == "postgresql"
@@ -431,13 +430,14 @@ class SqlCanonSnapshot(CanonSnapshot):
         then answer from what was fetched. A read kept by the reader (``KEPT``) sends none."""
         if self._driver is None:
             return  # SQLite is in-process: a statement costs no round trip
-        wanted = [(self.q[statement], params) for call in calls if self._kept_answer(_first(call), call.args) is None
+        wanted = [(self.statements[statement], params) for call in calls
+                  if self._kept_answer(_first(call), call.args) is None
                   for statement, params in _first(call)(*call.args)]
         cursors = []
         with self._driver.pipeline():
             for prepared, params in wanted:
                 cursor = self._driver.cursor(row_factory=driver_sql.named)
-                driver_sql.execute(cursor, self.c, prepared, params)
+                driver_sql.execute(cursor, self.conn, prepared, params)
                 cursors.append(cursor)
         for (prepared, params), cursor in zip(wanted, cursors):
             self._ahead[_key(prepared, params)] = cursor.fetchall()
@@ -445,7 +445,7 @@ class SqlCanonSnapshot(CanonSnapshot):
 
     def _rows(self, statement: Statement, **params: Any) -> list[Any]:
         """The rows of ``statement``, each readable by column name."""
-        prepared = self.q[statement]
+        prepared = self.statements[statement]
         if self._ahead:
             rows: list[Any] | None = self._ahead.pop(_key(prepared, params), None)
             if rows is not None:
@@ -458,7 +458,7 @@ class SqlCanonSnapshot(CanonSnapshot):
                 row = self._row_types[statement] = cast(
                     "type[NamedTuple]", namedtuple(statement.name, [d[0] for d in cursor.description]))
             return list(map(row._make, cursor.fetchall()))
-        return driver_sql.driver_rows(self.c, prepared, params, named_rows=True)
+        return driver_sql.driver_rows(self.conn, prepared, params, named_rows=True)
 
     @property
     def unused_prefetch(self) -> int:
@@ -632,7 +632,7 @@ class SqlCanonSnapshot(CanonSnapshot):
         answer = None if key is None or self._kept is None else self._kept.get(key)
         if answer is not None and self._ahead:  # kept since a prefetch sent it: that result goes unused
             for statement, params in read(*args):
-                self._ahead.pop(_key(self.q[statement], params), None)
+                self._ahead.pop(_key(self.statements[statement], params), None)
         return answer
 
     def _keep(self, read: Callable[..., Statements], args: tuple[Any, ...], answer: Any) -> None:

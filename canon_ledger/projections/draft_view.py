@@ -19,7 +19,7 @@ class SqlDrafts(Drafts):
         self.authoring = authoring
 
     def draft(self, story_id: str, draft_id: str, target: int) -> DraftView | None:
-        self.authoring.reach(target)
+        self.authoring.ensure_reflects(target)
         with self.authoring.read_engine.begin() as conn:
             tables = self.authoring.tables(self.authoring.active(conn))
             key = {"story": story_id, "draft": draft_id}

@@ -44,7 +44,7 @@ _EXPANDED: dict[tuple[str, tuple[tuple[str, int], ...]], str] = {}
 def sqlite_params(sql: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """``for_sqlite``'s SQL and ``params`` as sqlite3 takes them: each list's ``(:name)`` spelled
     out as one parameter per item (SQLite plans an IN list of values on the index; a JSON
-    array read through ``json_each`` made the keys read five times slower at chapter 1,000)."""
+    array read through ``json_each`` made the keys' read slower: docs/benchmarks.md)."""
     lists = tuple((k, len(v)) for k, v in params.items() if isinstance(v, list))
     if not lists:
         return sql, params

@@ -45,7 +45,7 @@ class KnowledgeProjection:
     partitioning = BY_COLLECTION  # every row is a collection's; workers may split a build by it
 
     def __init__(self, tables: KnowledgeTables, tokens: TokenCounter) -> None:
-        self.t = tables
+        self.tables = tables
         self.tokens = tokens
         self.topics = stored_topics(*self.HANDLED)
         self._restale = self._staleness_statement()
@@ -65,7 +65,7 @@ class KnowledgeProjection:
     # -- documents and chunks -------------------------------------------------------------
     @on.register
     def _(self, event: Document.Ingested, position: int) -> list[Op]:
-        ops: list[Op] = [Upsert(self.t.documents, {"collection_id": event.collection_id,
+        ops: list[Op] = [Upsert(self.tables.documents, {"collection_id": event.collection_id,
                                                    "document_id": event.document_id,
                                                    "title": event.title, "source": position})]
         ops += self._topics(event.collection_id, event.document_id, event.sections, position)
@@ -78,8 +78,8 @@ class KnowledgeProjection:
     @on.register
     def _(self, event: Document.Restructured, position: int) -> list[Op]:
         key = {"collection_id": event.collection_id, "document_id": event.document_id}
-        ops: list[Op] = [Upsert(self.t.documents, {**key, "title": event.title, "source": position}),
-                         Delete(self.t.topics, key)]
+        ops: list[Op] = [Upsert(self.tables.documents, {**key, "title": event.title, "source": position}),
+                         Delete(self.tables.topics, key)]
         return ops + self._topics(event.collection_id, event.document_id, event.sections, position)
 
     @on.register
@@ -90,14 +90,14 @@ class KnowledgeProjection:
 
     @on.register
     def _(self, event: Document.ChunkEdited, position: int) -> list[Op]:
-        return [Update(self.t.chunks, {"collection_id": event.collection_id, "chunk_id": event.chunk_id},
+        return [Update(self.tables.chunks, {"collection_id": event.collection_id, "chunk_id": event.chunk_id},
                        {"text": event.text, "hash": event.hash, "tokens": self.tokens.count(event.text),
                         "source": position}),
                 self._recompute(event.collection_id, topic_of(event.chunk_id.rsplit("/", 1)[0]), position)]
 
     @on.register
     def _(self, event: Document.ChunkRemoved, position: int) -> list[Op]:
-        return [Update(self.t.chunks, {"collection_id": event.collection_id, "chunk_id": event.chunk_id},
+        return [Update(self.tables.chunks, {"collection_id": event.collection_id, "chunk_id": event.chunk_id},
                        {"removed": True, "source": position}),
                 self._recompute(event.collection_id, topic_of(event.chunk_id.rsplit("/", 1)[0]), position)]
 
@@ -106,11 +106,11 @@ class KnowledgeProjection:
         c = chunk_chapter(event.story_id, event.chapter, event.text, self.tokens)
         collection, document_id, title, sections, chunks = c.collection, c.document_id, c.title, c.sections, c.chunks
         ops: list[Op] = [
-            Upsert(self.t.documents, {"collection_id": collection, "document_id": document_id, "title": title,
+            Upsert(self.tables.documents, {"collection_id": collection, "document_id": document_id, "title": title,
                                       "source": position}),
-            Delete(self.t.topics, {"collection_id": collection, "document_id": document_id}),
+            Delete(self.tables.topics, {"collection_id": collection, "document_id": document_id}),
             # A later accepted draft replaces the chapter's text: its old chunks go first.
-            Update(self.t.chunks, {"collection_id": collection, "document_id": document_id},
+            Update(self.tables.chunks, {"collection_id": collection, "document_id": document_id},
                    {"removed": True, "source": position}),
         ]
         ops += self._topics(collection, document_id, [{"section_id": s.section_id, "breadcrumb": list(s.breadcrumb)}
@@ -127,14 +127,14 @@ class KnowledgeProjection:
             if topic in seen:
                 continue
             seen.add(topic)
-            ops.append(Upsert(self.t.topics, {"collection_id": collection, "topic_id": topic, "document_id": document_id,
+            ops.append(Upsert(self.tables.topics, {"collection_id": collection, "topic_id": topic, "document_id": document_id,
                                               "title": " > ".join(s["breadcrumb"][:TOPIC_DEPTH + 1]),
                                               "ordinal": len(seen),
                                               "source": p}))
         return ops
 
     def _chunk_row(self, collection: str, document_id: str, chunk: dict[str, Any], p: int) -> Upsert:
-        return Upsert(self.t.chunks, {
+        return Upsert(self.tables.chunks, {
             "collection_id": collection, "chunk_id": chunk["chunk_id"], "document_id": document_id,
             "topic_id": topic_of(chunk["section_id"]), "section_id": chunk["section_id"], "ordinal": chunk["ordinal"],
             "text": chunk["text"], "hash": chunk["hash"], "tokens": self.tokens.count(chunk["text"]),
@@ -147,14 +147,14 @@ class KnowledgeProjection:
         page = event.page
         key = {"collection_id": event.collection_id, "topic_id": event.topic_id}
         ops: list[Op] = [
-            Upsert(self.t.pages, {**key, "title": page["title"], "tldr": page["tldr"], "body": page["body"],
+            Upsert(self.tables.pages, {**key, "title": page["title"], "tldr": page["tldr"], "body": page["body"],
                                   "tags": list(page["tags"]), "wikilinks": list(page["wikilinks"]),
                                   "method": page["method"], "source_set_hash": page["source_set_hash"],
                                   "embedding_key": page.get("embedding_key"), "embedding": page.get("embedding"),
                                   "compiled": position, "edited": 0, "set_changed": 0, "drift_since": None}),
-            Delete(self.t.page_sources, key),
+            Delete(self.tables.page_sources, key),
         ]
-        ops += [Upsert(self.t.page_sources, {**key, "chunk_id": s["chunk_id"], "hash_at_compile": s["hash"]})
+        ops += [Upsert(self.tables.page_sources, {**key, "chunk_id": s["chunk_id"], "hash_at_compile": s["hash"]})
                 for s in page["sources"]]
         return ops + [self._recompute(event.collection_id, event.topic_id, position)]
 
@@ -165,7 +165,7 @@ class KnowledgeProjection:
         return Run("restale", self._restale, {"c": collection, "t": topic, "p": position})
 
     def _staleness_statement(self) -> Any:
-        pages, sources, chunks = self.t.pages, self.t.page_sources, self.t.chunks
+        pages, sources, chunks = self.tables.pages, self.tables.page_sources, self.tables.chunks
         c: BindParameter[Any] = bindparam("c")
         t: BindParameter[Any] = bindparam("t")
         edited = (

@@ -79,8 +79,8 @@ class TextCounts:
     """Texts each log entry brings one retrieval model (to index or to embed), by collection.
     A pure function of the entry, and an entry's position never changes: so each is decoded
     and chunked once per process, not again by every status read and every request while a
-    worker catches up (re-chunking the pending chapters was most of such a packet's time:
-    docs/benchmarks.md, issue 18). A page that arrives with the embedding it was compiled with
+    worker catches up (re-chunking the pending chapters would dominate such a packet's time:
+    docs/benchmarks.md). A page that arrives with the embedding it was compiled with
     needs no embedding. Keeps the last ``LIMIT`` entries."""
 
     LIMIT = 20_000

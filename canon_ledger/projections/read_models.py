@@ -111,7 +111,8 @@ def _version_of(tag: str) -> int | None:
 
 class ReadModels(Freshness):
     """One projection's builds in one database. Its four ways to ask for a current read model
-    (``catch_up``, ``reach``, ``knows``, ``reflects``) are told apart in ``runner``'s docstring."""
+    (``catch_up_serving``, ``ensure_reflects``, ``known_to_reflect``, ``snapshot_reflects``) are
+    told apart in ``runner``'s docstring."""
 
     def __init__(self, spec: ProjectionSpec, log: EventLog, write_engine: Engine, read_engine: Engine,
                  page_size: int = PAGE_SIZE) -> None:
@@ -140,7 +141,7 @@ class ReadModels(Freshness):
                                                      share.c.partition == bindparam("partition")))
                               .where(r.c.projection == spec.name))
         self._partitions: dict[str, PartitionRunner] = {}
-        log.watch(self._appended)  # what this process appends, for ``reach`` and ``reflects``
+        log.watch(self._appended)  # what this process appends, for ``ensure_reflects`` and ``snapshot_reflects``
 
     # -- builds ----------------------------------------------------------------------------
     def tables(self, build: Build) -> Any:
@@ -227,7 +228,7 @@ class ReadModels(Freshness):
             self.runner(build).partitioned = bool(row[4])
         return build, max(row[2] or 0, row[3] or 0)
 
-    def catch_up(self, target: int | None = None, progress: Progress | None = None) -> int:
+    def catch_up_serving(self, target: int | None = None, progress: Progress | None = None) -> int:
         """Bring the serving build up to ``target`` (default: the log's end);
         ``progress(reached, goal)`` after each page."""
         with self._lock:
@@ -247,22 +248,24 @@ class ReadModels(Freshness):
         """The runner of the build this process last saw serving (None before any read)."""
         return self._runners.get(self._serving) if self._serving else None
 
-    def knows(self, target: int) -> bool:
+    def known_to_reflect(self, target: int) -> bool:
         """Does this process already know that the serving build reflects ``target``? Its
         tracking row never moves back, not even across a switch (a new build serves only once
         caught up to the log's end), so what a catch-up or an append taught stays true."""
         runner = self._serving_runner()
         return runner is not None and target <= runner.memory.reflected_up_to
 
-    def reach(self, target: int, partition: str | None = None) -> int:
-        """``catch_up(target)``, with no read at all when this process ``knows`` it is done, and
-        without first reading the build and its tracking row when it has caught this build up
-        before: the page is read from where it left the row, and claimed only if the row is
-        still there (``ProjectionRunner.step``); else the step reads the row itself.
+    def ensure_reflects(self, target: int, partition: str | None = None) -> int:
+        """Make the serving build reflect the log up to ``target`` (read-your-writes):
+        ``catch_up_serving(target)``, with no read at all when this process knows it is done
+        (``known_to_reflect``), and without first reading the build and its tracking row when it
+        has caught this build up before: the page is read from where it left the row, and
+        claimed only if the row is still there (``ProjectionRunner.step``); else the step reads
+        the row itself.
 
         ``partition`` (a story): all the caller will read. When workers split the build, only
         that story is caught up (``catch_up_partition``), never the other stories' backlog."""
-        if self.knows(target):
+        if self.known_to_reflect(target):
             return target
         with self._lock:
             runner = self._serving_runner()
@@ -280,7 +283,7 @@ class ReadModels(Freshness):
                     return runner.catch_up(target, start=runner.at)
                 except BuildGone:
                     pass  # a rebuild switched builds and dropped this one: find the serving one
-            return self.catch_up(target)
+            return self.catch_up_serving(target)
 
     def splittable(self) -> bool:
         """Can workers split this model's builds (``partitioning``)?"""
@@ -336,7 +339,7 @@ class ReadModels(Freshness):
                 out[story] = out.get(story, 0) + n
         return out
 
-    def reflects(self, position: int, target: int) -> bool:
+    def snapshot_reflects(self, position: int, target: int) -> bool:
         """Does the serving build, read at tracking ``position``, reflect the log up to ``target``?"""
         runner = self._serving_runner()
         return position >= target or (runner is not None and runner.memory.reflects(position, target))

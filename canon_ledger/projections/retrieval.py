@@ -305,9 +305,9 @@ class VectorProjection(_IndexProjection):
 
 
 def catch_up_vectors(models: Any, target: int | None = None, progress: Any = None) -> int:
-    """``ReadModels.catch_up`` for the vector read model, with the backlog embedded first,
+    """``ReadModels.catch_up_serving`` for the vector read model, with the backlog embedded first,
     outside the write transaction (``models`` is its ``projections.read_models.ReadModels``)."""
-    if target is not None and models.knows(target):
+    if target is not None and models.known_to_reflect(target):
         return target
     goal = models.log.position() if target is None else target
     with models.read_engine.begin() as conn:

@@ -19,17 +19,17 @@ the runner asks it before reading and tells it what each catch-up found.
 
 Entry points, on ``read_models.ReadModels`` (none is a synonym of another):
 
-- ``catch_up(target=None, progress=None)``: the full catch-up. Reads which build serves and
-  its tracking position, then ``ProjectionRunner.catch_up`` pages events into it until it
-  reflects ``target`` (default: the log's end); ``progress(reached, goal)`` after each page.
-  For the worker, ``canon rebuild`` and tests.
-- ``reach(target)``: the same outcome for a request that must see its own writes, at the
-  least cost: nothing at all when ``knows(target)``; else the catch-up starts from where
-  this process last left the tracking row (the page is claimed only if the row is still
-  there), falling back to ``catch_up``.
-- ``knows(target)``: no I/O. Has this process already learnt that the serving build
-  reflects ``target``?
-- ``reflects(position, target)``: no I/O. Does the serving build, read at tracking
+- ``catch_up_serving(target=None, progress=None)``: the full catch-up. Reads which build
+  serves and its tracking position, then ``ProjectionRunner.catch_up`` pages events into it
+  until it reflects ``target`` (default: the log's end); ``progress(reached, goal)`` after
+  each page. For the worker, ``canon rebuild`` and tests.
+- ``ensure_reflects(target)``: the same outcome for a request that must see its own writes,
+  at the least cost: nothing at all when ``known_to_reflect(target)``; else the catch-up
+  starts from where this process last left the tracking row (the page is claimed only if the
+  row is still there), falling back to ``catch_up_serving``.
+- ``known_to_reflect(target)``: no I/O. Has this process already learnt that the serving
+  build reflects ``target``?
+- ``snapshot_reflects(position, target)``: no I/O. Does the serving build, read at tracking
   ``position`` in the caller's own snapshot, reflect ``target``?
 """
 
@@ -307,7 +307,7 @@ class ProjectionRunner:
         # The first page is read before the write transaction: a packet request's catch-up
         # mostly finds one event or none, and then this is its only read of the log (none at
         # all when this process appended them).
-        first_page = self.memory.held(position, goal, self.log.decode)
+        first_page = self.memory.events_between(position, goal, self.log.decode)
         if first_page is None:
             first_page = self.log.read(position + 1, self.page_size, goal, self.projection.topics)
         if not first_page and goal - position <= QUIET_GAP:

@@ -122,9 +122,10 @@ class LogMemory:
         if len(own.records) > self.limit:
             self.own = None
 
-    def held(self, position: int, goal: int, decode: Callable[[Any], Any]) -> list[tuple[int, Any]] | None:
+    def events_between(self, position: int, goal: int,
+                       decode: Callable[[Any], Any]) -> list[tuple[int, Any]] | None:
         """The projection's events in (position, goal], as ``decode`` gives them from their
-        records, if every one of them is held; else None (the log must be read)."""
+        records, if every one of them is held in memory; else None (the log must be read)."""
         own = self.own
         if own is None or goal > own.last or not self.quiet.reflects(position, own.after):
             return None

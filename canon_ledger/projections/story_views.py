@@ -60,7 +60,7 @@ class StoryViews:
                          WHERE p.story_id = s.story_id AND p.status = 'proposed') AS proposals_proposed
                   FROM {t['stories']} s
                  ORDER BY s.story_id""")
-        for r in rows:  # the same count under its old name, for clients written before issue 38
+        for r in rows:  # the same count under its old name (``pending_proposals``), for older clients
             r["pending_proposals"] = r["proposals_proposed"]
         return [r for r in rows if not only or r["story_id"] in only]
 
@@ -179,7 +179,7 @@ class StoryViews:
         return {"story_id": story_id, **chapter}
 
     def who_knows(self, story_id: str, chapter: int) -> dict[str, list[dict[str, Any]]]:
-        """Who knows what as of ``chapter`` (issue 43), in one transaction: ``secrets``, the entries
+        """Who knows what as of ``chapter``, in one transaction: ``secrets``, the entries
         whose version in force then has ``secret`` true (kind, key, step, valid_from, name,
         hidden_until, text, source; by kind and key); ``knowledge``, every record of one of them
         from a chapter up to ``chapter`` (kind, key, character, chapter, how, source); ``pov``, the
@@ -210,7 +210,7 @@ class StoryViews:
         return {"secrets": secrets, "knowledge": knowledge, "pov": pov, "characters": characters}
 
     def knowledge_of(self, story_id: str, character: str, chapter: int) -> dict[str, Any] | None:
-        """What ``character`` knows as of ``chapter`` (issue 43), or None if no character of that
+        """What ``character`` knows as of ``chapter``, or None if no character of that
         key was ever confirmed in the story: ``character``, its version in force then (step,
         valid_from, name, hidden_until, source; None if none is, or a retirement), and ``knows``,
         its every knowledge record from a chapter up to ``chapter`` (kind, key, chapter, how,

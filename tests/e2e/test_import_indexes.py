@@ -134,7 +134,7 @@ def test_no_index_leaves_it_to_the_next_packet_or_search_which_say_what_it_cost(
 
 
 def test_an_import_leaves_the_indexing_to_a_running_worker(store_url: str, book: str) -> None:
-    services = bootstrap(store_url, embedder="hashing", fed=True)
+    services = bootstrap(store_url, embedder="hashing", indexed_by_worker=True)
     worker = ProjectionWorker(services).start()
     try:
         names = [services.read_models[n].spec.name for n in MODELS]

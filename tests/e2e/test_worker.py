@@ -35,7 +35,7 @@ def story_commands(story: str, chapters: int, entries: int, seed: int = 7) -> li
 
 
 def load(url: str, commands: list[dict[str, Any]], batch: int = 250) -> int:
-    services = bootstrap(url, fed=True, embedder="hashing")
+    services = bootstrap(url, indexed_by_worker=True, embedder="hashing")
     try:
         parsed = [parse_command(c) for c in commands]
         for i in range(0, len(parsed), batch):
@@ -97,7 +97,7 @@ def watched(url: str, read: Callable[[Any], dict[str, int]], every: float) -> It
     stop = threading.Event()
 
     def sample() -> None:
-        watcher = bootstrap(url, fed=True, embedder="hashing")
+        watcher = bootstrap(url, indexed_by_worker=True, embedder="hashing")
         try:
             while not stop.is_set():
                 samples.append(read(watcher))
@@ -139,7 +139,7 @@ def test_a_worker_killed_at_random_points_resumes_to_what_a_rebuild_gives(store_
     end = load(store_url, first)
     step = len(rest) // rounds + 1
     log = tmp_path / "worker.log"
-    services = bootstrap(store_url, fed=True, embedder="hashing")
+    services = bootstrap(store_url, indexed_by_worker=True, embedder="hashing")
     kills_while_behind = 0
     seen: dict[str, int] = {}
     try:
@@ -183,7 +183,7 @@ def test_a_worker_killed_at_random_points_resumes_to_what_a_rebuild_gives(store_
 def test_two_workers_share_three_stories_and_one_survives_the_others_death(pg_url: str, tmp_path: Path) -> None:
     for story in ("north", "south", "east"):
         load(pg_url, story_commands(story, chapters=60, entries=600, seed=hash(story) % 1000))
-    services = bootstrap(pg_url, fed=True, embedder="hashing")
+    services = bootstrap(pg_url, indexed_by_worker=True, embedder="hashing")
     log = tmp_path / "workers.log"
     with watched(pg_url, positions, 0.05) as samples:
         a = worker(pg_url, "--page-size", "50", log=log)
@@ -208,7 +208,7 @@ def test_two_workers_share_three_stories_and_one_survives_the_others_death(pg_ur
 
 def test_status_counts_the_backlog_and_a_worker_clears_it(store_url: str, tmp_path: Path) -> None:
     load(store_url, story_commands("small", chapters=6, entries=60))
-    services = bootstrap(store_url, fed=True, embedder="hashing")
+    services = bootstrap(store_url, indexed_by_worker=True, embedder="hashing")
     try:
         before = services.status()
         assert before["canon"].pending > 0 and before["vectors"].texts > 0 and before["vectors"].seconds >= 0

@@ -86,7 +86,7 @@ def finish(proc: Any, log: Path, timeout: float = 600) -> None:
 
 def test_two_split_workers_apply_each_share_s_events_exactly_once(pg_url: str, tmp_path: Path) -> None:
     load_stories(pg_url)
-    services = bootstrap(pg_url, fed=True, embedder="hashing")
+    services = bootstrap(pg_url, indexed_by_worker=True, embedder="hashing")
     try:
         logs = [tmp_path / "a.log", tmp_path / "b.log"]
         procs = [worker(pg_url, "--split", "--split-after", "0", "--page-size", "100", "--once", log=log)
@@ -113,7 +113,7 @@ def test_two_split_workers_apply_each_share_s_events_exactly_once(pg_url: str, t
 @pytest.mark.slow
 def test_a_killed_split_worker_s_stories_are_taken_over_and_end_as_a_rebuild(pg_url: str, tmp_path: Path) -> None:
     load_stories(pg_url, chapters=60)
-    services = bootstrap(pg_url, fed=True, embedder="hashing")
+    services = bootstrap(pg_url, indexed_by_worker=True, embedder="hashing")
     log = tmp_path / "workers.log"
     a = worker(pg_url, "--split", "--split-after", "0", "--page-size", "50", log=log)
     b = worker(pg_url, "--split", "--split-after", "0", "--page-size", "50", "--once", log=log)

@@ -85,7 +85,7 @@ def test_commands_at_every_bound_project_on_both_stores_without_quarantine(store
         results = s.ledger.apply([parse_command(c) for c in _commands()])
         assert [r.status for r in results] == ["applied"] * len(results), [r.as_dict() for r in results if not r.ok]
         for name in ("canon", "authoring", "knowledge", "retrieval"):
-            s.read_models[name].catch_up()
+            s.read_models[name].catch_up_serving()
         s.catch_up_retrieval()
         assert s.quarantined() == []
         story = _commands()[0]["story_id"]

@@ -49,18 +49,18 @@ def s(store_url: str) -> Any:
               "hidden_until": 2, "recall": {"keys": ["the grey witch", "/wit+ch/i", "Ilsa"]}, "history": LONG,
               "nodes": [], "lorebook": {"entry": {}}, "secret": True, "titles": ["a", "b"], "kin": {"mother": "Ada"}},
              aliases=("the apprentice",))
-    services.canon.catch_up()
+    services.canon.catch_up_serving()
     _version(services, "character", "ilse", "Ilse", 5, {"eyes": "grey", "age": 18, "state": "witch"},
              aliases=("the grey witch",))
     _retire(services, "character", "ilse", 9)
-    services.canon.catch_up()
+    services.canon.catch_up_serving()
     _version(services, "character", "ilse", "Ilse", 3, {"eyes": "grey", "age": 17, "state": "journeywoman"})
     # The mere: superseded before it took effect (a second version from the same chapter).
     _version(services, "location", "mere", "The Mere", 4, {"depth": 40})
     _version(services, "location", "mere", "The Mere", 4, {"depth": 41})
     # Another kind with the same key, never asked for: the pairs are exact.
     _version(services, "item", "ilse", "Ilse's ring", 1, {"metal": "gold"})
-    services.canon.catch_up()
+    services.canon.catch_up_serving()
     yield services
     services.close()
 

@@ -104,13 +104,13 @@ def _spent(services: Any, start: int = 1, kind: str | None = None) -> list[dict[
 
 
 def _pages(services: Any) -> list[Any]:
-    services.knowledge.catch_up()
+    services.knowledge.catch_up_serving()
     with services.knowledge_reader.snapshot() as snap:
         return snap.pages()
 
 
 def _lint(services: Any) -> Any:
-    services.knowledge.catch_up()
+    services.knowledge.catch_up_serving()
     with services.knowledge_reader.snapshot() as snap:
         return lint(snap)
 

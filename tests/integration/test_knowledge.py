@@ -46,7 +46,7 @@ def _edit(services, chunk_id: str, text: str):
 
 
 def _lint(services):
-    services.knowledge.catch_up()
+    services.knowledge.catch_up_serving()
     with services.knowledge_reader.snapshot() as snap:
         return lint(snap)
 
@@ -115,7 +115,7 @@ def test_nightly_drains_oldest_drift_first_and_stops_at_the_budget(services) -> 
 
 def test_accepted_chapter_text_is_chunked_and_drafts_never_are(services) -> None:
     apply_demo(services)
-    services.knowledge.catch_up()
+    services.knowledge.catch_up_serving()
     with services.knowledge_reader.snapshot() as snap:
         topics = snap.topics("story:lamplight")
         texts = [c.text for t in topics for c in snap.topic_chunks("story:lamplight", t.topic_id)]

@@ -54,7 +54,7 @@ def s(store_url: str) -> Any:
             "pov": "mira"},
            {"type": "add_scene_card", "chapter": 12, "scene_id": "b", "summary": "The steward alone.",
             "characters": ["steward"], "locations": [], "threads": [], "callbacks": [], "items": []})
-    services.canon.catch_up()
+    services.canon.catch_up_serving()
     yield services
     services.close()
 
@@ -93,7 +93,7 @@ def test_what_characters_know_as_of_a_chapter(s: Any) -> None:
     _apply(s, know("mira", "steward", 12, "told by Harl"))
     _apply(s, know("harl", "steward", 3, "deduced"), know("mira", "vault", 2, "overheard", kind="location"),
            know("steward", "steward", 3, "his own secret"))
-    s.canon.catch_up()
+    s.canon.catch_up_serving()
     vault = Known("mira", "location", "vault", 2, "overheard", _at(s, "mira", "vault", 2, "overheard"))
     assert _known(s, 1) == []
     harl = Known("harl", "character", "steward", 3, "deduced", _at(s, "harl", "steward", 3, "deduced"))
@@ -116,14 +116,14 @@ def test_what_characters_know_as_of_a_chapter(s: Any) -> None:
 
 def test_a_correction_replaces_the_record(s: Any) -> None:
     _apply(s, know("mira", "steward", 12, "told by Harl"))
-    s.canon.catch_up()
+    s.canon.catch_up_serving()
     _apply(s, know("mira", "steward", 9, "overheard"))
-    s.canon.catch_up()
+    s.canon.catch_up_serving()
     assert _known(s, 9) == [Known("mira", "character", "steward", 9, "overheard", _at(s, "mira", "steward", 9,
                                                                                     "overheard"))]
     # Two corrections in one page (one atomic batch): the later holds.
     _apply(s, know("mira", "steward", 20, "read it"), know("mira", "steward", 15, "told by Harl"))
-    s.canon.catch_up()
+    s.canon.catch_up_serving()
     later = _at(s, "mira", "steward", 15, "told by Harl")
     assert later > _at(s, "mira", "steward", 20, "read it")
     assert _known(s, 14) == []
@@ -132,14 +132,14 @@ def test_a_correction_replaces_the_record(s: Any) -> None:
     result = s.ledger.apply([parse_command({"command_id": "again", "story_id": STORY,
                                             **know("mira", "steward", 15, "told by Harl")})])
     assert result[0].status == "unchanged"
-    s.canon.catch_up()
+    s.canon.catch_up_serving()
     assert _known(s, 15)[0].source == later
 
 
 def test_a_rebuild_and_the_audit_s_scratch_build_read_the_same(s: Any) -> None:
     _apply(s, know("mira", "steward", 12, "told by Harl"), know("harl", "steward", 3, "deduced"))
     _apply(s, know("mira", "steward", 9, "overheard"))
-    s.canon.catch_up()
+    s.canon.catch_up_serving()
     with s.packets.reader.snapshot(STORY) as snap:
         before = (snap.knowledge(STORY, 50), snap.scenes(STORY, 12), snap.entries_by_key(STORY, 12, ("steward",)))
     assert len(before[0]) == 2 and before[1][0].pov == "mira" and before[2][0].secret

@@ -43,7 +43,7 @@ class GatedEmbedder:
 @pytest.fixture
 def fed(store_url):
     embedder = GatedEmbedder()
-    services = bootstrap(store_url, embedder=embedder, fed=True)
+    services = bootstrap(store_url, embedder=embedder, indexed_by_worker=True)
     worker = ProjectionWorker(services)
     yield services, worker, embedder
     embedder.gate.set()

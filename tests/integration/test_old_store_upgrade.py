@@ -165,7 +165,7 @@ def test_an_old_release_s_store_is_refused_until_rebuilt_then_serves_and_audits(
             (2, {"type": "record_knowledge", "character": "oskar", "kind": "character", "key": "ilse", "chapter": 4,
                  "how": "saw her licence"}))])
         assert [r.status for r in results] == ["applied", "applied"], [r.as_dict() for r in results]
-        services.canon.catch_up()
+        services.canon.catch_up_serving()
         with services.packets.reader.snapshot(STORY) as snap:
             assert [(c.scene_id, c.pov) for c in snap.scenes(STORY, 5)] == [("5a", None), ("5z", "oskar")]
             assert [(k.character, k.key, k.chapter, k.how) for k in snap.knowledge(STORY, 5)] == [

@@ -42,7 +42,7 @@ def test_wiki_pages_enter_packets_only_while_lint_is_green(rs_demo) -> None:
     assert rs_demo.auditor.audit(green.packet_id).ok  # page TLDRs rebuilt from their PageCompiled events
 
     _replace_chapter_2(rs_demo)  # chapter 2's page now cites a chunk that changed: stale
-    rs_demo.knowledge.catch_up()
+    rs_demo.knowledge.catch_up_serving()
     with rs_demo.knowledge_reader.snapshot() as k:
         assert not lint(k, COLLECTION).green
     red = rs_demo.packets.packet(Request(STORY, "writer", 5))

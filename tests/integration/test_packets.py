@@ -236,7 +236,7 @@ def test_a_request_after_a_recorded_packet_reads_one_snapshot_and_no_log(demo, m
     first = demo.packets.packet(Request(STORY, "writer", 5))
     calls = []
     _spy(monkeypatch, demo.ledger, "read", calls)
-    _spy(monkeypatch, demo.canon, "catch_up", calls)
+    _spy(monkeypatch, demo.canon, "catch_up_serving", calls)
     _spy(monkeypatch, demo.packets.reader, "snapshot", calls)
     again = demo.packets.packet(Request(STORY, "writer", 5, budget=first.budget - 1))  # records another
     latest = demo.packets.packet(Request(STORY, "writer", 5))
@@ -320,8 +320,9 @@ def test_a_process_that_finds_the_model_caught_up_stops_checking(demo, store_url
     try:
         first = other.packets.packet(Request(STORY, "writer", 5), record=False)
         calls = []
-        real = other.canon.catch_up
-        monkeypatch.setattr(other.canon, "catch_up", lambda *a, **k: calls.append("catch_up") or real(*a, **k))
+        real = other.canon.catch_up_serving
+        monkeypatch.setattr(other.canon, "catch_up_serving",
+                            lambda *a, **k: calls.append("catch_up") or real(*a, **k))
         again = other.packets.packet(Request(STORY, "writer", 5), record=False)
         assert calls == [] and again.packet_id == first.packet_id
     finally:
@@ -348,15 +349,15 @@ def test_active_threads_are_read_from_the_partial_index(demo):
 
     demo.packets.packet(Request(STORY, "writer", 5), record=False)
     with demo.packets.reader.snapshot() as snap:
-        stmt = snap.q[canon_view.ACTIVE_ENTRIES_OF_KIND]
+        stmt = snap.statements[canon_view.ACTIVE_ENTRIES_OF_KIND]
         params = {"story": STORY, "chapter": 5, "kind": "thread"}
-        if snap.c.dialect.name == "sqlite":  # the SQL text sqlite3 runs
+        if snap.conn.dialect.name == "sqlite":  # the SQL text sqlite3 runs
             sql = str(stmt)
-            plan = snap.c.connection.driver_connection.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
+            plan = snap.conn.connection.driver_connection.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
         else:
-            compiled = stmt.compile(dialect=snap.c.dialect)
+            compiled = stmt.compile(dialect=snap.conn.dialect)
             sql = str(compiled)
-            plan = snap.c.exec_driver_sql("EXPLAIN " + sql, compiled.construct_params(params)).all()
+            plan = snap.conn.exec_driver_sql("EXPLAIN " + sql, compiled.construct_params(params)).all()
     assert any("_active" in str(row) for row in plan), plan
     # A server-side prepared statement (psycopg prepares repeated queries) is planned without
     # its parameters' values: the condition must be literal in the SQL itself.
@@ -398,7 +399,7 @@ def test_a_build_switched_and_dropped_by_another_process_is_found_again(demo, st
         other.close()
     result = _summary(demo, "after-switch-1", "AFTER-SWITCH-MARKER")
     looked_up = []
-    _spy(monkeypatch, demo.canon, "catch_up", looked_up)
+    _spy(monkeypatch, demo.canon, "catch_up_serving", looked_up)
     latest = demo.packets.packet(Request(STORY, "writer", 5), after=result.position)
     assert "AFTER-SWITCH-MARKER" in latest.to_json()
     assert looked_up  # the dropped build sent it to the registry
@@ -445,7 +446,7 @@ def test_a_writer_packet_reaches_postgresql_in_few_round_trips(demo, monkeypatch
         monkeypatch.setattr(psycopg.Cursor, "execute", execute)
         compile_packet(snap, Request(STORY, "writer", 5), demo.packets.tokens)
         monkeypatch.undo()
-        postgres = snap.c.dialect.name == "postgresql"
+        postgres = snap.conn.dialect.name == "postgresql"
     if postgres:
         assert len(batched) == 11 and len(alone) <= 4, (len(batched), alone)
     else:

@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_delivering_the_same_events_twice_leaves_the_tables_unchanged(services) -> None:
     apply_demo(services)
-    services.canon.catch_up()
+    services.canon.catch_up_serving()
     projection = services.canon.runner(services.canon.active()).projection
-    tables = projection.t
+    tables = projection.tables
     events = services.ledger.read(1, 100_000, None, projection.topics)
     with services.canon.write_engine.begin() as conn:
         caught_up = table_checksum(conn, tables)
@@ -42,7 +42,7 @@ def test_delivering_the_same_events_twice_leaves_the_tables_unchanged(services) 
 
 def test_the_checksum_sees_a_changed_row(services) -> None:
     apply_demo(services)
-    services.canon.catch_up()
+    services.canon.catch_up_serving()
     tables = services.canon.tables(services.canon.active())
     with services.canon.write_engine.begin() as conn:
         before = table_checksum(conn, tables)
@@ -53,11 +53,11 @@ def test_the_checksum_sees_a_changed_row(services) -> None:
 def test_catch_up_is_exactly_once_and_resumes(services) -> None:
     commands = demo_commands()
     services.ledger.apply(commands[:20])
-    first = services.canon.catch_up()
+    first = services.canon.catch_up_serving()
     assert first == services.ledger.position()
-    assert services.canon.catch_up() == first  # nothing new: nothing done
+    assert services.canon.catch_up_serving() == first  # nothing new: nothing done
     services.ledger.apply(commands[20:])
-    services.canon.catch_up()
+    services.canon.catch_up_serving()
     with services.canon.write_engine.begin() as conn:
         incremental = table_checksum(conn, services.canon.tables(services.canon.active()))
     # A fresh set of tables built in one go from the whole log matches the incremental build.
@@ -86,7 +86,7 @@ def test_a_page_read_before_another_catcher_moved_the_row_is_not_applied_again(s
         return result.position
 
     apply_demo(services)
-    services.canon.catch_up()
+    services.canon.catch_up_serving()
     runner = services.canon.runner(services.canon.active())
     start = runner.position()
     first = summary(1)
@@ -95,7 +95,7 @@ def test_a_page_read_before_another_catcher_moved_the_row_is_not_applied_again(s
     latest = summary(2)
     other = bootstrap(store_url)
     try:
-        assert other.canon.catch_up() == latest
+        assert other.canon.catch_up_serving() == latest
     finally:
         other.close()
     try:
@@ -103,7 +103,7 @@ def test_a_page_read_before_another_catcher_moved_the_row_is_not_applied_again(s
             assert runner.step(conn, first, (start, stale_page)) == latest
     except Unclaimed:
         assert services.canon.write_engine.dialect.name == "postgresql"
-    chapters = runner.projection.t.chapters
+    chapters = runner.projection.tables.chapters
     with services.canon.write_engine.begin() as conn:
         text = conn.execute(chapters.select().where(chapters.c.story_id == STORY, chapters.c.chapter == 4)).one()
     assert text.summary_text.endswith("SUMMARY-2") and runner.position() == latest
@@ -137,8 +137,8 @@ def test_compiling_a_packet_reads_only_canon_tables(services, monkeypatch) -> No
     import psycopg
 
     apply_demo(services)
-    services.canon.catch_up()
-    services.authoring.catch_up()
+    services.canon.catch_up_serving()
+    services.authoring.catch_up_serving()
     seen: list[str] = []
 
     def record(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
@@ -173,7 +173,7 @@ def test_compiling_a_packet_reads_only_canon_tables(services, monkeypatch) -> No
     from sqlalchemy import select
 
     drafts = services.authoring.tables(services.authoring.active()).drafts
-    services.authoring.catch_up()
+    services.authoring.catch_up_serving()
     with services.authoring.read_engine.begin() as conn:
         texts = [r.text for r in conn.execute(select(drafts.c.text))]
     assert any("DRAFT-REJECTED-MARKER" in t for t in texts)
@@ -233,4 +233,4 @@ def test_a_build_dropped_between_the_registry_read_and_the_catch_up_is_looked_up
         return real(self, *a, **k)
 
     monkeypatch.setattr(ProjectionRunner, "catch_up", once_gone)
-    assert services.canon.catch_up() == services.ledger.position() and raised
+    assert services.canon.catch_up_serving() == services.ledger.position() and raised

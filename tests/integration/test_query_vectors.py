@@ -66,7 +66,7 @@ def test_a_stored_query_vector_is_read_not_embedded_and_gives_the_same_packet(st
 
 
 def test_a_worker_embeds_a_newly_planned_chapter_s_queries_before_any_request(store_url: str) -> None:
-    services, counted = _services(store_url, fed=True)
+    services, counted = _services(store_url, indexed_by_worker=True)
     worker = ProjectionWorker(services)
     try:
         apply_demo(services)

@@ -87,7 +87,7 @@ def test_story_steps_and_a_whole_build_step_apply_each_event_once(stories: Any) 
     models.catch_up_partition("south", end)
     g, ahead = models.shares()
     assert g == 0 and set(ahead) == {"north", "south"}
-    models.catch_up(end)  # a whole-build step: skips what the story steps applied
+    models.catch_up_serving(end)  # a whole-build step: skips what the story steps applied
     assert applied.counts == Counter(canon_positions(services))  # every event once
     with models.read_engine.begin() as conn:
         assert tracked(conn, f"canon:{models.active().tag}") == end
@@ -108,7 +108,7 @@ def test_a_request_catches_up_its_own_story_only(stories: Any) -> None:
     assert g == 0 and ahead["north"] == end and ahead["south"] == end // 3 and "east" not in ahead
     assert services.status()["canon"].as_dict()["shares"] == {
         "north": {"position": end, "behind_positions": 0}, "south": {"position": end // 3, "behind_positions": end - end // 3}}
-    models.catch_up(end)
+    models.catch_up_serving(end)
     assert services.packets.packet(request, record=False).hash == packet.hash
 
 
@@ -118,7 +118,7 @@ def test_a_claim_of_appended_events_defers_to_a_story_step_that_took_them(pg_url
     try:
         commands = gen_story.for_story("north", seed=3, chapters=9, entries=90)
         load(writer, commands[:-200])
-        writer.canon.catch_up()  # the writer's runner knows the row: its next catch-up claims blind
+        writer.canon.catch_up_serving()  # the writer's runner knows the row: its next catch-up claims blind
         applied = Applied(writer)
         worked = Applied(other)
         start = writer.ledger.position()
@@ -126,7 +126,7 @@ def test_a_claim_of_appended_events_defers_to_a_story_step_that_took_them(pg_url
         end = writer.ledger.position()
         assert end > start
         other.canon.catch_up_partition("north", end)  # takes the writer's appends first
-        writer.canon.reach(end)  # its blind claim finds north ahead: rolled back, nothing repeated
+        writer.canon.ensure_reflects(end)  # its blind claim finds north ahead: rolled back, nothing repeated
         fresh = [p for p in canon_positions(writer) if p > start]
         assert fresh and not set(fresh) & set(applied.counts)
         assert worked.counts == Counter(fresh)
@@ -196,7 +196,7 @@ def test_a_collection_model_split_by_collection_applies_each_event_once(pg_url: 
         scoped = Principal("reader", "worker", ("north",))  # a key of one story sees its collection only
         assert set(status.as_dict(scoped.sees)["shares"]) == {"story:north"}
         assert "shares" not in status.as_dict(Principal("other", "worker", ("south",)).sees)
-        models.catch_up(end)  # a whole-build step: skips what the collection steps applied
+        models.catch_up_serving(end)  # a whole-build step: skips what the collection steps applied
         assert counts == Counter(p for p in model_positions(services, name) if p > start)  # every event once
         split = model_checksum(services, name)
         models.rebuild()
@@ -232,7 +232,7 @@ def test_an_embedder_outage_in_a_share_step_quarantines_nothing_and_is_retried(p
         assert ahead.get("guild", g) < end  # nothing committed for the share
         embedder.embed = real
         assert models.catch_up_partition("guild", end) == end
-        models.catch_up(end)
+        models.catch_up_serving(end)
         split = model_checksum(services, "vectors")
         models.rebuild()
         assert model_checksum(services, "vectors") == split

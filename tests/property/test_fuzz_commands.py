@@ -177,7 +177,7 @@ def test_no_hostile_line_escapes_as_an_exception_or_poisons_a_read_model(fuzz_st
         assert s.ledger.position() == before  # a refusal writes nothing
         return
     for name in ("canon", "authoring", "knowledge", "retrieval"):
-        s.read_models[name].catch_up()
+        s.read_models[name].catch_up_serving()
     assert s.quarantined() == [], f"an accepted command could not be projected: {line[:300]!r}"
 
 

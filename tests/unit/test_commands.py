@@ -8,7 +8,7 @@ from canon_ledger.domain.errors import InvalidCommand
 TYPES = {
     "start_story", "plan_chapter", "add_scene_card", "propose_canon", "confirm_canon", "reject_canon",
     "retire_canon", "submit_draft", "accept_draft", "reject_draft", "record_chapter_summary", "record_volume_summary",
-    "set_lore_cap", "ingest_document", "edit_chunk", "dismiss_finding", "record_knowledge",
+    "set_lore_cap", "ingest_document", "edit_chunk", "dismiss_finding", "record_knowledge", "start_series", "add_book",
 }
 
 

@@ -55,11 +55,11 @@ def test_the_projections_own_appends_are_held_until_projected() -> None:
     memory.caught_up(2)
     memory.appended(_appended(3, "packets.PacketIssued", "canon.Established", "kb.Ingested"))  # 3, 4, 5
     assert memory.own is not None and (memory.own.after, memory.own.last) == (2, 5)
-    assert memory.held(2, 5, str.upper) == [(4, "RECORD:4")]
-    assert memory.held(1, 5, str.upper) is None  # (1, 2] was never seen
-    assert memory.held(2, 6, str.upper) is None  # nor was position 6
+    assert memory.events_between(2, 5, str.upper) == [(4, "RECORD:4")]
+    assert memory.events_between(1, 5, str.upper) is None  # (1, 2] was never seen
+    assert memory.events_between(2, 6, str.upper) is None  # nor was position 6
     memory.caught_up(4)
-    assert memory.own is not None and memory.own.records == [] and memory.held(4, 5, str) == []
+    assert memory.own is not None and memory.own.records == [] and memory.events_between(4, 5, str) == []
     memory.caught_up(5)
     assert memory.own is None and memory.reflected_up_to == 5
     memory.appended(_appended(6, "kb.Ingested"))
@@ -80,7 +80,7 @@ def test_more_own_appends_than_the_limit_are_forgotten() -> None:
     memory = LogMemory(CANON, limit=2)
     for position in (1, 2, 3):
         memory.appended(_appended(position, "canon.Established"))
-    assert memory.own is None and memory.held(0, 3, str) is None
+    assert memory.own is None and memory.events_between(0, 3, str) is None
 
 
 def test_a_quiet_read_moves_the_range_and_spends_what_it_covers() -> None:
@@ -89,4 +89,4 @@ def test_a_quiet_read_moves_the_range_and_spends_what_it_covers() -> None:
     memory.appended(_appended(3, "kb.Ingested", "canon.Established"))  # 3, 4
     memory.quiet_between(2, 3)
     assert memory.reflects(2, 3) and memory.own is not None and memory.own.after == 3
-    assert memory.held(3, 4, str) == [(4, "record:4")]
+    assert memory.events_between(3, 4, str) == [(4, "record:4")]

@@ -43,6 +43,9 @@ SAME: dict[str, tuple[tuple[dict[str, Any], ...], dict[str, Any]]] = {
     "set_lore_cap": ((start(),), lore_cap(25)),
     "ingest_document": ((), ingest("guide.md", GUIDE)),
     "edit_chunk": ((ingest("guide.md", GUIDE),), edit(OIL, "Colza oil only.")),
+    "start_series": ((), {"type": "start_series", "story_id": "saga", "title": "The Saga"}),
+    "add_book": (({"type": "start_series", "story_id": "saga", "title": "The Saga"}, start()),
+                 {"type": "add_book", "story_id": "s", "series_id": "saga"}),
 }
 
 

@@ -37,7 +37,7 @@ __all__ = ["COMPILER", "L1_MAX_HITS", "MIN_TRIM_TOKENS", "PacketError", "Packing
 # Which compiler built a packet (recorded in PacketIssued; an audit replays with the same one).
 # 8: a qa packet with a draft under review carries the continuity check's findings in P0
 # (``application.continuity``); a secret the scene's point-of-view character does not know is
-# labelled, one it knows says since when (issue 43); every other packet is compiler 7's and says 7
+# labelled, one it knows says since when; every other packet is compiler 7's and says 7
 # (``stamped``).
 # 7: P2 opens with the end of the previous chapter's accepted text (the planner, writer and qa
 # packets); L1 asks for as many passages as the room L0 left can hold (``l1_hits``), packs them

@@ -62,7 +62,7 @@ class SceneView:
     card: Fact
     tags: tuple[tuple[str, str], ...]  # (tag type, key) in card order
     summary: str = ""  # the card's summary as written
-    pov: str | None = None  # the point-of-view character's key (issue 43); None: none
+    pov: str | None = None  # the point-of-view character's key; None: none
 
 
 @dataclass(slots=True)
@@ -76,7 +76,7 @@ class EntryView:
     state: str | None
     hidden_until: int | None
     fact: Fact
-    secret: bool = False  # the step's fields.secret is true (issue 43): known only to those recorded as knowing it
+    secret: bool = False  # the step's fields.secret is true: known only to those recorded as knowing it
 
 
 @dataclass(slots=True)
@@ -240,8 +240,8 @@ class DraftView:
     text: str
     position: int
     reason: str | None = None
-    # Continuity findings a person dismissed as intentional (issue 42): (finding_id, reason, log
-    # position of the ``Draft.FindingDismissed``), sorted by finding_id.
+    # Continuity findings a person dismissed as intentional: (finding_id, reason, log position
+    # of the ``Draft.FindingDismissed``), sorted by finding_id.
     dismissed: tuple[tuple[str, str, int], ...] = ()
 
 
@@ -262,16 +262,16 @@ class CanonReader(Protocol):
 class Freshness(Protocol):
     """How far the canon read model reflects the log (read-your-writes)."""
 
-    def reach(self, target: int, partition: str | None = None) -> int:
+    def ensure_reflects(self, target: int, partition: str | None = None) -> int:
         """Bring it up to ``target`` (a log position); instant when already known to be there.
         ``partition``: the one story the caller will read (the rest may stay behind)."""
         ...
 
-    def catch_up(self, target: int) -> int:
+    def catch_up_serving(self, target: int) -> int:
         """Bring it up to ``target``, reading where it stands."""
         ...
 
-    def reflects(self, position: int, target: int) -> bool:
+    def snapshot_reflects(self, position: int, target: int) -> bool:
         """Does a snapshot tracked at ``position`` reflect the log up to ``target``? (The log
         may hold only other models' events in between.)"""
         ...

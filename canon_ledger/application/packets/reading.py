@@ -126,7 +126,7 @@ class Reading:
 
     def __init__(self, snap: CanonSnapshot, req: Request, story: StoryView, tokens: TokenCounter,
                  recipe: Recipe = (), draft: DraftView | None = None) -> None:
-        self.snap, self.req, self.story, self.tokens, self.k = snap, req, story, tokens, req.chapter
+        self.snap, self.req, self.story, self.tokens, self.chapter = snap, req, story, tokens, req.chapter
         self.draft = draft  # the draft under review (checked by ``compiler.reviewed``), or None
         self.detail = f"{req.role} reads no scene keys"
         self.characters: list[EntryView] = []
@@ -157,7 +157,7 @@ class Reading:
         while more:
             rows = fetches.entries_page(self.req, read.kind, after, read.page).of(self.snap)
             after, more = rows[-1].key if rows else after, len(rows) == read.page
-            yield self._secrets(self._allowed([entry(read.tier, e, read.reason, self.k) for e in rows
+            yield self._secrets(self._allowed([entry(read.tier, e, read.reason, self.chapter) for e in rows
                                                if not e.retired], read.gate), read), more
 
     def whole(self, reads: Recipe | list[Read]) -> list[Candidate]:
@@ -182,7 +182,8 @@ class Reading:
     def planned(self) -> ChapterView:
         chapter = self.get(fetches.chapter)
         if chapter is None:
-            raise NotFound("unknown_chapter", f"chapter {self.k} of {self.req.story_id!r} has not been planned", "chapter")
+            raise NotFound("unknown_chapter", f"chapter {self.chapter} of {self.req.story_id!r} has not been planned",
+                           "chapter")
         return chapter
 
     def cards(self, planned: bool) -> list[SceneView]:
@@ -192,7 +193,7 @@ class Reading:
         if self.req.scene is not None:
             scenes = [s for s in scenes if s.scene_id == self.req.scene]
             if not scenes:
-                raise NotFound("unknown_scene", f"chapter {self.k} has no scene card {self.req.scene!r}", "scene")
+                raise NotFound("unknown_scene", f"chapter {self.chapter} has no scene card {self.req.scene!r}", "scene")
         return scenes
 
     def volume(self) -> int | None:
@@ -209,9 +210,9 @@ class Reading:
             name = key
             if key is not None:  # the tagged characters are read already; a pov not tagged is read here
                 tagged = [e for e in self.characters if e.key == key]
-                found = tagged or self.snap.entries_by_key(self.req.story_id, self.k, (key,))
+                found = tagged or self.snap.entries_by_key(self.req.story_id, self.chapter, (key,))
                 names = [e.name for e in found
-                         if e.kind == "character" and not e.retired and not hidden_at(e.hidden_until, self.k)]
+                         if e.kind == "character" and not e.retired and not hidden_at(e.hidden_until, self.chapter)]
                 name = names[0] if names else key
             self._pov = ((key, name) if key is not None and name is not None else None,)
         return self._pov[0]
@@ -220,7 +221,8 @@ class Reading:
         """What ``character`` (the point of view: one per packet) knows as of the chapter
         (``record_knowledge``), by entry."""
         if self._known is None:
-            self._known = {(k.kind, k.key): k for k in self.snap.knowledge(self.req.story_id, self.k, (character,))}
+            records = self.snap.knowledge(self.req.story_id, self.chapter, (character,))
+            self._known = {(k.kind, k.key): k for k in records}
         return self._known
 
     def _secrets(self, candidates: list[Candidate], read: Read) -> list[Candidate]:
@@ -239,7 +241,7 @@ class Reading:
         unknown = [c for c in candidates if c.secret and c.blocked is None and c.identity not in known]
         refs = [c.fact.ref for c in unknown if c.fact.text is None and c.fact.ref is not None]
         texts = self.snap.texts(refs) if refs else {}  # one read for every text still to fetch
-        label = render.secret_label(name, self.k)
+        label = render.secret_label(name, self.chapter)
         # The label ends its own line, so a tiktoken encoding counts it apart from the text after it.
         label_tokens = self.tokens.count(label)
         out = []
@@ -252,7 +254,7 @@ class Reading:
                 else:
                     text = c.fact.text if c.fact.text is not None else texts.get(c.fact.ref, "") if c.fact.ref else ""
                     c = replace(c, fact=Fact(label + text, label_tokens + c.fact.tokens, c.fact.sources),
-                                reason=f"{c.reason}; {render.unknown_to(name, self.k)}")
+                                reason=f"{c.reason}; {render.unknown_to(name, self.chapter)}")
             out.append(c)
         return out
 

@@ -166,8 +166,7 @@ def trimmed(text: str, room: int, tokens: TokenCounter) -> str:
 # The end of chapter K-1's accepted text a chapter-K packet carries (``ending``, heading
 # included): the prose a writer continues, ~600 English words, from a sentence's start. Cut
 # while the packet is built: the canon projection cannot, as a warm rebuild counts no token
-# (``token_memo``) and the cut counts several; it costs a few ms a packet on a 40,000-character
-# chapter (docs/benchmarks.md, issue 40).
+# (``token_memo``) and the cut counts several; its cost per packet: docs/benchmarks.md.
 ENDING_TOKENS = 800
 _WINDOW_CHARS = 6  # characters per token a tail is first cut to before it is counted (grown if short)
 

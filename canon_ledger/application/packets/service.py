@@ -88,13 +88,13 @@ class PacketService:
     def read_at(self, story: str, target: int, read: Callable[[CanonSnapshot], T]) -> T:
         """``read`` of a snapshot of ``story``'s canon that reflects ``target`` (read your writes):
         the read model is caught up first, and read again if a rebuild switched builds in between."""
-        self.canon.reach(target, story)  # before the snapshot: a request after a write finds it behind
+        self.canon.ensure_reflects(target, story)  # before the snapshot: a request after a write finds it behind
         for _ in range(5):
             with self.reader.snapshot(story) as snap:
-                if self.canon.reflects(snap.position, target):
+                if self.canon.snapshot_reflects(snap.position, target):
                     return read(snap)
             # Behind all the same (a rebuild switched builds in between): catch up, read again.
-            self.canon.catch_up(target)
+            self.canon.catch_up_serving(target)
         raise CanonError("read_model_behind", f"the read model did not reach position {target}; retry")
 
     def _remember(self, packet_id: str) -> None:

@@ -27,7 +27,7 @@ V = TypeVar("V")
 # -- P0: what the packet is for -----------------------------------------------------------------
 
 def _cards(r: Reading, read: Read, planned: bool) -> list[Candidate]:
-    return [Candidate(read.tier, read.kind, s.scene_id, s.card, f"{read.reason} of chapter {r.k}")
+    return [Candidate(read.tier, read.kind, s.scene_id, s.card, f"{read.reason} of chapter {r.chapter}")
             for s in r.cards(planned)]
 
 
@@ -46,7 +46,7 @@ def scene_cards_if_planned(r: Reading, read: Read) -> list[Candidate]:
 @source(fetches.chapter)
 def chapter_goals(r: Reading, read: Read) -> list[Candidate]:
     chapter = r.get(fetches.chapter)
-    return one(read, str(r.k), chapter.goals if chapter else None)
+    return one(read, str(r.chapter), chapter.goals if chapter else None)
 
 
 @source()
@@ -68,8 +68,9 @@ def story(r: Reading, read: Read) -> list[Candidate]:
 @source(fetches.chapter)
 def chapter_text(r: Reading, read: Read) -> list[Candidate]:
     if (text := r.planned().text) is None:
-        raise NotFound("chapter_has_no_accepted_text", f"chapter {r.k} has no accepted draft to summarise", "chapter")
-    return one(read, str(r.k), text)
+        raise NotFound("chapter_has_no_accepted_text", f"chapter {r.chapter} has no accepted draft to summarise",
+                       "chapter")
+    return one(read, str(r.chapter), text)
 
 
 @source()
@@ -91,7 +92,7 @@ def continuity_findings(r: Reading, read: Read) -> list[Candidate]:
         return []
     out = []
     for found in continuity.findings(r.snap, r.req.story_id, r.draft):
-        f = found.withheld(r.k)  # a worker's packet: no text of canon hidden or not yet in force
+        f = found.withheld(r.chapter)  # a worker's packet: no text of canon hidden or not yet in force
         text = render.continuity_finding(f)
         sources = tuple(sorted({r.draft.position, *(e.source for e in f.evidence)}))
         out.append(Candidate(read.tier, read.kind, f.id, Fact(text, r.tokens.count(text), sources), read.reason))
@@ -112,13 +113,13 @@ _UNLISTED = len(TAG_LISTS)  # a tag list the table does not know sorts last
 def tagged_entries(r: Reading, read: Read) -> list[Candidate]:
     """Each scene's tagged keys in force at the chapter, each scene's tags in their lists'
     packet order (``scene_tags.IN_PACKET``); a key not in canon then is listed blocked."""
-    scenes, k = r.cards(False), r.k
+    scenes, chapter = r.cards(False), r.chapter
     r.detail = f"{len(scenes)} scene card(s), {sum(len(s.tags) for s in scenes)} tag(s)"
     wanted = [(scene.scene_id, tag_type, key) for scene in scenes for tag_type, key in sorted(
         scene.tags, key=lambda t: TAG_LIST[t[0]].packet_rank if t[0] in TAG_LIST else _UNLISTED)]
     keys = tagged_keys(r, read)  # every key in ``wanted``
     by_key: dict[str, list[EntryView]] = {}
-    for e in r.snap.entries_by_key(r.req.story_id, k, keys) if keys else []:
+    for e in r.snap.entries_by_key(r.req.story_id, chapter, keys) if keys else []:
         by_key.setdefault(e.key, []).append(e)
     out = []
     for scene_id, tag_type, key in wanted:
@@ -127,9 +128,9 @@ def tagged_entries(r: Reading, read: Read) -> list[Candidate]:
         reason = f"{read.reason} {tag_type} in scene {scene_id}"
         if not matches:
             out.append(Candidate(read.tier, kind or read.kind, key, Fact("", 0, ()), reason,
-                                 blocked=f"not in canon as of chapter {k}"))
+                                 blocked=f"not in canon as of chapter {chapter}"))
         for e in matches:
-            out.append(entry(read.tier, e, reason, k))
+            out.append(entry(read.tier, e, reason, chapter))
             r.tagged.add((e.kind, e.key))
             if e.kind == "character":
                 r.characters.append(e)
@@ -139,7 +140,7 @@ def tagged_entries(r: Reading, read: Read) -> list[Candidate]:
 @source(fetches.active_threads)
 def active_threads(r: Reading, read: Read) -> list[Candidate]:
     """The threads in force at the chapter that are neither retired nor resolved."""
-    return [entry(read.tier, e, read.reason, r.k) for e in r.get(fetches.active_threads)]
+    return [entry(read.tier, e, read.reason, r.chapter) for e in r.get(fetches.active_threads)]
 
 
 @source(fetches.scenes)
@@ -152,11 +153,11 @@ def role_lists(r: Reading, read: Read) -> list[Candidate]:
     r.detail = f"{len(scenes)} scene card(s) for role lists"
     named = {t.name for t in ROLE_LISTS}
     keys = tuple(sorted({key for s in scenes for t, key in s.tags if t in named}))
-    entries = [e for e in r.snap.entries_by_key(r.req.story_id, r.k, keys)
-               if not e.retired and not (read.hides and hidden(e, r.k))] if keys else []
+    entries = [e for e in r.snap.entries_by_key(r.req.story_id, r.chapter, keys)
+               if not e.retired and not (read.hides and hidden(e, r.chapter))] if keys else []
     text = render.role_lists(entries)
     sources = tuple(sorted({s for e in entries for s in e.fact.sources}))
-    return one(read, str(r.k), Fact(text, r.tokens.count(text) if text else 0, sources))
+    return one(read, str(r.chapter), Fact(text, r.tokens.count(text) if text else 0, sources))
 
 
 # -- P1: the entries their recall rule brings in (lore) -----------------------------------------
@@ -203,9 +204,9 @@ def entries_in_force(r: Reading, read: Read, value: Callable[[EntryView], V | No
     left out here), and an entry whose mentioned steps all take effect after the chapter is not
     read (none is in force then)."""
     keys = read.source.keys(r, read) if read.source is not None and read.source.keys is not None else ()
-    found = r.snap.entries_by_key(r.req.story_id, r.k, keys) if keys else []
+    found = r.snap.entries_by_key(r.req.story_id, r.chapter, keys) if keys else []
     return [(e, v) for e in found
-            if not e.retired and hidden(e, r.k) is None and (v := value(e)) is not None]
+            if not e.retired and hidden(e, r.chapter) is None and (v := value(e)) is not None]
 
 
 def _by_rule(r: Reading, read: Read, mentioned: bool) -> list[Candidate]:
@@ -230,14 +231,14 @@ def _by_rule(r: Reading, read: Read, mentioned: bool) -> list[Candidate]:
     picked = []
     for e, (rank, tier, reason, capped) in entries_in_force(r, read, ranked):
         candidate = entry(cast(Tier, tier), e,
-                          reason + ("" if capped else " (outside the lore cap, as its source asks)"), r.k)
+                          reason + ("" if capped else " (outside the lore cap, as its source asks)"), r.chapter)
         candidate.lore = capped
         picked.append((rank, e.kind, e.key, candidate))
     return [c for *_, c in sorted(picked, key=lambda p: p[:3])]
 
 
 def lore_keys(r: Reading, read: Read) -> tuple[str, ...]:
-    return keys_of([*mentions(r, read).by(r.k), *constant(r)])
+    return keys_of([*mentions(r, read).by(r.chapter), *constant(r)])
 
 
 def always_on_keys(r: Reading, read: Read) -> tuple[str, ...]:
@@ -262,12 +263,12 @@ def always_on_lore(r: Reading, read: Read) -> list[Candidate]:
 def previous_chapter_ending(r: Reading, read: Read) -> list[Candidate]:
     """The last ``render.ENDING_TOKENS`` of chapter K-1's accepted text, from a sentence's start;
     nothing when K-1 has no accepted text (not planned yet, or not written)."""
-    previous = r.get(fetches.previous_chapter) if r.k > 1 else None
+    previous = r.get(fetches.previous_chapter) if r.chapter > 1 else None
     if previous is None or previous.text is None or not previous.text.text:
         return []
-    accepted = previous.text.text.removeprefix(render.chapter_text(r.k - 1, ""))
-    text = render.ending(r.k - 1, accepted, render.ENDING_TOKENS, r.tokens)
-    return one(read, str(r.k - 1), Fact(text, r.tokens.count(text), previous.text.sources))
+    accepted = previous.text.text.removeprefix(render.chapter_text(r.chapter - 1, ""))
+    text = render.ending(r.chapter - 1, accepted, render.ENDING_TOKENS, r.tokens)
+    return one(read, str(r.chapter - 1), Fact(text, r.tokens.count(text), previous.text.sources))
 
 
 @source(fetches.recent_summaries)
@@ -297,7 +298,7 @@ def current_volume_summary(r: Reading, read: Read) -> list[Candidate]:
 def recent_timeline(r: Reading, read: Read) -> list[Candidate]:
     """The recent timeline events, the latest first."""
     timeline = [e for e in r.get(fetches.recent_timeline) if not e.retired]
-    return [entry(read.tier, e, read.reason, r.k) for e in sorted(timeline, key=lambda e: (-e.valid_from, e.key))]
+    return [entry(read.tier, e, read.reason, r.chapter) for e in sorted(timeline, key=lambda e: (-e.valid_from, e.key))]
 
 
 # -- P3 and P4: distant reference, supplementary --------------------------------------------------
@@ -312,11 +313,12 @@ def earlier_volume_summaries(r: Reading, read: Read) -> list[Candidate]:
 def earlier_character_states(r: Reading, read: Read) -> list[Candidate]:
     """The HISTORY_STEPS latest earlier states of each tagged character; one hidden at the
     chapter is listed without its text when ``read.hides``."""
-    k, characters = r.k, r.characters
-    steps = r.snap.superseded_steps(r.req.story_id, k, "character", tuple(c.key for c in characters), HISTORY_STEPS)
+    chapter, characters = r.chapter, r.characters
+    steps = r.snap.superseded_steps(r.req.story_id, chapter, "character", tuple(c.key for c in characters),
+                                    HISTORY_STEPS)
     return [Candidate(read.tier, read.kind, f"{c.key}@{old.valid_from}", old.fact,
                       f"{read.reason} of {c.key}, superseded from chapter {c.valid_from}",
-                      hidden(old, k) if read.hides else None)
+                      hidden(old, chapter) if read.hides else None)
             for c in characters for old in steps.get(c.key, [])]
 
 
@@ -324,5 +326,5 @@ def earlier_character_states(r: Reading, read: Read) -> list[Candidate]:
 def development_chains(r: Reading, read: Read) -> list[Candidate]:
     """The nodes of every chain in force; one hidden at the chapter is listed without its text."""
     return [Candidate(read.tier, read.kind, f"{node.chain}/{node.node_id}", node.fact,
-                      f"{read.reason} {node.chain} ({node.node_kind})", hidden(node, r.k))
-            for node in r.snap.chain_nodes(r.req.story_id, r.k)]
+                      f"{read.reason} {node.chain} ({node.node_kind})", hidden(node, r.chapter))
+            for node in r.snap.chain_nodes(r.req.story_id, r.chapter)]

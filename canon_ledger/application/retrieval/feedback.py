@@ -14,7 +14,7 @@ term's contribution times its weight and replaces the keyword list.
 
 The parameters are Anserini's defaults (fbDocs 10, fbTerms 10, originalQueryWeight 0.5),
 chosen before measuring and not tuned on any test set. When search runs it (``MODES``; the
-default, ``HYBRID``, chosen by cross-validation: docs/benchmarks.md, issues 6 and 21): fed by
+default, ``HYBRID``, chosen by cross-validation: docs/benchmarks.md): fed by
 the keyword list's own top chunks when the keyword list answers alone (no vector index, or the
 embedder failed, is out of quota, or does not match the index), and beside a vector list fed by
 the fused first pass.

@@ -6,7 +6,7 @@ BM25 score of 25.9 and a cosine of 0.43 never meet; the raw scores ride along on
 for the z-score (``rerank.zscore_order``). The pipeline's default, ``ZSCORE``, uses ``rrf`` only
 to gather every candidate of the lists (its order breaks the z-score's ties); ``RRF_ZSCORE``
 and ``RRF`` also cut them to the ``wide`` pool. Which is the default, and why:
-docs/benchmarks.md, issue 21.
+docs/benchmarks.md (retrieval defaults chosen by 5-fold cross-validation on Cranfield).
 """
 
 from __future__ import annotations

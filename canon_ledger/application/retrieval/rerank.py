@@ -22,7 +22,7 @@ list's lowest z minus ``MISSING_PENALTY`` standard deviations (``below_lowest``)
 (``missing_rule(None)``) scores it at the list's mean, z 0, as plain z-score fusion (each list
 normalised by its mean and sd, summed, an absent document adding 0) does; it rewards being
 absent over being present but weak. The penalty, and the choice against the mean rule, were
-made by cross-validation (docs/benchmarks.md, issue 21). A score that is None, NaN or infinite
+made by cross-validation (docs/benchmarks.md). A score that is None, NaN or infinite
 counts as missing in that list.
 
 Guards: a list whose scores are all unusable is scored by its ranks instead; a list with one

@@ -13,8 +13,8 @@ Pyserini's ``experiments-vector-prf.md``, "Rocchio PRF 5 A0.4 B0.6"). Chosen bef
 on Cranfield and not tuned on it. Feedback chunks count equally (a mean, as in the paper);
 Pyserini mixes raw inner-product vectors, here both sides are unit vectors because the index
 is cosine: a long query vector must not outweigh the documents by its length alone.
-Measured on Cranfield (docs/benchmarks.md, issue 6): MiniLM dense 0.3856 -> 0.4007 NDCG@10
-fed by its own top 5 (paired p = 0.04), which makes dense + Rocchio the best single retriever.
+Measured on Cranfield, fed by the dense list's own top 5: docs/benchmarks.md (hybrid search on
+Cranfield).
 
 Pure Python (a few vectors of a few hundred numbers). Never raises: with no usable feedback
 vector (none given, unknown to the index, the wrong number of dimensions, not finite), a zero

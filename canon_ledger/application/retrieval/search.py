@@ -3,8 +3,8 @@
 -> overview -> select (one place per section first).
 
 The default pipeline (every choice a ``HybridSearch`` field, each default chosen by 5-fold
-cross-validation on Cranfield: docs/benchmarks.md, "Issue 21: retrieval defaults chosen by
-5-fold cross-validation on Cranfield"): each retriever's list is read ``LIST_DEPTH`` deep; fuse
+cross-validation on Cranfield: docs/benchmarks.md, "retrieval defaults chosen by 5-fold
+cross-validation on Cranfield"): each retriever's list is read ``LIST_DEPTH`` deep; fuse
 keeps every candidate of both lists and rerank orders them by summed z-score, each list on its
 own mean and spread, a candidate a list did not return at that list's lowest z minus
 ``rerank.MISSING_PENALTY`` sd (``fusion="zscore"``); select gives one place per section first.
@@ -14,7 +14,7 @@ side), and fuse, rerank and select run again over the two expanded lists; the ``
 stage says what ran and from how many chunks, and fuse / rerank describe the second pass.
 When keyword search answers alone, RM3 expands its list instead. The alternatives stay one
 field away: RRF to a pool of ``pool_factor`` x ``top_k`` before the z-score (``rrf+zscore``,
-the default before issue 21) or RRF alone (``rrf``), another missing rule, another depth,
+the former default) or RRF alone (``rrf``), another missing rule, another depth,
 feedback ``alone`` / ``always`` / ``off``, rank-order selection.
 
 Every step leaves a stage, ``done`` / ``skipped`` / ``error`` with a detail that says what ran
@@ -50,8 +50,8 @@ from canon_ledger.domain.quota import EMBED, QuotaRefused
 DEFAULT_TOP_K = 8
 QUERY_VECTORS = 256
 # The pipeline's defaults, each chosen by 5-fold cross-validation on Cranfield (the numbers and
-# what was dropped: docs/benchmarks.md, "Issue 21: retrieval defaults chosen by 5-fold
-# cross-validation on Cranfield"); ``HybridSearch`` says what each one means.
+# what was dropped: docs/benchmarks.md, "retrieval defaults chosen by 5-fold cross-validation
+# on Cranfield"); ``HybridSearch`` says what each one means.
 FUSION = ZSCORE
 MISSING: float | None = MISSING_PENALTY
 LIST_DEPTH = 100
@@ -108,7 +108,7 @@ class HybridSearch:
     # no query vector will be fused with it (keyword search answers alone); ALWAYS runs it on
     # every search, before fusion; HYBRID feeds the fused first pass to both retrievers (RM3 and
     # Rocchio) and fuses again (``_hybrid_feedback``); OFF never. What each is worth:
-    # docs/benchmarks.md (issue 6, and issue 21's cross-validation).
+    # docs/benchmarks.md (hybrid search on Cranfield, and the defaults' cross-validation).
     feedback: str = FEEDBACK
     # Where a query's new vector is kept beyond this process (``put(model, text, vector)``, e.g.
     # ``infrastructure.query_vectors``); a snapshot reads it back (``stored_vector``). None: nowhere.
@@ -396,8 +396,8 @@ def _select(ranked: list[Candidate], docs: dict[str, Doc], overview: list[Doc],
     collection of two long sections still gets ``top_k`` chunks). This is the standard "best
     passage stands for its document" (MaxP) at section grain; what it is worth on Cranfield,
     where an abstract is one section and a long one is cut in two or more chunks:
-    docs/benchmarks.md (issues 6 and 21). Pages keep their rank rule: a page is offered when it
-    ranks within the first ``top_k`` places.
+    docs/benchmarks.md (hybrid search on Cranfield). Pages keep their rank rule: a page is
+    offered when it ranks within the first ``top_k`` places.
 
     For packets (the story's chapters, each usually one section) this means the L1 chunks come
     from as many earlier chapters as the candidates hold before a second passage of one chapter.

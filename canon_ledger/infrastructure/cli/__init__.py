@@ -73,8 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status or REJECTED
     if argv is None:  # this process's own entry (``canon``, ``python -m``): it ends next
         # Its objects need no last garbage collection: the interpreter's pass over every object
-        # the verb loaded (a writer packet's ~0.1 s of exit, issue 39) is skipped; resources were
-        # closed by the verb, and the memory goes back with the process.
+        # the verb loaded (a share of a short verb's time: docs/benchmarks.md) is skipped;
+        # resources were closed by the verb, and the memory goes back with the process.
         gc.freeze()
     return status
 

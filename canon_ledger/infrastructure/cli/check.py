@@ -1,5 +1,5 @@
 """``canon check``: the continuity check of a draft against the confirmed canon in force at its
-chapter (``application.continuity``; issue 42). No LLM call by default; ``--provider gemini``
+chapter (``application.continuity``). No LLM call by default; ``--provider gemini``
 adds one metered review, falling back to the deterministic findings (its stage says so)."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def lines(d: dict[str, Any]) -> list[str]:
 def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
     p = add_verb(
         verbs, "check", common, "check a draft against the confirmed canon in force at its chapter; exits 1 on errors",
-        "Check a draft against the confirmed canon in force at its chapter (continuity, issue 42):\n"
+        "Check a draft against the confirmed canon in force at its chapter (continuity):\n"
         "entries not yet in canon or retired, spoilers of what canon hides until a later chapter, a\n"
         "field stated otherwise than canon says, a dead (missing, imprisoned, ...) character acting.\n"
         "Each finding has the draft's span and the log positions of the canon events that prove it;\n"

@@ -18,7 +18,7 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
     services = bootstrap(args.db)
     try:
         for name in ("canon", "authoring", "knowledge", "retrieval"):  # what the log holds now
-            services.read_models[name].catch_up()
+            services.read_models[name].catch_up_serving()
         rows = services.quarantined()
     finally:
         services.close()

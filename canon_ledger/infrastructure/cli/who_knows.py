@@ -1,4 +1,4 @@
-"""``canon secrets`` and ``canon knowledge``: who knows what, as of a chapter (issue 43), read
+"""``canon secrets`` and ``canon knowledge``: who knows what, as of a chapter, read
 through ``application.who_knows`` as the HTTP API, MCP and the viewer read it. The store's own
 operator reads everything, hidden entries labelled (as ``canon canon`` does)."""
 
@@ -97,14 +97,14 @@ def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
     p = add_verb(verbs, "secrets", common, "who knows what: the secrets in force as of a chapter and who knows each",
                  "The entries whose version in force as of chapter K is a secret (fields.secret), each with\n"
                  "the characters who know it then (record_knowledge of a chapter up to K: since which\n"
-                 "chapter, how, the record's log position). Issue 43.")
+                 "chapter, how, the record's log position).")
     p.add_argument("--story", required=True, help="the story id")
     as_of(p)
     p.set_defaults(run=cmd_secrets)
 
     p = add_verb(verbs, "knowledge", common, "what one character knows as of a chapter (secrets marked)",
                  "Every knowledge record of a character from a chapter up to K (record_knowledge), with the\n"
-                 "known entry's name and whether its version in force at K is a secret. Issue 43.")
+                 "known entry's name and whether its version in force at K is a secret.")
     p.add_argument("--story", required=True, help="the story id")
     p.add_argument("--character", required=True, type=an_id(MAX_ID), metavar="KEY", help="the character's key")
     as_of(p)

@@ -26,7 +26,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     # just started) is kept, and the worker stops as soon as it exists: exit 0, as any stop.
     early: list[int] = []
     signal.signal(signal.SIGTERM, lambda *_: early.append(signal.SIGTERM))
-    services = bootstrap(args.db, fed=True, page_size=args.page_size)  # None: each model's own
+    services = bootstrap(args.db, indexed_by_worker=True, page_size=args.page_size)  # None: each model's own
     progress: Progress = JsonProgress() if args.format == "json" else TerminalProgress() if not quiet(args.format) \
         else Progress()
     worker = ProjectionWorker(services, args.projection or None, progress=progress, split=args.split,
@@ -50,7 +50,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(args.db, fed=True)  # a status read catches nothing up
+    services = bootstrap(args.db, indexed_by_worker=True)  # a status read catches nothing up
     try:
         end = services.ledger.position()
         statuses = services.status(explain_outdated=True)  # the verb that explains an outdated store

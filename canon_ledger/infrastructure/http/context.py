@@ -92,7 +92,7 @@ class ServerContext:
         """``worker``: run a projection worker in this process (``canon serve``'s default); without
         one, separate ``canon worker`` processes keep the slow models current. Either way requests
         never catch up the knowledge, keyword and vector models themselves."""
-        self.services = bootstrap(url, embedder=embedder, fed=True)
+        self.services = bootstrap(url, embedder=embedder, indexed_by_worker=True)
         self.gate = StoreGate()  # the door's: requests answered at once while the store is down
         self.keys = Keys(self.services.ledger)
         self.open_access = open_access

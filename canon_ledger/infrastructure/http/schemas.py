@@ -79,7 +79,7 @@ class DismissedFinding(ContinuityFinding):
 
 class ContinuityReport(BaseModel):
     """``canon check --format json``: a draft checked against the confirmed canon in force at its
-    chapter (issue 42). Fields may be added; none is ever renamed."""
+    chapter. Fields may be added; none is ever renamed."""
 
     story_id: str
     draft_id: str
@@ -101,7 +101,7 @@ CHECK_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-# -- who knows what (issue 43): ``application.who_knows`` ------------------------------------------
+# -- who knows what: ``application.who_knows`` -----------------------------------------------------
 
 class KnownBy(BaseModel):
     """One character who knows a secret as of the chapter read."""

@@ -100,7 +100,7 @@ def _answered(run: Callable[[], Any], *, structured: bool = True) -> CallToolRes
     already) and, with ``structured``, the same object as structured content; or the
     structured error. A packet goes as text only: its bytes are the contract (the API's), and
     a second copy as structured content would double what every call encodes, sends and
-    validates (docs/benchmarks.md, issue 20)."""
+    validates (docs/benchmarks.md)."""
     try:
         value = run()
     except Exception as e:  # noqa: BLE001 - answered, never raised into the session

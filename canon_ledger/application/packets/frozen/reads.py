@@ -16,14 +16,14 @@ QUERY_WORDS = 64  # the words L1 searched with (compilers 2 to 4)
 
 
 def mentioned_keys(r: Reading, read: Read) -> tuple[str, ...]:
-    return keys_of(mentions(r, read).by(r.k))
+    return keys_of(mentions(r, read).by(r.chapter))
 
 
 @source(fetches.chapter, fetches.scenes, fetches.lore, keys=mentioned_keys)
 def mentioned_entries(r: Reading, read: Read) -> list[Candidate]:
     """Entries in force whose keys the goals, the scene summaries or the draft under review
     mention (no tag named them), in key order."""
-    return [entry(read.tier, e, f'{read.reason} in {m.where} as "{m.said}"', r.k)
+    return [entry(read.tier, e, f'{read.reason} in {m.where} as "{m.said}"', r.chapter)
             for e, m in entries_in_force(r, read, untagged(r, mentions(r, read)))]
 
 
@@ -32,7 +32,7 @@ def always_on_entries(r: Reading, read: Read) -> list[Candidate]:
     """Entries in force whose rule includes them in every packet, at the tier it names, in key
     order; a recipe with this read also keeps out every entry whose rule says never."""
     steps = constant(r)
-    return [entry(cast(Tier, a.tier), e, read.reason, r.k)
+    return [entry(cast(Tier, a.tier), e, read.reason, r.chapter)
             for e, a in entries_in_force(r, read, lambda e: steps.get(step_of(e)))]
 
 
