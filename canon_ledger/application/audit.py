@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from canon_ledger.application.ledger import CanonLedger
+from canon_ledger.application.packets.inherited import story_view
 from canon_ledger.application.packets.packet import Item, Packet, Stage
 from canon_ledger.application.packets.ports import CanonReader, CanonSnapshot, DraftView, Recall
 from canon_ledger.application.packets.recipes import Request
@@ -192,7 +193,7 @@ class Auditor:
                                  "review is checked against the canon of now: ask without `at`", "at")
         try:
             with self._replay(request.story_id, position) as replay, replay.snapshot() as snap:
-                story = snap.story(request.story_id)
+                story = story_view(snap, request.story_id)
                 issued = self._issued_like(request, story.position, story.budgets) if story else None
                 retriever: Any = _NoReplay()
                 if issued is not None and issued.recall is not None:
@@ -268,7 +269,7 @@ class Auditor:
         try:
             self.live_catch_up(self.ledger.position())
             with self.live.snapshot() as snap:
-                story = snap.story(request.story_id)
+                story = story_view(snap, request.story_id)
                 if story is None or story.position != replayed.position:
                     moved = story.position if story else None
                     return f"skipped: the story's canon has moved on to position {moved}"

@@ -15,7 +15,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, event
 
 from canon_ledger.domain import ids, recall
-from canon_ledger.domain.bounds import MAX_CHAPTER, MAX_ID, MAX_NODE_KIND, MAX_STATE
+from canon_ledger.domain.bounds import MAX_CHAPTER, MAX_ID, MAX_NODE_KIND, MAX_STATE, MAX_STORY_ID
 # The as-of rule's home is ``canon_rules``; ``in_force`` and ``hidden_at`` are imported from here too.
 from canon_ledger.domain.canon_rules import hidden_at as hidden_at
 from canon_ledger.domain.canon_rules import in_force as in_force
@@ -49,6 +49,16 @@ def _chapter_number(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_CHAPTER
 
 
+def hidden_book(fields: dict[str, Any]) -> str | None:
+    """A series bible step's ``fields.hidden_until_book``: the book (a story id) its
+    ``hidden_until`` counts in (``series.bible_reveal``); None when absent or not a story id
+    (a version stored before the field was checked reads as naming none)."""
+    book = fields.get("hidden_until_book")
+    if isinstance(book, str) and 1 <= len(book) <= MAX_STORY_ID and not any(c.isspace() for c in book):
+        return book
+    return None
+
+
 def require_control_fields(fields: dict[str, Any]) -> None:
     """``fields`` is free-form, except the keys packets act on: a reveal must never leak early
     because a ``hidden_until`` was a string (or a ``secret`` was "yes"), and ``recall``
@@ -56,6 +66,11 @@ def require_control_fields(fields: dict[str, Any]) -> None:
     if "hidden_until" in fields and fields["hidden_until"] is not None and not _chapter_number(fields["hidden_until"]):
         raise RuleViolated("hidden_until_must_be_a_chapter",
                            f"fields.hidden_until must be a chapter number, 1..{MAX_CHAPTER:,}", "fields.hidden_until")
+    if hidden_book(fields) is None and fields.get("hidden_until_book") is not None:
+        raise RuleViolated("hidden_until_book_must_be_a_story",
+                           f"fields.hidden_until_book must be a book's story id, 1..{MAX_STORY_ID} characters with no "
+                           "whitespace (a series bible's step: the book its hidden_until counts in)",
+                           "fields.hidden_until_book")
     if "state" in fields and not (isinstance(fields["state"], str) and len(fields["state"]) <= MAX_STATE):
         raise RuleViolated("state_must_be_text",
                            f"fields.state must be a string of at most {MAX_STATE} characters (e.g. open, resolved)",

@@ -94,3 +94,14 @@ def bible_reveal(hidden_until: int | None, book: int, reader: int) -> int | None
     if book > reader:
         return False
     return hidden_until
+
+
+def homes_of(story_id: str, joined: dict[str, tuple[str, str, int]]) -> list[str]:
+    """``canon_homes`` read from the stories' ``Story.JoinedSeries`` facts (story -> (series,
+    role, ordinal)), as a replay of the log up to a position knows them."""
+    mine = joined.get(story_id)
+    if mine is None or mine[1] == BIBLE:
+        return [story_id]
+    series, _, ordinal = mine
+    earlier = sorted((o, s) for s, (of, role, o) in joined.items() if of == series and role == BOOK and o < ordinal)
+    return [story_id, series, *(s for _, s in reversed(earlier))]

@@ -14,7 +14,7 @@ from typing import Any
 
 from canon_ledger.application.packets import render
 from canon_ledger.domain import recall
-from canon_ledger.domain.canon import CanonEntry
+from canon_ledger.domain.canon import CanonEntry, hidden_book
 from canon_ledger.domain.canon_rules import valid_to
 from canon_ledger.domain.chapter import Chapter
 from canon_ledger.domain.continuity import facts_of
@@ -144,6 +144,11 @@ class CanonProjection:
         return [Update(self.tables.stories, {"story_id": e.story_id}, {"lore_share": e.share})]
 
     @on.register
+    def _(self, e: Story.JoinedSeries, p: int, page: _Page) -> list[Op | Counted]:
+        return [Update(self.tables.stories, {"story_id": e.story_id},
+                       {"series_id": e.series_id, "series_role": e.role, "series_ordinal": e.ordinal})]
+
+    @on.register
     def _(self, e: Chapter.Planned, p: int, page: _Page) -> list[Op | Counted]:
         row: dict[str, Any] = {"story_id": e.story_id, "chapter": e.number, "volume": e.volume,
                                "goals_text": render.goals(e.number, e.goals), "goals_source": p, "goal_items": list(e.goals)}
@@ -197,6 +202,7 @@ class CanonProjection:
             "story_id": story, "kind": kind, "key": key, "step": step, "valid_from": valid_from, "retired": False,
             "name": v["name"], "state": fields.get("state"), "hidden_until": fields.get("hidden_until"),
             "text": render.canon_version(kind, key, v), "source": p, "secret": fields.get("secret") is True,
+            "hidden_book": hidden_book(fields),
         }
         row["aliases"] = list(v.get("aliases") or [])
         rule = recall.rule(v["name"], row["aliases"], fields)
@@ -221,7 +227,7 @@ class CanonProjection:
         row: dict[str, Any] = {
             "story_id": e.story_id, "kind": e.kind, "key": e.key, "step": e.originator_version,
             "valid_from": e.valid_from, "retired": True, "name": e.key, "state": None, "hidden_until": None, "aliases": [],
-            "recall": None, "facts": {}, "secret": False,
+            "recall": None, "facts": {}, "secret": False, "hidden_book": None,
             "text": render.retirement(e.kind, e.key, e.valid_from, e.reason), "source": p,
         }
         page.step(e, row)

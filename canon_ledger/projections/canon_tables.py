@@ -57,6 +57,14 @@ the same rule for many entries bound as arrays); every read only tests the store
   story, character, kind, key, the chapter from which, how, source), one row per (story,
   character, kind, key), the latest record (a correction) replacing the row.
 
+- v9: series. ``rm_stories`` gains ``series_id``, ``series_role`` and ``series_ordinal``
+  (``Story.JoinedSeries``: the series a story is the bible (role ``bible``, ordinal 0) or a
+  book of (role ``book``, its place in reading order); NULL: in none), indexed by series, so a
+  book's packet reads its homes in one statement (``application.packets.inherited``).
+  ``rm_canon`` gains ``hidden_book`` (a series bible step's ``fields.hidden_until_book``: the
+  book its ``hidden_until`` counts in; NULL: the first), outside the covering indexes: only a
+  bible's few such steps are read, by story.
+
 Only the current version's shape is defined: a store whose active build is older refuses to
 serve until ``canon rebuild`` (``read_models.Outdated``).
 """
@@ -71,7 +79,7 @@ from sqlalchemy import (JSON, Boolean, Column, Index, Integer, MetaData, String,
 
 from canon_ledger.domain.canon_rules import NEXT_FROM, RESOLVED
 
-VERSION = 8
+VERSION = 9
 # What a packet candidate needs besides its text, in the order the reader selects it.
 IN_FORCE_COVERS = ("key", "step", "retired", "name", "state", "hidden_until", "tokens", "source", "secret")
 
@@ -124,7 +132,11 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("source", Integer, nullable=False),
         # The last position that changed this story's canon: a packet reflects this.
         Column("position", Integer, nullable=False),
+        Column("series_id", String(200)),  # v9: the series it is the bible or a book of; NULL: none
+        Column("series_role", String(20)),  # v9: "bible" or "book"
+        Column("series_ordinal", Integer),  # v9: a book's place in reading order (1, 2, ...); 0 for the bible
     )
+    Index(f"ix_{name('stories')}_series", stories.c.series_id, stories.c.series_ordinal)
     chapters = Table(
         name("chapters"), md,
         Column("story_id", String(200), primary_key=True),
@@ -189,6 +201,7 @@ def canon_tables(tag: str, version: int = VERSION) -> CanonTables:
         Column("recall", JSON),  # domain.recall.Rule.as_dict(), or NULL: name and aliases, whole words, any case
         Column("facts", JSON),  # v8: domain.continuity.facts_of(fields) ({} for a retirement; NULL reads as {})
         Column("secret", Boolean, nullable=False, default=False),  # v8: the version's fields.secret is true
+        Column("hidden_book", String(200)),  # v9: fields.hidden_until_book (a series bible's step); NULL: none
     ]
     canon = Table(name("canon"), md, *canon_columns)
     Index(f"ix_{name('canon')}_key", canon.c.story_id, canon.c.key)

@@ -37,7 +37,7 @@ from sqlalchemy import Integer, String
 from sqlalchemy.engine import Connection, Engine
 
 from canon_ledger.application.packets.ports import (Call, CanonReader, CanonSnapshot, ChapterView, EntryView, Fact,
-                                                    Known, Lore, NodeView, SceneView, StoryView)
+                                                    Home, Known, Lore, NodeView, SceneView, StoryView)
 from canon_ledger.domain.canon_rules import (ACTIVE, IN_FORCE, IN_FORCE_CURRENT, IN_FORCE_SUPERSEDED_LATER,
                                              SUPERSEDED_BY)
 from canon_ledger.domain.continuity import Step
@@ -74,7 +74,7 @@ ENTRY = "story_id, kind, key, step, valid_from, retired, name, state, hidden_unt
 
 STORY = Statement("story", """
 SELECT story_id, title, guardrails_text, guardrails_tokens, contract_text, contract_tokens, budgets, lore_share, source,
-       position,
+       position, series_id, series_role,
        (SELECT count(*) FROM rm_quarantine q WHERE q.projection = :projection AND q.scope = s.story_id) AS poisoned,
        (SELECT min(q.position) FROM rm_quarantine q WHERE q.projection = :projection AND q.scope = s.story_id)
            AS first_poisoned,
@@ -171,6 +171,19 @@ SELECT max(source) AS source
   FROM {canon}
  WHERE story_id = :story""")
 
+# The bible and books of a series, in reading order (the bible's ordinal is 0): on the series index.
+SERIES_HOMES = Statement("series_homes", """
+SELECT story_id, series_role, series_ordinal, title, position
+  FROM {stories}
+ WHERE series_id = :series
+ ORDER BY series_ordinal""")
+
+# A series bible's steps whose hidden_until counts in a named book (few: read whole, by story).
+HIDDEN_BOOKS = Statement("hidden_books", """
+SELECT kind, key, step, hidden_book
+  FROM {canon}
+ WHERE story_id = :story AND hidden_book IS NOT NULL""")
+
 # Every step a mention could bring in, whatever chapter it is in force at (``lore_index``).
 LORE = Statement("lore", """
 SELECT kind, key, step, valid_from, name, aliases, recall
@@ -244,10 +257,10 @@ PAGE_OF_KIND = _entry_statement("page_of_kind", OF_KIND, page=True)
 STATEMENTS: tuple[Statement, ...] = (
     STORY, CHAPTER, SCENE_CARDS, SCENE_TAGS, CHAPTER_SUMMARIES, VOLUME_SUMMARIES, CANON_TEXTS, NODE_TEXTS, CHAIN_NODES,
     SUPERSEDED, STEPS, LORE_VERSION, LORE, LORE_SINCE, KNOWLEDGE, KNOWLEDGE_OF,
-    ENTRIES_OF_KEYS, ACTIVE_ENTRIES_OF_KIND, RECENT_ENTRIES_OF_KIND, PAGE_OF_KIND)
+    ENTRIES_OF_KEYS, ACTIVE_ENTRIES_OF_KIND, RECENT_ENTRIES_OF_KIND, PAGE_OF_KIND, SERIES_HOMES, HIDDEN_BOOKS)
 
 # Each parameter's type (a list's: its items'); ``:projection`` is fixed per build (``statements``).
-_TYPES = {"story": String, "kind": String, "after": String, "chapter": Integer,
+_TYPES = {"story": String, "series": String, "kind": String, "after": String, "chapter": Integer,
           "since": Integer, "first": Integer, "last": Integer, "limit": Integer}
 _LISTS = {"keys": String, "kinds": String, "chains": String, "steps": Integer, "characters": String}
 
@@ -476,7 +489,15 @@ class SqlCanonSnapshot(CanonSnapshot):
         r = rows[0]
         return StoryView(r.story_id, r.title, _fact(r.guardrails_text, r.guardrails_tokens, r.source),
                          _fact(r.contract_text, r.contract_tokens, r.source), dict(driver_sql.json_column(r.budgets)), r.position,
-                         (r.poisoned, r.first_poisoned, r.last_poisoned) if r.poisoned else None, r.lore_share)
+                         (r.poisoned, r.first_poisoned, r.last_poisoned) if r.poisoned else None, r.lore_share,
+                         r.series_id, r.series_role)
+
+    def series_homes(self, series_id: str) -> list[Home]:
+        return [Home(r.story_id, r.series_role, r.series_ordinal, r.title, r.position)
+                for r in self._rows(SERIES_HOMES, series=series_id)]
+
+    def hidden_books(self, story_id: str) -> dict[tuple[str, str, int], str]:
+        return {(r.kind, r.key, r.step): r.hidden_book for r in self._rows(HIDDEN_BOOKS, story=story_id)}
 
     def chapter(self, story_id: str, number: int) -> ChapterView | None:
         [rows] = self._run(FirstStatements.chapter(story_id, number))

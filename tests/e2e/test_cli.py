@@ -96,7 +96,7 @@ def test_init_and_default_database_location(tmp_path: Path) -> None:
     result = canon("init", "--format", "json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"db": "sqlite:///canon.db", "position": 0,
-                                         "read_models": {"canon": "v8_1", "authoring": "v3_1", "knowledge": "v1_1",
+                                         "read_models": {"canon": "v9_1", "authoring": "v3_1", "knowledge": "v1_1",
                                                        "retrieval": "v1_1", "vectors": "v1_1"}}
     assert (tmp_path / "canon.db").exists()
     env_url = f"sqlite:///{tmp_path / 'from-env.db'}"

@@ -106,7 +106,7 @@ def test_an_old_release_s_store_is_refused_until_rebuilt_then_serves_and_audits(
     assert rebuilt.returncode == 0, rebuilt.stderr
     reports = {r["projection"]: r for r in map(json.loads, rebuilt.stdout.splitlines())}
     new = reports["canon"]["new"]
-    assert reports["canon"]["old"] == build and new.startswith(f"v{VERSION}_") and VERSION == 8, reports
+    assert reports["canon"]["old"] == build and new.startswith(f"v{VERSION}_") and VERSION == 9, reports
 
     # (c) It serves the packet a fresh store of today's demo serves, byte for byte.
     served = canon("--db", url, *WRITER)

@@ -21,6 +21,7 @@ from operator import attrgetter
 from typing import Any, cast
 
 from canon_ledger.application.packets import render
+from canon_ledger.application.packets.inherited import inherited
 from canon_ledger.application.packets.packet import Item, Packet, Stage
 from canon_ledger.application.packets.ports import CanonSnapshot, DraftView, Fact, Recall, Retriever, StoryView
 from canon_ledger.application.packets.reading import Candidate, Read, Reading, Recipe
@@ -101,6 +102,9 @@ def start(recipes: dict[str, Recipe], snap: CanonSnapshot, req: Request,
     story = snap.story(req.story_id)
     if story is None:
         raise unknown_story(req.story_id)
+    if story.series is not None:  # a book reads what it inherits too (``inherited``)
+        snap = inherited(snap, story)
+        story = snap.story(req.story_id) or story
     budget = req.budget if req.budget is not None else story.budgets.get(req.role, 0)
     if budget < 0:
         raise PacketError("budget_must_not_be_negative", f"budget must be >= 0, got {budget}", "budget")

@@ -44,6 +44,21 @@ class StoryView:
     # (count, first position, last position) of the story's events the read model quarantined
     quarantined: tuple[int, int, int] | None = None
     lore_share: int | None = None  # percent of a packet's budget its lore may take (set_lore_cap); None: no cap
+    series: str | None = None  # the series it is the bible or a book of (``domain.series``); None: none
+    series_role: str | None = None  # "bible" or "book"
+
+
+@dataclass(frozen=True)
+class Home:
+    """A story of a series as a book reads it (``CanonSnapshot.series_homes``): its role
+    ("bible" or "book"), its place in reading order (0: the bible), its title and the last log
+    position that changed its canon."""
+
+    story_id: str
+    role: str
+    ordinal: int
+    title: str
+    position: int
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,7 @@ class EntryView:
     hidden_until: int | None
     fact: Fact
     secret: bool = False  # the step's fields.secret is true: known only to those recorded as knowing it
+    origin: str | None = None  # where an inherited step comes from (``inherited``); None: the story's own
 
 
 @dataclass(slots=True)
@@ -161,6 +177,7 @@ class NodeView:
     node_kind: str
     hidden_until: int | None
     fact: Fact
+    origin: str | None = None  # where an inherited chain's node comes from (``inherited``); None: the story's own
 
 
 @dataclass(frozen=True)
@@ -226,6 +243,13 @@ class CanonSnapshot(Protocol):
         ...
     def lore(self, story_id: str) -> Lore:
         """The story's activation rules as its canon stands in this snapshot."""
+        ...
+    def series_homes(self, series_id: str) -> list[Home]:
+        """The bible and the books of ``series_id``, in reading order (the bible first)."""
+        ...
+    def hidden_books(self, story_id: str) -> dict[tuple[str, str, int], str]:
+        """The steps of ``story_id`` (a series bible) whose ``hidden_until`` counts in a book
+        other than the first, by (kind, key, step): that book's story id."""
         ...
 
 

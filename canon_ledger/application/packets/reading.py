@@ -278,10 +278,15 @@ def hidden(e: Any, chapter: int) -> str | None:
     return render.hidden_reason(e.hidden_until, chapter)
 
 
+def from_where(origin: str | None) -> str:
+    """What a reason adds for an inherited entry or node (``inherited``): where it comes from."""
+    return f"; {origin}" if origin else ""
+
+
 def entry(tier: Tier, e: EntryView, reason: str, chapter: int) -> Candidate:
-    """An entry's candidate: blocked while hidden, its retirement said."""
-    return Candidate(tier, e.kind, e.key, e.fact, reason + (" (retired)" if e.retired else ""), hidden(e, chapter),
-                     e.step, secret=e.secret)
+    """An entry's candidate: blocked while hidden, its retirement said, an inherited one's home."""
+    return Candidate(tier, e.kind, e.key, e.fact, reason + (" (retired)" if e.retired else "") + from_where(e.origin),
+                     hidden(e, chapter), e.step, secret=e.secret)
 
 
 def one(read: Read, key: str, fact: Fact | None) -> list[Candidate]:

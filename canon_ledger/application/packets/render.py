@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 # Fields that steer packing or recall rather than describe the entry: never rendered as text
 # (an imported lorebook entry's source settings would otherwise repeat its content in JSON).
-CONTROL_FIELDS = ("hidden_until", "nodes", "state", "recall", "lorebook")
+CONTROL_FIELDS = ("hidden_until", "hidden_until_book", "nodes", "state", "recall", "lorebook")
 
 
 def guardrails(lines: list[str]) -> str:

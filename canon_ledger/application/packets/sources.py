@@ -14,8 +14,8 @@ from typing import Any, TypeVar, cast
 from canon_ledger.application import continuity
 from canon_ledger.application.packets import fetches, render
 from canon_ledger.application.packets.ports import Always, EntryView, Fact, Mention, Mentions
-from canon_ledger.application.packets.reading import (Candidate, Read, Reading, entry, hidden, numbered, one,
-                                                      source)
+from canon_ledger.application.packets.reading import (Candidate, Read, Reading, entry, from_where, hidden, numbered,
+                                                      one, source)
 from canon_ledger.domain.errors import NotFound
 from canon_ledger.domain.scene_tags import ROLE_LISTS, TAG_LIST, TAG_LISTS
 from canon_ledger.domain.tiers import P1, Tier
@@ -317,7 +317,7 @@ def earlier_character_states(r: Reading, read: Read) -> list[Candidate]:
     steps = r.snap.superseded_steps(r.req.story_id, chapter, "character", tuple(c.key for c in characters),
                                     HISTORY_STEPS)
     return [Candidate(read.tier, read.kind, f"{c.key}@{old.valid_from}", old.fact,
-                      f"{read.reason} of {c.key}, superseded from chapter {c.valid_from}",
+                      f"{read.reason} of {c.key}, superseded from chapter {c.valid_from}{from_where(old.origin)}",
                       hidden(old, chapter) if read.hides else None)
             for c in characters for old in steps.get(c.key, [])]
 
@@ -326,5 +326,5 @@ def earlier_character_states(r: Reading, read: Read) -> list[Candidate]:
 def development_chains(r: Reading, read: Read) -> list[Candidate]:
     """The nodes of every chain in force; one hidden at the chapter is listed without its text."""
     return [Candidate(read.tier, read.kind, f"{node.chain}/{node.node_id}", node.fact,
-                      f"{read.reason} {node.chain} ({node.node_kind})", hidden(node, r.chapter))
+                      f"{read.reason} {node.chain} ({node.node_kind}){from_where(node.origin)}", hidden(node, r.chapter))
             for node in r.snap.chain_nodes(r.req.story_id, r.chapter)]
