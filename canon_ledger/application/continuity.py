@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from canon_ledger.application.knowledge.compile import StopBatch
 from canon_ledger.application.knowledge.ports import ProviderError
+from canon_ledger.application.packets.inherited import inherited
 from canon_ledger.application.packets.packet import Stage
 from canon_ledger.application.packets.ports import CanonSnapshot, DraftView
 from canon_ledger.application.ports import Judge
@@ -110,8 +111,10 @@ class ContinuityCheck:
         if draft is None:
             raise NotFound("unknown_draft", f"story {story_id!r} has no draft {draft_id!r}", "draft_id")
         def checked(snap: CanonSnapshot) -> tuple[float, list[Step], list[Finding], int]:
-            if snap.story(story_id) is None:
+            story = snap.story(story_id)
+            if story is None:
                 raise NotFound("unknown_story", f"no story {story_id!r}", "story_id")
+            snap = inherited(snap, story)  # a book checks against the canon it inherits too
             read = time.perf_counter()
             return (read, *run(snap, story_id, draft), snap.position)
 

@@ -116,3 +116,13 @@ def test_inherited_canon_moves_the_books_packets_and_both_audit(s: Any) -> None:
     assert s.auditor.audit(before.packet_id).ok and s.auditor.audit(after.packet_id).ok
     travelled = s.auditor.packet_at(Request("b2", "writer", 2, scene="a", budget=before.budget), before.position)
     assert travelled.to_json() == before.to_json()
+
+
+def test_the_continuity_check_uses_inherited_canon(s: Any) -> None:
+    applied(s, {"type": "submit_draft", "command_id": "d-b2-3", "story_id": "b2", "chapter": 3, "draft_id": "d3",
+                "text": "The Hero drew his sword and laughed at the ford."})
+    report = s.continuity().check("b2", "d3").as_dict()
+    (dead,) = [f for f in report["findings"] if f["entry"]["key"] == "hero"]
+    assert dead["type"] == "retired" and "Dies at the ford." in dead["evidence"][0]["text"]
+    b1_positions = {p for p, e in s.ledger.read(1, 10_000) if getattr(e, "story_id", None) == "b1"}
+    assert dead["evidence"][0]["source"] in b1_positions

@@ -21,7 +21,7 @@ from operator import attrgetter
 from typing import Any, cast
 
 from canon_ledger.application.packets import render
-from canon_ledger.application.packets.inherited import inherited
+from canon_ledger.application.packets.inherited import homes_of, inherited
 from canon_ledger.application.packets.packet import Item, Packet, Stage
 from canon_ledger.application.packets.ports import CanonSnapshot, DraftView, Fact, Recall, Retriever, StoryView
 from canon_ledger.application.packets.reading import Candidate, Read, Reading, Recipe
@@ -195,7 +195,7 @@ def compile_with(recipes: dict[str, Recipe], version: int, snap: CanonSnapshot, 
               Stage("truncate", "done", render.room_left(items, budget, why) if fills else render.usage(items, budget))]
     return Packet(req.story_id, req.role, req.chapter, req.scene, story.position, budget, tokens.name,
                   tuple(items), tuple(stages), recall=recall, compiler=stamped(version, reading),
-                  draft=reading.draft).sealed()
+                  draft=reading.draft, homes=homes_of(reading.snap)).sealed()
 
 
 def _read_while_room(packing: Packing, candidates: list[Candidate], reading: Reading, later: list[Read]) -> list[str]:

@@ -55,6 +55,11 @@ def inherited(snap: CanonSnapshot, story: StoryView) -> CanonSnapshot:
     return InheritedCanon(snap, story, mine, [*([bible] if bible else []), *reversed(earlier)], books)
 
 
+def homes_of(snap: CanonSnapshot) -> tuple[str, ...]:
+    """The stories a snapshot ``inherited`` made reads inherited canon from (none for another)."""
+    return tuple(at.home.story_id for at in snap.homes) if isinstance(snap, InheritedCanon) else ()
+
+
 def story_view(snap: CanonSnapshot, story_id: str) -> StoryView | None:
     """The story as its packets see it: a book's ``position`` is the latest of its homes'."""
     story = snap.story(story_id)
@@ -207,8 +212,8 @@ class InheritedCanon:
 
     def steps(self, story_id: str, entries: tuple[tuple[str, str], ...]) -> list[Step]:
         """The book's own timeline of each entry and, before its first own step (or for all
-        chapters, when it has none), the step it inherits: the first home's step in force at its
-        end, from chapter 1."""
+        chapters, when it has none), the first home's: its step in force at its end holds from
+        chapter 1, its earlier steps never take effect here (their names still name it)."""
         own = self.snap.steps(story_id, entries)
         if story_id != self.own:
             return own
@@ -220,16 +225,22 @@ class InheritedCanon:
         for at in self.homes:
             if not wanted:
                 break
-            last = {(s.kind, s.key): s for s in self.snap.steps(at.home.story_id, wanted) if s.valid_to is None}
-            for entry, s in sorted(last.items()):
+            timelines: dict[tuple[str, str], list[Step]] = {}
+            for s in self.snap.steps(at.home.story_id, wanted):
+                timelines.setdefault((s.kind, s.key), []).append(s)
+            for entry, timeline in timelines.items():
+                last = next((s for s in timeline if s.valid_to is None), None)
                 hidden: int | None | Literal[False] = None
-                if at.home.role == BIBLE:
-                    hidden = self._bible_hidden(at.home, s.kind, s.key, s.step, s.hidden_until)
-                    if hidden is False:
-                        continue
-                out.append(replace(s, step=s.step + at.place * SPAN, valid_from=1, valid_to=first.get(entry),
+                if last is not None and at.home.role == BIBLE:
+                    hidden = self._bible_hidden(at.home, last.kind, last.key, last.step, last.hidden_until)
+                if last is None or hidden is False:
+                    continue
+                shift = at.place * SPAN
+                out.extend(replace(s, step=s.step + shift, valid_from=1, valid_to=1, hidden_until=None)
+                           for s in timeline if s is not last)
+                out.append(replace(last, step=last.step + shift, valid_from=1, valid_to=first.get(entry),
                                    hidden_until=hidden))
-            wanted = tuple(e for e in wanted if e not in last)
+            wanted = tuple(e for e in wanted if e not in timelines)
         out.sort(key=lambda s: (s.kind, s.key, s.step))
         return out
 

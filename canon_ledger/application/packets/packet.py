@@ -63,6 +63,8 @@ class Packet:
     recall: Any = field(default=None, repr=False, compare=False)  # ports.Recall: what L1 selected, for the record
     compiler: int = field(default=1, compare=False)  # which compiler built it (not in the JSON)
     draft: Any = field(default=None, repr=False, compare=False)  # ports.DraftView: the draft under review, if any
+    # A book of a series: the stories it read inherited canon from (``inherited``), not in the JSON.
+    homes: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def used_tokens(self) -> int:

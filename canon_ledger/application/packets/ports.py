@@ -291,6 +291,10 @@ class Freshness(Protocol):
         ``partition``: the one story the caller will read (the rest may stay behind)."""
         ...
 
+    def known_to_reflect(self, target: int) -> bool:
+        """Does this process already know the whole build reflects ``target`` (no read)?"""
+        ...
+
     def catch_up_serving(self, target: int) -> int:
         """Bring it up to ``target``, reading where it stands."""
         ...

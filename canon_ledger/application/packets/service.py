@@ -72,6 +72,13 @@ class PacketService:
         draft = self.draft(request, target)
         packet = self.read_at(request.story_id, target,
                               lambda snap: compile_packet(snap, request, self.tokens, self.retriever, draft=draft))
+        if packet.homes and not self.canon.known_to_reflect(target):
+            # Workers split the build by story: the book's share reflects ``target``, its homes'
+            # may not yet. Once each does, compile again.
+            for home in packet.homes:
+                self.canon.ensure_reflects(target, home)
+            packet = self.read_at(request.story_id, target,
+                                  lambda snap: compile_packet(snap, request, self.tokens, self.retriever, draft=draft))
         if not record:
             return Issued(packet, False)
         if packet.packet_id in self._recorded:
