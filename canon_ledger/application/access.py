@@ -26,7 +26,7 @@ from canon_ledger.application.retrieval.earlier_chapters import EarlierChapters
 from canon_ledger.domain.api_key import Principal
 from canon_ledger.domain.bounds import MAX_ID
 from canon_ledger.domain.chunking import collection_story
-from canon_ledger.domain.errors import CanonError, Forbidden, InvalidCommand, NotFound, unknown_story
+from canon_ledger.domain.errors import CanonError, Forbidden, InvalidCommand, NotFound, unknown_series, unknown_story
 
 if TYPE_CHECKING:
     from canon_ledger.application.ledger import CanonLedger, CommandOrError
@@ -95,7 +95,7 @@ def may_read(principal: Principal, collection: str) -> None:
 def issued_record(ledger: CanonLedger, principal: Principal, packet_id: str) -> PacketRecord:
     """The packet's record in the log; ``unknown_packet`` for none, for one of a story this key
     may not see, and for an id too long to be one."""
-    record = ledger.packet_record(packet_id) if len(packet_id) <= MAX_ID else None
+    record = ledger.packet_records.get(packet_id) if len(packet_id) <= MAX_ID else None
     if record is None or not principal.sees(record.story_id):
         raise NotFound("unknown_packet", f"no packet {packet_id[:MAX_ID]!r} was recorded (one a worker key asked "
                                          "past its recording budget is answered, not recorded)", "packet_id")
@@ -110,6 +110,9 @@ def refusal(command: Command, principal: Principal) -> CanonError | None:
     story = getattr(command, "story_id", None)
     if story is not None and not principal.sees(story):
         return unknown_story(story)
+    series = getattr(command, "series_id", None)  # add_book: the series changes too
+    if series is not None and not principal.sees(series):
+        return unknown_series(series)
     collection = getattr(command, "collection_id", None)
     if story is None and not principal.unrestricted and not (
             collection and collection.startswith("story:") and principal.sees(collection[len("story:"):])):

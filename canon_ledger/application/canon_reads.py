@@ -42,7 +42,8 @@ from canon_ledger.domain.errors import NotFound
 SEES_SPOILERS = "author"  # the scope from which hidden text is shown (labelled)
 # What a hidden version still shows: what a packet's dropped item shows (kind, key, sources)
 # and when it holds and is revealed.
-SHOWN_WHEN_HIDDEN = frozenset({"kind", "key", "step", "valid_from", "hidden_until", "source", "retired"})
+SHOWN_WHEN_HIDDEN = frozenset({"kind", "key", "step", "valid_from", "hidden_until", "source", "retired",
+                               "inherited_from"})
 NULL_WHEN_HIDDEN = frozenset({"state"})  # no state, rather than an empty one
 # What a chapter after the chapter asked still shows: what the story view lists of it.
 CHAPTER_SHOWN_WHEN_LATER = frozenset({"story_id", "chapter", "volume", "text_accepted"})

@@ -20,7 +20,7 @@ from canon_ledger.domain.chapter import Chapter
 from canon_ledger.domain.chunking import chunk_document
 from canon_ledger.domain.document import Document, document_of_chunk
 from canon_ledger.domain.draft import Draft, accept_into
-from canon_ledger.domain.errors import NotFound, RuleViolated, unknown_story
+from canon_ledger.domain.errors import NotFound, RuleViolated, unknown_series, unknown_story
 from canon_ledger.domain.scene_tags import TAG_KINDS, TAG_LISTS
 from canon_ledger.domain.bounds import MAX_CHAPTER
 from canon_ledger.domain.series import BIBLE, BOOK, Series, canon_homes
@@ -267,7 +267,7 @@ def start_series(cmd: c.StartSeries, uow: UnitOfWork) -> None:
 def add_book(cmd: c.AddBook, uow: UnitOfWork) -> None:
     series = uow.get(Series, ids.series_id(cmd.series_id))
     if series is None:
-        raise NotFound("unknown_series", f"series {cmd.series_id!r} has not been started", "series_id")
+        raise unknown_series(cmd.series_id)
     story = _story(uow, cmd.story_id)
     if cmd.story_id in series.books:
         return  # a book of this series already: nothing changes

@@ -29,6 +29,11 @@ def unknown_story(story_id: str) -> NotFound:
     return NotFound("unknown_story", f"story {story_id!r} has not been started", "story_id")
 
 
+def unknown_series(series_id: str) -> NotFound:
+    """The one refusal of a series never started (and, at a door, of one its key may not see)."""
+    return NotFound("unknown_series", f"series {series_id!r} has not been started", "series_id")
+
+
 class InvalidCommand(CanonError):
     """The command could not be read (malformed JSON, unknown type, bad field)."""
 

@@ -19,7 +19,10 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
+from canon_ledger.domain import canon_rules
+from canon_ledger.domain.bounds import MAX_CHAPTER
 from canon_ledger.domain.canon_rules import ACTIVE, IN_FORCE, InForce, in_force_sql
+from canon_ledger.domain.series import BIBLE, bible_reveal
 from canon_ledger.projections.driver_sql import for_sqlite, json_column
 
 Tables = Callable[[Connection], Any]  # the serving build's table set, read in ``conn``'s transaction
@@ -47,7 +50,7 @@ class StoryViews:
         with self.engine.begin() as conn:
             t = self._names(conn)
             rows = _rows(conn, f"""
-                SELECT s.story_id, s.title, s.position,
+                SELECT s.story_id, s.title, s.position, s.series_id, s.series_role, s.series_ordinal,
                        (SELECT count(*) FROM {t['chapters']} c WHERE c.story_id = s.story_id) AS chapters,
                        (SELECT count(*) FROM {t['chapters']} c
                          WHERE c.story_id = s.story_id AND c.text IS NOT NULL) AS chapters_with_text,
@@ -62,6 +65,7 @@ class StoryViews:
                  ORDER BY s.story_id""")
         for r in rows:  # the same count under its old name (``pending_proposals``), for older clients
             r["pending_proposals"] = r["proposals_proposed"]
+            r["series"] = _series(r)
         return [r for r in rows if not only or r["story_id"] in only]
 
     def story_head(self, story_id: str) -> dict[str, Any] | None:
@@ -70,10 +74,13 @@ class StoryViews:
         with self.engine.begin() as conn:
             t = self._names(conn)
             found = _rows(conn, f"""
-                SELECT s.story_id, s.title, s.position,
+                SELECT s.story_id, s.title, s.position, s.series_id, s.series_role, s.series_ordinal,
                        (SELECT max(c.chapter) FROM {t['chapters']} c WHERE c.story_id = s.story_id) AS last_chapter
                   FROM {t['stories']} s WHERE s.story_id = :s""", s=story_id)
-        return found[0] if found else None
+        if not found:
+            return None
+        found[0]["series"] = _series(found[0])
+        return found[0]
 
     def story(self, story_id: str) -> dict[str, Any] | None:
         with self.engine.begin() as conn:
@@ -116,12 +123,66 @@ class StoryViews:
             said = ACTIVE if conn.dialect.name == "postgresql" else for_sqlite(ACTIVE)  # the index's words
             active_only = f" AND {said}" if active else ""
             of_kind = " AND kind = :kind" if kind is not None else ""  # a range of the (story, kind) indexes
-            rows = _rows(conn, f"""
-                SELECT kind, key, step, valid_from, name, state, hidden_until, text, source, aliases
-                  FROM {t['canon']}
-                 WHERE story_id = :s AND {IN_FORCE}{of_kind} AND NOT retired{active_only}
-                 ORDER BY kind, key""", s=story_id, chapter=chapter, kind=kind)
+            homes = self._homes(conn, story_id)
+            if not homes:
+                rows = _rows(conn, f"""
+                    SELECT kind, key, step, valid_from, name, state, hidden_until, text, source, aliases
+                      FROM {t['canon']}
+                     WHERE story_id = :s AND {IN_FORCE}{of_kind} AND NOT retired{active_only}
+                     ORDER BY kind, key""", s=story_id, chapter=chapter, kind=kind)
+                return [_entry_row(r) | {"inherited_from": None} for r in rows]
+            # A book: per (kind, key), the first home with a step in force (a retirement too).
+            found: dict[tuple[str, str], dict[str, Any]] = {}
+            for home, at in [(None, chapter), *((h, MAX_CHAPTER) for h in homes)]:
+                for r in _rows(conn, f"""
+                    SELECT kind, key, step, valid_from, name, state, retired, hidden_until, hidden_book, text, source,
+                           aliases
+                      FROM {t['canon']}
+                     WHERE story_id = :s AND {IN_FORCE}{of_kind}""", s=home["story_id"] if home else story_id,
+                               chapter=at, kind=kind):
+                    if (r["kind"], r["key"]) in found:
+                        continue
+                    if home is not None:
+                        r["hidden_until"] = self._revealed(home, r)
+                        if r["hidden_until"] is False:
+                            continue
+                    r["inherited_from"] = None if home is None else {
+                        "story_id": home["story_id"], "role": home["role"], "ordinal": home["ordinal"],
+                        "title": home["title"], "as_of": "its current canon" if home["role"] == BIBLE
+                        else "its last chapter"}
+                    found[(r["kind"], r["key"])] = r
+        rows = [found[k] for k in sorted(found) if not found[k].pop("retired")
+                and (not active or canon_rules.active(False, found[k]["state"]))]
+        for r in rows:
+            r.pop("hidden_book")
         return [_entry_row(r) for r in rows]
+
+    @staticmethod
+    def _revealed(home: dict[str, Any], row: dict[str, Any]) -> int | None | bool:
+        """An inherited step's ``hidden_until`` in the book reading it (``series.bible_reveal``):
+        an earlier book's is revealed by its end; False: not seen at all."""
+        if home["role"] != BIBLE:
+            return None
+        books: dict[str, int] = home["books"]
+        book = books.get(row["hidden_book"], min(books.values(), default=1))
+        return bible_reveal(row["hidden_until"], book, home["reader"])
+
+    def _homes(self, conn: Connection, story_id: str) -> list[dict[str, Any]]:
+        """Where a book of a series inherits from, in precedence order (``series.canon_homes``):
+        its bible, then the earlier books, the latest first; none for any other story."""
+        t = self._names(conn)
+        me = _rows(conn, f"SELECT series_id, series_role, series_ordinal FROM {t['stories']} WHERE story_id = :s",
+                   s=story_id)
+        if not me or me[0]["series_id"] is None or me[0]["series_role"] == BIBLE:
+            return []
+        series, mine = me[0]["series_id"], me[0]["series_ordinal"]
+        members = _rows(conn, f"""
+            SELECT story_id, title, series_role AS role, series_ordinal AS ordinal
+              FROM {t['stories']} WHERE series_id = :series ORDER BY series_ordinal""", series=series)
+        books = {m["story_id"]: m["ordinal"] for m in members if m["role"] != BIBLE}
+        homes = [m for m in members if m["role"] == BIBLE] + [m for m in reversed(members)
+                                                             if m["role"] != BIBLE and m["ordinal"] < mine]
+        return [h | {"books": books, "reader": mine} for h in homes]
 
     def entries_named(self, story_id: str, word: str) -> list[dict[str, Any]]:
         """The confirmed entry versions whose name or one of whose aliases is ``word`` (any
@@ -308,6 +369,12 @@ def _proposal_row(r: dict[str, Any]) -> dict[str, Any]:
     for name, empty in (("aliases", []), ("fields", {}), ("tags", [])):
         r[name] = json_column(r.get(name)) or empty
     return r
+
+
+def _series(r: dict[str, Any]) -> dict[str, Any] | None:
+    """A story's place in a series (``series_id``, ``role``, ``ordinal``), or None."""
+    series = {"series_id": r.pop("series_id"), "role": r.pop("series_role"), "ordinal": r.pop("series_ordinal")}
+    return series if series["series_id"] is not None else None
 
 
 def _entry_row(r: dict[str, Any]) -> dict[str, Any]:

@@ -70,6 +70,9 @@ def cmd_import_manuscript(args: argparse.Namespace) -> int:
 def cmd_import_lorebook(args: argparse.Namespace) -> int:
     from canon_ledger.domain.lorebook import LorebookError, read
 
+    if args.series:
+        args.story = args.series  # a series' bible is the story of the series' id
+
     try:
         data = Path(args.file).read_bytes()[:MAX_MANUSCRIPT_BYTES + 1]
     except OSError as e:
@@ -90,9 +93,12 @@ def cmd_import_lorebook(args: argparse.Namespace) -> int:
     services = bootstrap(args.db)
     try:
         try:
-            new_story = services.views().story_head(args.story) is None
+            head = services.views().story_head(args.story)
+            if args.series and not (head and head["series"] and head["series"]["role"] == "bible"):
+                _start_series(services, args.story, args.title or Path(args.file).stem)
+                head = services.views().story_head(args.story)
             report = import_lorebook(services.ledger, book, args.story, kind=args.kind, confirm=args.confirm,
-                                     valid_from=args.valid_from, new_story=new_story,
+                                     valid_from=args.valid_from, new_story=head is None,
                                      title=args.title or Path(args.file).stem)
         except CanonError as e:  # the story's start out of bounds: nothing was applied (an entry's is in the report)
             raise Failure(USAGE, f"{args.file}: {e.message}", e.code) from None
@@ -105,6 +111,18 @@ def cmd_import_lorebook(args: argparse.Namespace) -> int:
         f"{report.position}", *(f"  disabled, not imported: {name}" for name in report.disabled),
         *lorebook.refused_lines(report)], indexed)
     return lorebook.refused(args.format, report)
+
+
+def _start_series(services: Any, series: str, title: str) -> None:
+    """``--series``: start the series (its bible the story imported into) unless it exists."""
+    from canon_ledger.domain.commands import parse_command
+    from canon_ledger.domain.ids import content_digest
+
+    [result] = services.ledger.apply([parse_command({
+        "type": "start_series", "command_id": f"lore:series:{content_digest(series)}", "story_id": series,
+        "title": title})])
+    if not result.ok:
+        raise CanonError(result.error.code, result.error.message, result.error.field)
 
 
 def _index(services: Any, args: argparse.Namespace) -> Any:
@@ -188,7 +206,10 @@ def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:
                   "and name, not imported, and the others are (exit 1). Ids derive from the content: importing "
                   "again appends nothing.")
     lb.add_argument("file", help="the lorebook (.json, .lorebook or a .png character card)")
-    lb.add_argument("--story", required=True, help="the story (started by the import if it is new)")
+    where = lb.add_mutually_exclusive_group(required=True)
+    where.add_argument("--story", help="the story (started by the import if it is new)")
+    where.add_argument("--series", metavar="SERIES", help="a series' bible: the series is started (its bible the "
+                       "story SERIES) unless it exists, and the entries go to its bible, which every book inherits")
     lb.add_argument("--title", help="the new story's title (default: the file's name)")
     lb.add_argument("--kind", choices=KINDS, default="world_rule", help="the entries' canon kind (default world_rule)")
     lb.add_argument("--confirm", action="store_true", help="confirm every proposal in the same atomic batch")

@@ -135,6 +135,14 @@ def _show(args: argparse.Namespace, body: Any, text: Callable[[Any], None]) -> i
     return 0
 
 
+def _in_series(series: dict[str, Any] | None) -> str:
+    if series is None:
+        return ""
+    if series["role"] == "bible":
+        return f", bible of series {series['series_id']}"
+    return f", book {series['ordinal']} of series {series['series_id']}"
+
+
 def cmd_stories(args: argparse.Namespace) -> int:
     rows = _with_views(args, lambda v: v.stories())
 
@@ -144,7 +152,7 @@ def cmd_stories(args: argparse.Namespace) -> int:
         for r in rows:
             print(f"{r['story_id']:<20} {r['title'][:40]:<40} chapters {r['chapters']} ({r['chapters_with_text']} "
                   f"with text), volumes {r['volumes']}, entries {r['entries']}, proposals proposed "
-                  f"{r['proposals_proposed']}, position {r['position']}")
+                  f"{r['proposals_proposed']}, position {r['position']}{_in_series(r['series'])}")
 
     return _show(args, {"stories": rows}, lambda body: text(body["stories"]))
 
@@ -163,6 +171,8 @@ def cmd_canon(args: argparse.Namespace) -> int:
         for e in entries:
             flags = f" [{e['state']}]" if e["state"] else ""
             flags += f" hidden until {e['hidden_until']}" if e["hidden_until"] else ""
+            home = e.get("inherited_from")
+            flags += f" (from {home['story_id']}{'' if home['role'] == 'bible' else ', at its end'})" if home else ""
             print(f"  {e['kind']:<12} {e['key']:<24} v{e['step']} from ch. {e['valid_from']}{flags}  {e['name']}")
 
     return _show(args, {"story_id": args.story, "as_of": args.as_of, "kind": args.kind, "entries": entries}, text)
