@@ -199,7 +199,7 @@ def apply_all(services: Any, commands: list[dict[str, Any]], batch: int = 100) -
 
 
 def build(services: Any) -> dict[str, float]:
-    goal = services.ledger.position()
+    goal = services.ledger.event_log.position()
     t0 = time.perf_counter()
     services.knowledge.catch_up_serving(goal)
     t1 = time.perf_counter()

@@ -181,7 +181,7 @@ def catch_up(cfg: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"token": json.loads(proc.stdout)["token"]}
     services = bootstrap(url)
     try:
-        goal = services.ledger.position()
+        goal = services.ledger.event_log.position()
         t0 = clock()
         services.canon.catch_up_serving(goal)
         t1 = clock()
@@ -485,7 +485,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
                             h_post.append(t1 - t)
                             h_get.append(t2 - t1)
                     # in process: first catch up, untimed, with the HTTP command
-                    services.canon.ensure_reflects(services.ledger.position())
+                    services.canon.ensure_reflects(services.ledger.event_log.position())
                     marker = f"C2P-{run}-i{variant}-{i:05d}"
                     cmd = {"type": "record_chapter_summary", "command_id": f"c2p-{run}-i{variant}-{i}",
                            "story_id": story, "chapter": last_ch - 1, "text": f"{marker} {body_text}"}

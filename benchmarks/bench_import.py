@@ -77,7 +77,7 @@ def run_import(url: str, kind: str, commands: list[Any], batch: int) -> dict[str
         for results in applied_batches(ledger, commands, batch, kind):
             positions.append(max(r.position for r in results))  # type: ignore[type-var]
         apply_s = time.perf_counter() - t0
-        events = ledger.position()
+        events = ledger.event_log.position()
         transactions = read_back(ledger, positions)  # untimed: the rows the raw baselines insert
         assert sum(map(len, transactions)) == events
 
@@ -105,7 +105,7 @@ def run_import(url: str, kind: str, commands: list[Any], batch: int) -> dict[str
             "apply_s": apply_s, "events": events, "transactions": transactions, "positions": positions,
             "catch_up_s": catch_up_s, "chunks": int(chunks), "chunk_tokens": int(chunk_tokens),
             "documents": int(documents), "topics": int(topics),
-            "compile_s": compile_s, "pages": report.compiled, "log_after_compile": ledger.position(),
+            "compile_s": compile_s, "pages": report.compiled, "log_after_compile": ledger.event_log.position(),
         }
     finally:
         services.close()

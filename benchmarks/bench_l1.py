@@ -87,19 +87,19 @@ class MemorySnapshot:
         self.vector_model = reader.vector_model
         self.collection = collection
         with reader.snapshot() as snap:
-            b = snap.b
+            b = snap.builds
             memory = KeywordMemory()
             scope = None if b.keyword.postings is None else [collection]
             # A collection's first query goes to SQL: the second reads it into memory.
-            self.held = memory._current(snap.c, b.keyword.docs.name, scope) or memory._current(
-                snap.c, b.keyword.docs.name, scope)
+            self.held = memory._current(snap.conn, b.keyword.docs.name, scope) or memory._current(
+                snap.conn, b.keyword.docs.name, scope)
             self.fts = b.keyword.fts
             if b.keyword.fts is not None:
                 from canon_ledger.projections.keyword_memory import fts5_totals
 
-                self.totals = fts5_totals(snap.c, b.keyword.fts)
+                self.totals = fts5_totals(snap.conn, b.keyword.fts)
             self.postgres = b.keyword.postings is not None
-            self.matrix = reader.matrix(snap.c, b.vectors, collection) if b.vectors is not None else None
+            self.matrix = reader.matrix(snap.conn, b.vectors, collection) if b.vectors is not None else None
             self._docs = snap.docs(self.held[collection].ids)  # every text the search could want
         self.inner = EarlierChapters(self, chapter)
 

@@ -394,7 +394,7 @@ def measure_book(path: Path, args: argparse.Namespace, seed: int) -> dict[str, A
                                                                else err.strip()[:400]))
         services = bootstrap(url, embedder=args.embedder)
         try:
-            if status != 0 and not services.ledger.position():
+            if status != 0 and not services.ledger.event_log.position():
                 raise RuntimeError("nothing imported")
             k_scenes, cases = scenes(planned, lang, seed, args.trials)
             commands: list[dict[str, Any]] = []

@@ -45,7 +45,7 @@ def reference(url: str, commands: list[Any]) -> dict[str, float]:
             results = services.ledger.apply(commands[i:i + 100], atomic=True)
             assert all(r.status == "applied" for r in results), results[0].as_dict()
         seconds = time.perf_counter() - t0
-        return {"seconds": seconds, "events": services.ledger.position()}
+        return {"seconds": seconds, "events": services.ledger.event_log.position()}
     finally:
         services.close()
 
@@ -57,11 +57,11 @@ def imported(url: str, text: str) -> dict[str, float]:
         report = import_manuscript(services.ledger, split(text), "wp", title="War and Peace", new_story=True)
         seconds = time.perf_counter() - t0
         assert report.failed is None and report.counts == {"applied": 1 + 3 * report.chapters}, report.counts
-        events = services.ledger.position()
+        events = services.ledger.event_log.position()
         t0 = time.perf_counter()
         again = import_manuscript(services.ledger, split(text), "wp", title="War and Peace", new_story=False)
         again_s = time.perf_counter() - t0
-        assert set(again.counts) == {"duplicate"} and services.ledger.position() == events
+        assert set(again.counts) == {"duplicate"} and services.ledger.event_log.position() == events
         return {"seconds": seconds, "events": events, "chapters": report.chapters, "volumes": report.volumes,
                 "reimport_seconds": again_s}
     finally:

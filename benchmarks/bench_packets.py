@@ -480,7 +480,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
             return inner_ops(events, *rest)
 
         projection.ops = counting_ops  # type: ignore[method-assign]
-        goal = services.ledger.position()
+        goal = services.ledger.event_log.position()
         t0 = time.perf_counter()
         last = [t0]
 
@@ -666,7 +666,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
             t2 = time.perf_counter()
             packet = packets.packet(Request(story, "writer", last_ch), after=result.position, record=False)
             t3 = time.perf_counter()
-            services.ledger.record_packet(issued(packet))
+            services.ledger.packet_records.record(issued(packet))
             t4 = time.perf_counter()
             if i >= warmup:
                 for name, dt in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):

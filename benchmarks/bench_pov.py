@@ -259,7 +259,7 @@ def prepare(cfg: dict[str, Any]) -> dict[str, Any]:
     services = _services(cfg["url"])
     try:
         runner = serving_build(services)
-        goal = services.ledger.position()
+        goal = services.ledger.event_log.position()
         t0 = time.perf_counter()
         runner.catch_up(goal)
         out: dict[str, Any] = {"log_events": goal, "catch_up_s": time.perf_counter() - t0}

@@ -8,7 +8,7 @@ Loads the synthetic serial (benchmarks/gen_story.py: 1,000 chapters, 10,000 cano
 in the same process and the same run, R times each:
 
 * **raw decoded read**: every event the canon projection subscribes to, read in pages of
-  1,000 and decoded by the library's mapper (``ledger.read``), doing nothing with them; and
+  1,000 and decoded by the library's mapper (``ledger.event_log.read``), doing nothing with them; and
   the same read once more with Python's cyclic GC paused, as the runner pauses it around
   each page it projects (a second reference, so that the GC's share of a ratio is visible).
   The generated story is frozen out of the GC's reach before the repeats (``gc.freeze``):
@@ -92,9 +92,9 @@ def _raw_read(ledger: Any, topics: list[str]) -> tuple[int, float, float]:
     """(events, wall s, CPU s) of reading and decoding them in pages of 1,000."""
     start, n = 1, 0
     t0, c0 = time.perf_counter(), time.process_time()
-    end = ledger.position()
+    end = ledger.event_log.position()
     while start <= end:
-        page = ledger.read(start, 1000, end, topics)
+        page = ledger.event_log.read(start, 1000, end, topics)
         n += len(page)
         if len(page) < 1000:
             break
@@ -203,7 +203,7 @@ def run_store(stores: Any, commands: list[Any], chapters: int, repeats: int) -> 
             cpu["rebuild"] = cpu["rebuild_warm"]
             return {
                 "modes": by_mode, "checksum": checksums.pop(), "memo_entries": _memo_entries(services) if memo else None,
-                "store": stores.kind, "load": load, "log_position": services.ledger.position(),
+                "store": stores.kind, "load": load, "log_position": services.ledger.event_log.position(),
                 "canon_events": n, "first_catch_up_s": round(first_catch_up, 2),
                 "page_size": services.canon.runner(services.canon.active()).page_size,
                 "raw_read_s": round(raw_s, 3), "raw_read_events_per_s": round(n / raw_s),

@@ -74,16 +74,16 @@ def one_run(url: str, book: Any) -> dict[str, Any]:
         t0 = time.perf_counter()
         services.views()  # canon and authoring caught up with the import
         catch_up = time.perf_counter() - t0
-        before = services.ledger.position()
+        before = services.ledger.event_log.position()
         t0 = time.perf_counter()
         done = services.summarizer("offline").run("book")
         seconds = time.perf_counter() - t0
         assert done.stopped_reason == "done" and not done.failed and not done.remaining, done.as_dict()
-        after = services.ledger.position()
+        after = services.ledger.event_log.position()
         t0 = time.perf_counter()
         again = services.summarizer("offline").run("book")
         rerun = time.perf_counter() - t0
-        assert again.summarised == [] and services.ledger.position() == after, "a re-run appended events"
+        assert again.summarised == [] and services.ledger.event_log.position() == after, "a re-run appended events"
     finally:
         services.close()
     return {"import_s": imported, "catch_up_s": catch_up, "seconds": seconds, "rerun_s": rerun,

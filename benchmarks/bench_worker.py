@@ -323,7 +323,7 @@ def model_positions(services: Any, name: str, start: int, stop: int) -> list[int
     topics = models.runner(models.active()).projection.topics
     out: list[int] = []
     while start <= stop:
-        page = services.ledger.records(start, 5000, stop, topics)
+        page = services.ledger.event_log.records(start, 5000, stop, topics)
         out += [r.id for r in page]
         if len(page) < 5000:
             break
@@ -399,7 +399,7 @@ def steady(kind: str, url: str, args: argparse.Namespace, workdir: str) -> dict[
     poller = Observer("--poll", {"kind": kind, "url": url, "names": names, "interval": args.poll_ms / 1e3}, workdir)
     status = Observer("--status", {"url": url, "interval": 1.0}, workdir)
     ledger = open_ledger(url)
-    first = ledger.position()
+    first = ledger.event_log.position()
     applied: list[dict[str, Any]] = []
     log(f"{kind} steady: worker up in {out['worker_ready_seconds']:.1f} s; writing {len(live):,} commands at "
         f"{args.rate:g}/s for {args.seconds:g} s")
@@ -478,7 +478,7 @@ class PacketTimer:
         self.samples: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self.end = services.ledger.position()
+        self.end = services.ledger.event_log.position()
         self.canon_current_at: float | None = None
 
     def one(self) -> dict[str, Any]:
@@ -528,8 +528,8 @@ def pending(services: Any, names: Any) -> int:
     """Entries the read models ``names`` have yet to project (each counted up to ``SCAN``)."""
     from canon_ledger.projections.model_status import model_status
 
-    end = services.ledger.position()
-    return sum(model_status(n, services.read_models[n], services.ledger, end).pending for n in names)
+    end = services.ledger.event_log.position()
+    return sum(model_status(n, services.read_models[n], services.ledger.event_log, end).pending for n in names)
 
 
 def catch_up_run(dbs: PostgresStores, template: str, mode: str, index: int, args: argparse.Namespace,
@@ -551,7 +551,7 @@ def catch_up_run(dbs: PostgresStores, template: str, mode: str, index: int, args
     startup: list[float] | None = None
     try:
         services = bootstrap(url, indexed_by_worker=True, embedder="hashing")
-        end = services.ledger.position()
+        end = services.ledger.event_log.position()
         status = Observer("--status", {"url": url, "interval": args.status_every}, workdir) if backlog else None
         if packets:
             timer = PacketTimer(services, Request("story-1", "writer", args.packet_chapter), args.packet_ms / 1e3)

@@ -401,7 +401,7 @@ def load_story(url: str, kind: str, commands: list[Any], batch: int) -> dict[str
                     f"log position {results[-1].position:,}, {rate:,.0f} cmd/s, {now - t0:.0f} s elapsed, "
                     f"~{(len(commands) - applied) / rate:.0f} s to go")
         seconds = time.perf_counter() - t0
-        events = ledger.position()
+        events = ledger.event_log.position()
     finally:
         ledger.close()
     return {"seconds": seconds, "commands": len(commands), "events": events, "transactions": -(-len(commands) // batch),

@@ -30,5 +30,5 @@ def load_fixture(ledger: Any, name: str) -> list[dict[str, Any]]:
     """Load the whole fixture ``name`` into an empty store; its rows, once the log ends where they do."""
     rows = fixture_rows(name)
     insert_rows(ledger, rows)
-    assert ledger.position() == rows[-1]["position"]
+    assert ledger.event_log.position() == rows[-1]["position"]
     return rows

@@ -76,4 +76,4 @@ def applied(services: Any, *commands: dict[str, Any]) -> int:
     log's end after them."""
     results = services.ledger.apply([parse_command(c) for c in commands])
     assert all(r.ok for r in results), [r.as_dict() for r in results if not r.ok]
-    return int(services.ledger.position())
+    return int(services.ledger.event_log.position())

@@ -134,7 +134,7 @@ class Auditor:
         """The story's canon replayed up to ``position``: a kept replay (the caller holds it
         alone until the block ends), or for a position the log has not reached yet (events may
         still land at or before it) a replay of the caller's own."""
-        if position > self.ledger.position():
+        if position > self.ledger.event_log.position():
             with self._own(story_id, position) as replay:
                 yield replay
             return
@@ -215,9 +215,9 @@ class Auditor:
         topics = stored_topics(PacketRecord.PacketIssued)
         # A packet reflecting ``position`` was issued after the log reached it: no need to
         # decode the PacketIssued events of the story's earlier history.
-        start, end, found = position + 1, self.ledger.position(), None
+        start, end, found = position + 1, self.ledger.event_log.position(), None
         while start <= end:
-            page = self.ledger.read(start, 5000, end, topics)
+            page = self.ledger.event_log.read(start, 5000, end, topics)
             for _, e in page:
                 # The current compiler's packets say 7 when they are compiler 7's bytes (``stamped``).
                 if (e.story_id, e.role, e.chapter, e.scene, e.budget, e.position) == (
@@ -227,15 +227,15 @@ class Auditor:
             if len(page) < 5000:
                 break
             start = page[-1][0] + 1
-        return self.ledger.packet_record(found.packet_id) if found is not None else None
+        return self.ledger.packet_records.get(found.packet_id) if found is not None else None
 
     def event_at(self, position: int) -> Any:
         """The event at one log position (None if there is none)."""
-        page = self.ledger.read(position, 1, position)
+        page = self.ledger.event_log.read(position, 1, position)
         return page[0][1] if page and page[0][0] == position else None
 
     def audit(self, packet_id: str) -> AuditReport:
-        record = self.ledger.packet_record(packet_id)
+        record = self.ledger.packet_records.get(packet_id)
         if record is None:
             raise NotFound("unknown_packet", f"no packet {packet_id!r} was issued", "packet_id")
         request = request_of(record)
@@ -267,7 +267,7 @@ class Auditor:
     def _live_check(self, request: Request, replayed: Packet, compiler: int, retriever: Any,
                     draft: DraftView | None) -> str:
         try:
-            self.live_catch_up(self.ledger.position())
+            self.live_catch_up(self.ledger.event_log.position())
             with self.live.snapshot() as snap:
                 story = story_view(snap, request.story_id)
                 if story is None or story.position != replayed.position:
@@ -303,14 +303,14 @@ class Auditor:
         the first v1 receipt of the story after it."""
         events = events or {}
         topic = stored_topics(CommandReceipt.Recorded)
-        end = self.ledger.position()
+        end = self.ledger.event_log.position()
         by_ref: dict[str, tuple[str, str]] = {}
         closing: list[tuple[int, str, str]] = []  # v1 receipts of the story read so far, by position
         frontier = 0  # receipts are read contiguously from some start up to here
 
         def read(start: int, limit: int) -> int:
             """Receipts from ``start`` on; returns the last position read (``end`` at the log's end)."""
-            page = self.ledger.read(start, limit, end, topic)
+            page = self.ledger.event_log.read(start, limit, end, topic)
             for position, receipt in page:
                 for ref in receipt.events:  # refs are unique across stories
                     by_ref[ref] = (receipt.command_id, receipt.command_type)

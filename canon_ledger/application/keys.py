@@ -127,7 +127,7 @@ class Keys:
         keys: dict[Any, KeyInfo] = {}  # by aggregate id
         start = 1
         while True:
-            page = self.ledger.read(start, 1000, topics=KEY_TOPICS)
+            page = self.ledger.event_log.read(start, 1000, topics=KEY_TOPICS)
             for position, e in page:
                 if isinstance(e, ApiKey.Issued):
                     keys[e.originator_id] = KeyInfo(e.name, e.scope, tuple(e.stories), False, position, e.minted_open)
@@ -141,7 +141,7 @@ class Keys:
         return sorted(keys.values(), key=lambda k: k.name)
 
     def any(self) -> bool:
-        return bool(self.ledger.read(1, 1, topics=ISSUED_TOPICS))
+        return bool(self.ledger.event_log.read(1, 1, topics=ISSUED_TOPICS))
 
     def check(self, token: str) -> Principal | None:
         """The principal of a live key with this token, else None."""

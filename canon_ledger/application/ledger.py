@@ -9,23 +9,24 @@ conflict. Nothing is silently dropped.
 
 Commands go through one loop (``_apply_batch``): decide a batch into one unit of work, save
 it in one transaction, and on a lost race decide again. ``apply`` runs it once per command,
-or, ``atomic``, once over all of them. ``CanonLedger`` is also the facade of the ledger's
-other parts: the log (``event_log.EventLogReader``), the packet records
-(``packet_records.PacketRecords``) and the library's storage hooks it inherits
-(``repository.LedgerApplication``).
+or, ``atomic``, once over all of them. The ledger's other parts hang off it, and callers
+use them directly: the log, read in order and watched for appends (``event_log``, an
+``event_log.EventLogReader``: the projections' ``EventLog``), the packet records
+(``packet_records``, a ``packet_records.PacketRecords``), and the library's storage hooks it
+inherits (``repository.LedgerApplication``).
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
-from canon_ledger.application.event_log import EventLogReader, Listener, LoggedEvent
+from canon_ledger.application.event_log import EventLogReader, LoggedEvent
 from canon_ledger.application.packet_records import PacketRecords
 from canon_ledger.application.repository import SNAPSHOT_EVERY, LedgerApplication
 from canon_ledger.application.results import CommandResult
@@ -315,41 +316,3 @@ class CanonLedger(LedgerApplication):
     @staticmethod
     def _back_off(attempt: int) -> None:
         time.sleep(random.uniform(0, 0.005 * (2 ** min(attempt, 6))))
-
-    # -- the packet record store (``packet_records``) -----------------------------------------
-    def record_packet(self, record: PacketRecord) -> int | None:
-        """Append PacketIssued once per distinct packet; returns its position, None if known."""
-        return self.packet_records.record(record)
-
-    def packet_record(self, packet_id: str) -> PacketRecord | None:
-        return self.packet_records.get(packet_id)
-
-    # -- the log (``event_log``) -------------------------------------------------------------
-    def watch(self, listener: Listener) -> None:
-        """See ``EventLogReader.watch``: ``listener`` hears of every event this process appends."""
-        self.event_log.watch(listener)
-
-    def decode(self, record: Any) -> Any:
-        return self.event_log.decode(record)
-
-    def position(self) -> int:
-        """The last position in the global log (0 when empty)."""
-        return self.event_log.position()
-
-    def records(self, start: int, limit: int, stop: int | None = None, topics: Sequence[str] = ()) -> list[Any]:
-        """See ``EventLogReader.records``: stored records, undecoded."""
-        return self.event_log.records(start, limit, stop, topics)
-
-    def read(self, start: int, limit: int, stop: int | None = None, topics: Sequence[str] = ()) -> list[tuple[int, Any]]:
-        """Decoded (position, event) pairs: the projections' view of the log."""
-        return self.event_log.read(start, limit, stop, topics)
-
-    def read_partition(self, start: int, limit: int, stop: int, topics: Sequence[str],
-                       matches: Sequence[tuple[str, str]], belongs: Callable[[Any], bool],
-                       ) -> tuple[list[tuple[int, Any]], int | None]:
-        """See ``EventLogReader.read_partition``: one share's events of a range."""
-        return self.event_log.read_partition(start, limit, stop, topics, matches, belongs)
-
-    def history(self, *, story_id: str | None = None, start: int = 1, stop: int | None = None) -> Iterator[LoggedEvent]:
-        """The global log in order, decoded; optionally only one story's events."""
-        return self.event_log.history(story_id=story_id, start=start, stop=stop)

@@ -177,5 +177,5 @@ def import_lorebook(ledger: CanonLedger, book: Lorebook, story_id: str, *, kind:
         if refused is not None:
             report.failed = refused.as_dict()
             break
-    report.position = ledger.position()
+    report.position = ledger.event_log.position()
     return report

@@ -121,5 +121,5 @@ def import_manuscript(ledger: CanonLedger, manuscript: Manuscript, story_id: str
             break
         if progress is not None:
             progress(sum(1 for c in batch if c.type == "plan_chapter"))
-    report.position = ledger.position()
+    report.position = ledger.event_log.position()
     return report

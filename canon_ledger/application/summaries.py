@@ -153,7 +153,7 @@ class Summarizer:
             report.stopped_reason = "refused"
         settled = {s["chapter"] for s in report.skipped}  # summarised meanwhile, or blank
         report.remaining = [n for n in todo if n not in written and n not in settled]
-        report.position = self.ledger.position()
+        report.position = self.ledger.event_log.position()
         return report
 
     # -- chapters --------------------------------------------------------------------------------

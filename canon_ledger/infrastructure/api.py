@@ -45,7 +45,7 @@ class LedgerAPI:
         return self.services.auditor.audit(packet_id)
 
     def position(self) -> int:
-        return self.services.ledger.position()
+        return self.services.ledger.event_log.position()
 
     @property
     def views(self) -> Any:

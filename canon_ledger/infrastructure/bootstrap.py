@@ -1,14 +1,15 @@
 """The composition root: every door opens a store here, from its URL.
 
-- ``bootstrap``: every service at once (``services.Services``: the ledger, its read models,
-  the packet service, the auditor, search, the wiki), for what reads the store.
+- ``bootstrap``: every service at once, for what reads the store: ``wiring.wire`` builds the
+  parts (``Wiring``: the ledger, its read models, the packet service, the auditor, the
+  readers), ``services.Services.of`` puts the use cases the doors call over them.
 - ``open_store``: the ledger alone (``Store``), for what only appends to the log or reads it
   (``canon apply``, ``canon events``, ``canon key``); the rest is wired around the same ledger
   the first time it is asked for (``Store.services``).
 
 Both open the ledger one way (``stores.ledger_of``, under the store's schema lock). Importing
-this module loads no read model, SQL toolkit or embedder: ``services`` is imported by the first
-call that wires the read side.
+this module loads no read model, SQL toolkit or embedder: ``wiring`` and ``services`` are
+imported by the first call that wires the read side.
 """
 
 from __future__ import annotations
@@ -29,15 +30,16 @@ def bootstrap(url: str | None = None, *, page_size: int | None = None, quota_pol
               embedder: str | Embedder | None = None, indexed_by_worker: bool = False) -> Services:
     """Every service of the store at ``url`` (default ``$CANON_DATABASE_URL`` or
     ``sqlite:///canon.db``), its tables created if new. ``embedder``: a name for
-    ``services.choose_embedder`` or an embedder object (default: $CANON_EMBEDDER, else auto).
+    ``wiring.choose_embedder`` or an embedder object (default: $CANON_EMBEDDER, else auto).
     ``indexed_by_worker``: a worker keeps the knowledge, keyword and vector models current
     (``Services.indexed_by_worker``)."""
-    from canon_ledger.infrastructure.services import chosen_embedder, wire
+    from canon_ledger.infrastructure.services import Services
+    from canon_ledger.infrastructure.wiring import chosen_embedder, wire
 
     config = store_config(resolve_url(url))
     found, note = chosen_embedder(embedder)  # a name it does not know is refused before the store is touched
-    return wire(config, found, note, page_size=page_size, quota_policy=quota_policy,
-                indexed_by_worker=indexed_by_worker)
+    return Services.of(wire(config, found, note, page_size=page_size, quota_policy=quota_policy),
+                       indexed_by_worker=indexed_by_worker)
 
 
 @dataclass
@@ -54,10 +56,11 @@ class Store:
         """Every service of this store (as ``bootstrap`` wires them, with the default
         embedder), wired the first time it is asked for."""
         if self._services is None:
-            from canon_ledger.infrastructure.services import chosen_embedder, wire
+            from canon_ledger.infrastructure.services import Services
+            from canon_ledger.infrastructure.wiring import chosen_embedder, wire
 
             found, note = chosen_embedder(None)
-            self._services = wire(self.config, found, note, ledger=self.ledger)
+            self._services = Services.of(wire(self.config, found, note, ledger=self.ledger))
         return self._services
 
     def close(self) -> None:

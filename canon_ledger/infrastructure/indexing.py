@@ -67,7 +67,7 @@ class Indexed:
 def index_now(services: Any, *, shown: bool, skip: bool = False) -> Indexed:
     """Bring every read model of ``services`` to the log's end here (those a running worker
     follows excepted), with bars when ``shown``; ``skip`` (``--no-index``): nothing."""
-    goal = services.ledger.position()
+    goal = services.ledger.event_log.position()
     if skip:
         return Indexed("none", goal)
     names = list(services.read_models)
@@ -104,8 +104,8 @@ def _texts_to_embed(services: Any, goal: int) -> int:
 
     models = services.vectors
     position = models.position()
-    _, records = pending_records(models, services.ledger, goal, limit=max(1, goal - position))
-    return texts_waiting(models, services.ledger, records, services.text_counts)
+    _, records = pending_records(models, services.ledger.event_log, goal, limit=max(1, goal - position))
+    return texts_waiting(models, services.ledger.event_log, records, services.text_counts)
 
 
 class CatchUpWatch:

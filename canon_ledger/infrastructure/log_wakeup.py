@@ -2,7 +2,7 @@
 
 ``LogWakeup.wait_beyond(position, timeout)`` returns as soon as the log's end passes
 ``position`` (or at the timeout), and never busy-waits:
-- an append by this process wakes every waiter at once (``CanonLedger.watch``);
+- an append by this process wakes every waiter at once (``EventLogReader.watch``);
 - on PostgreSQL, an append by any process wakes them through the library's own
   notification: every insert of eventsourcing's recorder runs ``NOTIFY`` on the events
   table's channel (``recorder.channel_name``), and one connection of ours ``LISTEN``s to it;
@@ -21,8 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
-
+from canon_ledger.application.event_log import EventLogReader
 from canon_ledger.infrastructure.stores import StoreConfig, pg_connect
 
 log = logging.getLogger(__name__)
@@ -31,11 +30,11 @@ SAFETY = 5.0  # on PostgreSQL, between reads of the end with no notification
 
 
 class LogWakeup:
-    def __init__(self, ledger: Any, config: StoreConfig, *, poll: float = POLL, safety: float = SAFETY,
+    def __init__(self, log: EventLogReader, config: StoreConfig, *, poll: float = POLL, safety: float = SAFETY,
                  reachable: Callable[[bool], None] | None = None) -> None:
         """``reachable``: told False when the listener loses the store, True when it is back
         (PostgreSQL; it tries again every second): the server's store gate."""
-        self.ledger = ledger
+        self.log = log  # the ledger's ``event_log``
         self._reachable = reachable
         self.config = config
         self._changed = threading.Condition()
@@ -45,7 +44,7 @@ class LogWakeup:
         self._quiet = False
         self.poll = poll
         self.safety = safety
-        ledger.watch(lambda _appended: self._tick())
+        log.watch(lambda _appended: self._tick())
         if config.is_postgres:
             self._listener = threading.Thread(target=self._listen, name="canon-listen", daemon=True)
             self._listener.start()
@@ -67,7 +66,7 @@ class LogWakeup:
 
     def _listen(self) -> None:
         """LISTEN on the library's channel, reconnecting after a fault until closed."""
-        channel = self.ledger.recorder.channel_name
+        channel = self.log.recorder.channel_name
         while not self._closed.is_set():
             try:
                 with pg_connect(self.config) as conn:
@@ -97,7 +96,7 @@ class LogWakeup:
         while True:
             with self._changed:
                 ticks = self._ticks
-            end = self.ledger.position()
+            end = self.log.position()
             left = deadline - time.monotonic()
             if end > position or left <= 0 or self._closed.is_set():
                 return end

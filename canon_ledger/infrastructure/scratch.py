@@ -34,7 +34,7 @@ def _joined(ledger: CanonLedger, position: int) -> dict[str, tuple[str, str, int
     topics = stored_topics(Story.JoinedSeries)
     start = 1
     while start <= position:
-        page = ledger.read(start, PAGE, position, topics)
+        page = ledger.event_log.read(start, PAGE, position, topics)
         joined.update((e.story_id, (e.series_id, e.role, e.ordinal)) for _, e in page)
         if len(page) < PAGE:
             break
@@ -74,7 +74,7 @@ class ScratchCanon(Scratch):
         start = 1
         with self.engine.begin() as conn, gc_paused():
             while start <= position:
-                page = ledger.read(start, PAGE, position, projection.topics)
+                page = ledger.event_log.read(start, PAGE, position, projection.topics)
                 mine += [(p, e) for p, e in page if getattr(e, "story_id", None) in replayed
                          or (isinstance(e, _PLACE) and e.story_id in places)]
                 if len(mine) >= BATCH or len(page) < PAGE:

@@ -92,7 +92,7 @@ class ProjectionWorker:
     def step(self) -> int:
         """Bring each model a step towards the log's end; returns the end it aimed at.
         A model is done when this process knows it reflects the end (``known_to_reflect``)."""
-        end = self.services.ledger.position()
+        end = self.services.ledger.event_log.position()
         for name in self.names:
             if self._stop.is_set():
                 break
@@ -112,7 +112,7 @@ class ProjectionWorker:
     @property
     def wakeup(self) -> LogWakeup:
         if self._wakeup is None:
-            self._wakeup = LogWakeup(self.services.ledger, self.services.config)
+            self._wakeup = LogWakeup(self.services.ledger.event_log, self.services.config)
         return self._wakeup
 
     def catch_up_to(self, goal: int) -> None:
@@ -150,7 +150,7 @@ class ProjectionWorker:
 
     def caught_up(self) -> bool:
         """Does every model this worker serves reflect the log's end (as this process knows)?"""
-        end = self.services.ledger.position()
+        end = self.services.ledger.event_log.position()
         return all(self.services.read_models[n].known_to_reflect(end) for n in self.names)
 
     # -- the loop ----------------------------------------------------------------------------
@@ -258,7 +258,7 @@ class SplitWork:
         topics = stored_topics(*partitioning.openers)
         ledger = self.worker.services.ledger
         while seen < end:
-            page = ledger.read(seen + 1, 1000, end, topics)
+            page = ledger.event_log.read(seen + 1, 1000, end, topics)
             shares.update(dict.fromkeys(partitioning.opened(e) for _, e in page))  # first opening kept: opening order
             seen = page[-1][0] if len(page) == 1000 else end
         self._found[partitioning.name] = (seen, shares)

@@ -28,7 +28,7 @@ from sqlalchemy import JSON, Column, Integer, MetaData, String, Table, Text
 from canon_ledger.domain.canon import CanonEntry, CanonProposal
 from canon_ledger.domain.draft import Draft
 from canon_ledger.projections.partitioning import BY_STORY
-from canon_ledger.projections.sql_ops import Op, Update, Upsert
+from canon_ledger.projections.sql_ops import Op, Update, Upsert, no_ops, ops_of
 
 VERSION = 3
 
@@ -101,16 +101,9 @@ class AuthoringProjection:
         self.topics = stored_topics(*self.HANDLED)
 
     def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
-        ops: list[Op] = []
-        on = self.on  # bound once per page
-        for position, event in events:
-            ops += on(event, position)
-        return ops
+        return ops_of(self.on, events)
 
-    @singledispatchmethod
-    def on(self, event: object, position: int) -> list[Op]:
-        """The ops of one event at ``position``: none for a type this projection does not handle."""
-        return []
+    on = singledispatchmethod(no_ops)
 
     @on.register
     def _(self, event: Draft.Submitted, position: int) -> list[Op]:

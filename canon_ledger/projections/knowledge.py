@@ -22,7 +22,7 @@ from canon_ledger.domain.tokens import TokenCounter
 from canon_ledger.domain.wiki import WikiPage
 from canon_ledger.projections.knowledge_tables import KnowledgeTables
 from canon_ledger.projections.partitioning import BY_COLLECTION
-from canon_ledger.projections.sql_ops import Delete, Op, Run, Update, Upsert
+from canon_ledger.projections.sql_ops import Delete, Op, Run, Update, Upsert, no_ops, ops_of
 
 if TYPE_CHECKING:
     from sqlalchemy.sql.elements import BindParameter
@@ -51,16 +51,9 @@ class KnowledgeProjection:
         self._restale = self._staleness_statement()
 
     def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
-        ops: list[Op] = []
-        on = self.on  # bound once per page
-        for position, event in events:
-            ops += on(event, position)
-        return ops
+        return ops_of(self.on, events)
 
-    @singledispatchmethod
-    def on(self, event: object, position: int) -> list[Op]:
-        """The ops of one event at ``position``: none for a type this projection does not handle."""
-        return []
+    on = singledispatchmethod(no_ops)
 
     # -- documents and chunks -------------------------------------------------------------
     @on.register

@@ -32,7 +32,7 @@ from canon_ledger.domain.wiki import WikiPage, page_doc_id
 from canon_ledger.projections.partitioning import BY_COLLECTION
 from canon_ledger.projections.retrieval_tables import RetrievalTables, VectorTables
 from canon_ledger.projections.retrieval_text import key64, term_counts
-from canon_ledger.projections.sql_ops import Delete, Op, Run, Upsert
+from canon_ledger.projections.sql_ops import Delete, Op, Run, Upsert, ops_of
 
 if TYPE_CHECKING:  # numpy loads with the first vector: a verb that stores or reads none never imports it
     import numpy as np
@@ -144,7 +144,7 @@ class KeywordProjection(_IndexProjection):
     partitioning = BY_COLLECTION  # docs, postings and totals are per collection; workers may split by it
 
     def __init__(self, tables: RetrievalTables, tokens: TokenCounter) -> None:
-        self.t = tables
+        self.tables = tables
         self.tokens = tokens
         self.topics = stored_topics(*HANDLED)
         if tables.postings is not None:
@@ -158,13 +158,10 @@ class KeywordProjection(_IndexProjection):
                 f"ON CONFLICT (collection_id) DO UPDATE SET docs = EXCLUDED.docs, total_length = EXCLUDED.total_length")
 
     def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
-        ops: list[Op] = []
-        for position, event in events:
-            ops += self.on(event, position)
-        return ops
+        return ops_of(self.on, events)
 
     def _ops(self, change: Change, p: int) -> list[Op]:
-        docs, postings = self.t.docs, self.t.postings
+        docs, postings = self.tables.docs, self.tables.postings
         if isinstance(change, DropDocument):
             ops: list[Op] = []
             if postings is not None:
@@ -191,7 +188,7 @@ class KeywordProjection(_IndexProjection):
         return ops + self._restats(change.collection_id)
 
     def _restats(self, collection_id: str) -> list[Op]:
-        if self.t.stats is None:
+        if self.tables.stats is None:
             return []
         return [Run("rt_restat", self._restat, {"c": collection_id}, deferred=True)]
 
@@ -218,7 +215,7 @@ class VectorProjection(_IndexProjection):
     partitioning = BY_COLLECTION  # vectors and their change marks (rt_vecsets) are per collection
 
     def __init__(self, tables: VectorTables, tokens: TokenCounter, embedder: Any, batch: int = 32) -> None:
-        self.t = tables
+        self.tables = tables
         self.tokens = tokens
         self.embedder = embedder
         self.model = embedder.name
@@ -279,16 +276,14 @@ class VectorProjection(_IndexProjection):
     # -- ops --------------------------------------------------------------------------------------
     def ops(self, events: list[tuple[int, Any]]) -> list[Op]:
         self.embed(self._wanted(events))
-        ops: list[Op] = []
-        for position, event in events:
-            ops += self.on(event, position)
+        ops = ops_of(self.on, events)
         for op in ops:  # what this page used is no longer needed ahead
-            if isinstance(op, Upsert) and op.table is self.t.vectors:
+            if isinstance(op, Upsert) and op.table is self.tables.vectors:
                 self._ready.pop(op.values["hash"], None)
         return ops
 
     def _ops(self, change: Change, p: int) -> list[Op]:
-        vectors, vecsets = self.t.vectors, self.t.vecsets
+        vectors, vecsets = self.tables.vectors, self.tables.vecsets
         touched = Upsert(vecsets, {"collection_id": change.collection_id, "changed": p})
         if isinstance(change, DropDocument):
             return [Delete(vectors, {"collection_id": change.collection_id, "document_id": change.document_id}), touched]

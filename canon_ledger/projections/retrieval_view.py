@@ -133,8 +133,8 @@ class SqlRetrievalReader:
 
 class SqlRetrievalSnapshot(RetrievalSnapshot):
     def __init__(self, conn: Connection, builds: Builds, reader: SqlRetrievalReader) -> None:
-        self.c = conn
-        self.b = builds
+        self.conn = conn
+        self.builds = builds
         self.reader = reader
         self.vector_model = reader.vector_model if builds.vectors is not None else None
 
@@ -142,12 +142,12 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
     def keyword(self, query: str, collection_ids: Sequence[str], limit: int, below: str | None = None) -> KeywordResult:
         """``below``: only documents whose id (a page's without ``page:``) sorts before it."""
         terms = query_terms(query)
-        postgres = self.b.keyword.postings is not None
+        postgres = self.builds.keyword.postings is not None
         method = f"postgres bm25 (k1 {K1}, b {B})" if postgres else "fts5 bm25 (quoted terms, OR)"
         if not (terms and collection_ids and limit > 0):
             return KeywordResult([], terms, method)
         memory = self.reader.keywords
-        hits = memory.search(self.c, self.b.keyword, terms, collection_ids, limit, below) if memory else None
+        hits = memory.search(self.conn, self.builds.keyword, terms, collection_ids, limit, below) if memory else None
         if hits is None:
             hits = (self._postgres_bm25(dict.fromkeys(terms, 1.0), collection_ids, limit, below) if postgres
                     else self._fts5(terms, collection_ids, limit, below))
@@ -158,31 +158,31 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
         weights = {t: float(w) for t, w in weights.items() if w > 0}
         if not weights or not collection_ids or limit <= 0:
             return []
-        if self.b.keyword.postings is not None:
+        if self.builds.keyword.postings is not None:
             return self._postgres_bm25(weights, collection_ids, limit, below)
         return self._fts5_weighted(weights, collection_ids, limit, below)
 
     def term_stats(self, doc_ids: Sequence[str], collection_ids: Sequence[str]) -> TermStats:
-        d = self.b.keyword.docs
-        rows = self.c.execute(
+        d = self.builds.keyword.docs
+        rows = self.conn.execute(
             select(d.c.doc_id, d.c.terms)
             .where(d.c.collection_id.in_(bindparam("colls", expanding=True)),
                    d.c.doc_id.in_(bindparam("ids", expanding=True)), d.c.kind == "chunk"),
             {"colls": list(collection_ids), "ids": list(doc_ids)}).all() if doc_ids and collection_ids else []
         doc_terms = {r.doc_id: r.terms.split() for r in rows}
         vocabulary = sorted({t for ts in doc_terms.values() for t in ts})
-        if self.b.keyword.postings is not None:
+        if self.builds.keyword.postings is not None:
             documents, df = self._postgres_df(vocabulary, collection_ids)
         else:
             documents, df = self._fts5_df(vocabulary)
         return TermStats(doc_terms, documents, df)
 
     def _fts5(self, terms: list[str], collection_ids: Sequence[str], limit: int, below: str | None) -> list[Hit]:
-        fts, docs = self.b.keyword.fts, self.b.keyword.docs.name
+        fts, docs = self.builds.keyword.fts, self.builds.keyword.docs.name
         colls = " OR ".join(_quote(collection_token(c)) for c in collection_ids)
         words = " OR ".join(_quote(t) for t in terms)
         match = f"coll : ({colls}) AND terms : ({words})"
-        rows = self.c.execute(text(
+        rows = self.conn.execute(text(
             f"SELECT d.doc_id, -bm25({fts}, 0.0, 1.0) AS score FROM {fts} JOIN {docs} d ON d.doc_key = {fts}.rowid "
             f"WHERE {fts} MATCH :match{_BELOW if below is not None else ''} "
             f"ORDER BY bm25({fts}, 0.0, 1.0), d.doc_id LIMIT :limit"),
@@ -194,7 +194,7 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
         """FTS5 cannot weigh the phrases of one MATCH, but its bm25 of an OR query is the sum of
         each phrase's own bm25 (the same N, length and IDF): one MATCH per term, each scaled by
         its weight, summed per document in the same statement."""
-        fts, docs = self.b.keyword.fts, self.b.keyword.docs.name
+        fts, docs = self.builds.keyword.fts, self.builds.keyword.docs.name
         colls = " OR ".join(_quote(collection_token(c)) for c in collection_ids)
         params: dict[str, Any] = {"limit": limit, "below": below}
         parts = []
@@ -202,7 +202,7 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
             params[f"m{i}"] = f"coll : ({colls}) AND terms : ({_quote(term)})"
             params[f"w{i}"] = weights[term]
             parts.append(f"SELECT rowid AS k, :w{i} * -bm25({fts}, 0.0, 1.0) AS s FROM {fts} WHERE {fts} MATCH :m{i}")
-        rows = self.c.execute(text(
+        rows = self.conn.execute(text(
             f"SELECT d.doc_id, t.score FROM (SELECT k, sum(s) AS score FROM ({' UNION ALL '.join(parts)}) GROUP BY k) t "
             f"JOIN {docs} d ON d.doc_key = t.k WHERE TRUE{_BELOW if below is not None else ''} "
             f"ORDER BY t.score DESC, d.doc_id LIMIT :limit"), params)  # noqa: S608 - names are ours, values bound
@@ -211,26 +211,26 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
     def _fts5_df(self, vocabulary: list[str]) -> tuple[int, dict[str, int]]:
         """N and df over the whole FTS5 index, as its bm25 takes them. The fts5vocab table lives in
         this connection's temp schema: it is a view of the index, nothing is stored."""
-        fts, docs = self.b.keyword.fts, self.b.keyword.docs.name
-        documents = int(self.c.execute(text(f"SELECT count(*) FROM {docs}")).scalar() or 0)
+        fts, docs = self.builds.keyword.fts, self.builds.keyword.docs.name
+        documents = int(self.conn.execute(text(f"SELECT count(*) FROM {docs}")).scalar() or 0)
         if not vocabulary:
             return documents, {}
-        self.c.execute(text(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{fts}_vocab USING fts5vocab(main, {fts}, col)"))
-        rows = self.c.execute(text(f"SELECT term, doc FROM temp.{fts}_vocab WHERE col = 'terms' "
-                                   f"AND term IN :terms").bindparams(bindparam("terms", expanding=True)),
-                              {"terms": vocabulary})
+        self.conn.execute(text(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{fts}_vocab USING fts5vocab(main, {fts}, col)"))
+        rows = self.conn.execute(text(f"SELECT term, doc FROM temp.{fts}_vocab WHERE col = 'terms' "
+                                      f"AND term IN :terms").bindparams(bindparam("terms", expanding=True)),
+                                 {"terms": vocabulary})
         return documents, {r.term: int(r.doc) for r in rows}
 
     def _postgres_df(self, vocabulary: list[str], collection_ids: Sequence[str]) -> tuple[int, dict[str, int]]:
         """N and df over the collections searched, as the postings BM25 takes them."""
-        t = self.b.keyword
+        t = self.builds.keyword
         assert t.stats is not None and t.postings is not None  # a PostgreSQL build has both
-        documents = int(self.c.execute(
+        documents = int(self.conn.execute(
             text(f"SELECT coalesce(sum(docs), 0) FROM {t.stats.name} WHERE collection_id = ANY(:colls)"),
             {"colls": list(collection_ids)}).scalar() or 0)
         if not vocabulary:
             return documents, {}
-        rows = self.c.execute(text(
+        rows = self.conn.execute(text(
             f"SELECT term, count(*) AS df FROM {t.postings.name} WHERE coll_key = ANY(:coll_keys) "
             f"AND term = ANY(:terms) GROUP BY term"),
             {"coll_keys": [key64(c) for c in collection_ids], "terms": vocabulary})
@@ -239,7 +239,7 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
     def _postgres_bm25(self, weights: dict[str, float], collection_ids: Sequence[str], limit: int,
                        below: str | None) -> list[Hit]:
         """Each term's BM25 contribution times its weight (1 for a plain query)."""
-        t = self.b.keyword
+        t = self.builds.keyword
         assert t.stats is not None and t.postings is not None  # a PostgreSQL build has both
         sql = text(f"""
             WITH s AS (
@@ -259,15 +259,15 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
             WHERE TRUE{_BELOW.replace(" < :below", ' COLLATE "C" < :below') if below is not None else ''}
             ORDER BY r.score DESC, d.doc_id LIMIT :limit""")  # noqa: S608 - names are ours, values are bound
         terms = list(weights)
-        rows = self.c.execute(sql, {"colls": list(collection_ids), "coll_keys": [key64(c) for c in collection_ids],
-                                    "terms": terms, "weights": [weights[w] for w in terms], "limit": limit,
-                                    "below": below})
+        rows = self.conn.execute(sql, {"colls": list(collection_ids), "coll_keys": [key64(c) for c in collection_ids],
+                                       "terms": terms, "weights": [weights[w] for w in terms], "limit": limit,
+                                       "below": below})
         return [Hit(r.doc_id, float(r.score)) for r in rows]
 
     def stored_vector(self, model: str, query: str) -> list[float] | None:
         """The query's vector of ``model`` kept in the store, or None (read in this snapshot)."""
         store = self.reader.query_vectors
-        found: list[float] | None = None if store is None else store.get(model, query, self.c)
+        found: list[float] | None = None if store is None else store.get(model, query, self.conn)
         return found
 
     # -- vectors --------------------------------------------------------------------------------------
@@ -275,7 +275,7 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
                below: str | None = None) -> list[Hit]:
         import numpy as np
 
-        if self.b.vectors is None or limit <= 0:
+        if self.builds.vectors is None or limit <= 0:
             return []
         q = np.asarray(query_vector, dtype=np.float32)
         norm = float(np.linalg.norm(q))
@@ -285,7 +285,7 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
         ids: list[str] = []
         scores: list[np.ndarray] = []
         for collection in dict.fromkeys(collection_ids):
-            m = self.reader.matrix(self.c, self.b.vectors, collection)
+            m = self.reader.matrix(self.conn, self.builds.vectors, collection)
             if m is None or not m.ids:
                 continue
             if m.matrix.shape[1] != q.shape[0]:
@@ -308,11 +308,11 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
 
     def vectors(self, ids: Sequence[str], collection_ids: Sequence[str]) -> dict[str, list[float]]:
         """The rows of the cached matrices (normalised, as the cosine search reads them)."""
-        if self.b.vectors is None or not ids:
+        if self.builds.vectors is None or not ids:
             return {}
         out: dict[str, list[float]] = {}
         for collection in dict.fromkeys(collection_ids):
-            m = self.reader.matrix(self.c, self.b.vectors, collection)
+            m = self.reader.matrix(self.conn, self.builds.vectors, collection)
             if m is None or not m.ids:
                 continue
             for doc_id in ids:
@@ -323,16 +323,16 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
 
     # -- documents ------------------------------------------------------------------------------------
     def docs(self, ids: Sequence[str]) -> dict[str, Doc]:
-        kb = self.b.knowledge
+        kb = self.builds.knowledge
         out: dict[str, Doc] = {}
         for collection, (chunk_ids, topic_ids) in _by_collection(ids).items():
             if chunk_ids:
-                for chunk_id, body, source in self.reader.sql.rows(self.c, (
+                for chunk_id, body, source in self.reader.sql.rows(self.conn, (
                         f"SELECT chunk_id, text, source FROM {kb.chunks.name} WHERE collection_id = :c "
                         f"AND chunk_id = ANY(:ids) AND removed = false"), {"c": collection, "ids": chunk_ids}):
                     out[chunk_id] = Doc(chunk_id, "chunk", collection, body, False, [source])
             if topic_ids:
-                for topic_id, title, tldr, edited, set_changed, compiled in self.reader.sql.rows(self.c, (
+                for topic_id, title, tldr, edited, set_changed, compiled in self.reader.sql.rows(self.conn, (
                         f"SELECT topic_id, title, tldr, edited, set_changed, compiled FROM {kb.pages.name} "
                         f"WHERE collection_id = :c AND topic_id = ANY(:ids)"), {"c": collection, "ids": topic_ids}):
                     doc_id = PAGE_PREFIX + topic_id
@@ -342,9 +342,9 @@ class SqlRetrievalSnapshot(RetrievalSnapshot):
         return out
 
     def overview(self, collection_id: str) -> Doc | None:
-        tp = self.b.knowledge.topics
-        rows = self.c.execute(select(tp.c.title, tp.c.source).where(tp.c.collection_id == collection_id)
-                              .order_by(tp.c.document_id, tp.c.ordinal)).all()
+        tp = self.builds.knowledge.topics
+        rows = self.conn.execute(select(tp.c.title, tp.c.source).where(tp.c.collection_id == collection_id)
+                                 .order_by(tp.c.document_id, tp.c.ordinal)).all()
         if not rows:
             return None
         lines = [f"- {r.title}" for r in rows[:OVERVIEW_TOPICS]]

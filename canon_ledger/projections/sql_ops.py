@@ -92,6 +92,21 @@ class Counted:
 Op = Upsert | Update | Delete | Run
 
 
+def ops_of(on: Callable[[Any, int], list[Op]], events: list[tuple[int, Any]]) -> list[Op]:
+    """A page's ops, in event order: ``on(event, position)`` gives one event's."""
+    ops: list[Op] = []
+    for position, event in events:
+        ops += on(event, position)
+    return ops
+
+
+def no_ops(projection: Any, event: object, position: int) -> list[Op]:
+    """The ops of one event at ``position``: none for a type the projection does not handle. A
+    projection's ``on`` is ``singledispatchmethod(no_ops)``, with one ``on.register`` per type
+    it handles."""
+    return []
+
+
 # -- planning ---------------------------------------------------------------------------------
 def _pk(table: Table) -> tuple[str, ...]:
     return tuple(c.name for c in table.primary_key.columns)

@@ -41,7 +41,7 @@ def load(url: str, commands: list[dict[str, Any]], batch: int = 250) -> int:
         for i in range(0, len(parsed), batch):
             results = services.ledger.apply(parsed[i:i + batch], atomic=True)
             assert all(r.status == "applied" for r in results), [r.as_dict() for r in results if not r.ok][:3]
-        return services.ledger.position()
+        return services.ledger.event_log.position()
     finally:
         services.close()
 

@@ -59,7 +59,7 @@ def events_per_share(services: Any, model: str) -> dict[str, int]:
     topics = models.spec.projection(models.tables(models.active())).topics
     of = models.partitioning().of
     counts: dict[str, int] = {}
-    for _, event in services.ledger.read(1, 10**9, None, topics):
+    for _, event in services.ledger.event_log.read(1, 10**9, None, topics):
         counts[of(event)] = counts.get(of(event), 0) + 1
     return counts
 

@@ -125,7 +125,7 @@ def test_the_old_build_serves_while_the_new_one_fills(demo) -> None:
         # Mid-rebuild: packets come from the active build, unchanged.
         served.append(demo.packets.packet(Request(STORY, "writer", 5), record=False).hash)
 
-    models = ReadModels(demo.canon.spec, demo.ledger, demo.canon.write_engine, demo.canon.read_engine, page_size=10)
+    models = ReadModels(demo.canon.spec, demo.ledger.event_log, demo.canon.write_engine, demo.canon.read_engine, page_size=10)
     models.rebuild(progress)
     assert len(served) > 3 and len(set(served)) == 1
 
@@ -168,13 +168,13 @@ def test_a_store_whose_active_build_is_older_refuses_to_serve_until_rebuilt(stor
         apply_demo(s)
         issued = _issue_all(s)
         old = ReadModels(ProjectionSpec("canon", 1, canon_tables, lambda t: CanonProjection(t, tokens)),
-                         s.ledger, write, read)
+                         s.ledger.event_log, write, read)
         assert old.rebuild().new.version == 1
-        position = s.ledger.position()
+        position = s.ledger.event_log.position()
         with pytest.raises(CanonError) as refused:
             s.packets.packet(Request(STORY, "writer", 5))
         assert refused.value.code == "read_model_outdated" and "run `canon rebuild`" in refused.value.message
-        assert s.ledger.position() == position  # nothing recorded
+        assert s.ledger.event_log.position() == position  # nothing recorded
         report = s.canon.rebuild()
         assert (report.old.version, report.new.version) == (1, canon_tables_module.VERSION)
         for packet in issued:
@@ -191,10 +191,10 @@ def test_v1_events_written_by_the_real_store_still_read_upcast_and_project(store
     s = bootstrap(store_url)
     try:
         load_fixture(s.ledger, "v1-events.jsonl")
-        receipts = [e for e in s.ledger.history() if e.type == "CommandReceipt.Recorded"]
+        receipts = [e for e in s.ledger.event_log.history() if e.type == "CommandReceipt.Recorded"]
         assert receipts and all(e.data["events"] == [] for e in receipts)  # upcast v1 -> v2
         expected = json.loads((FIXTURES / "v1-ch5-writer.json").read_text())
-        assert s.ledger.packet_record(expected["packet_id"]).compiler == 1  # upcast PacketIssued v1 -> v2
+        assert s.ledger.packet_records.get(expected["packet_id"]).compiler == 1  # upcast PacketIssued v1 -> v2
         s.packets.packet(Request(STORY, "writer", 5, budget=expected["budget"]), record=False)  # catch up
         with s.packets.reader.snapshot() as snap:  # the compiler that issued it gives the same bytes
             packet = compile_packet(snap, Request(STORY, "writer", 5, budget=expected["budget"]), s.packets.tokens,
@@ -207,7 +207,7 @@ def test_v1_events_written_by_the_real_store_still_read_upcast_and_project(store
         # New commands write v2 receipts beside the old ones.
         s.ledger.apply([parse_line(json.dumps({"type": "record_chapter_summary", "command_id": "v2-cmd",
                                                "story_id": STORY, "chapter": 5, "text": "new"}))])
-        newest = [e for e in s.ledger.history() if e.type == "CommandReceipt.Recorded"][-1]
+        newest = [e for e in s.ledger.event_log.history() if e.type == "CommandReceipt.Recorded"][-1]
         assert newest.data["command_id"] == "v2-cmd" and len(newest.data["events"]) == 1
     finally:
         s.close()
@@ -238,7 +238,7 @@ def test_rebuild_killed_mid_way_resumes_to_the_same_result(tmp_path) -> None:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         stopped_at = s.canon.runner(building).position()
-        assert 0 < stopped_at < s.ledger.position(), stopped_at
+        assert 0 < stopped_at < s.ledger.event_log.position(), stopped_at
         assert s.canon.active() != building  # the old build still serves
         result = canon("--db", url, "rebuild", "--projection", "canon", "--format", "json")
         assert result.returncode == 0, result.stderr
@@ -253,7 +253,7 @@ def test_rebuild_killed_mid_way_resumes_to_the_same_result(tmp_path) -> None:
         for packet in issued:
             assert crashed.auditor.audit(packet.packet_id).ok
         with crashed.canon.read_engine.begin() as conn:
-            assert tracked(conn, f"canon:{building.tag}") == crashed.ledger.position()
+            assert tracked(conn, f"canon:{building.tag}") == crashed.ledger.event_log.position()
         assert _indexes_complete(crashed)
     finally:
         crashed.close()

@@ -26,7 +26,7 @@ def test_every_packet_of_a_50_chapter_story_audits_ok(rs) -> None:
             issued.append(services.packets.packet(Request(story, role, chapter)))
     issued.append(services.packets.packet(Request(story, "writer", 50, budget=600)))  # trimmed and dropped items
     assert any(i.status == "trimmed" for i in issued[-1].items) or any(i.status == "dropped" for i in issued[-1].items)
-    recalls = [services.ledger.packet_record(p.packet_id).recall for p in issued]
+    recalls = [services.ledger.packet_records.get(p.packet_id).recall for p in issued]
     assert sum(bool(r and r.get("hits")) for r in recalls) >= 5  # L1 hits recorded: the audits replay them
     for packet in issued:
         report = services.auditor.audit(packet.packet_id)

@@ -68,7 +68,7 @@ def test_an_evicted_replay_is_built_again_and_a_position_past_the_log_is_not_kep
     assert demo.auditor.audit(first.packet_id).ok  # the second evicted the first: built again
     assert built == [(STORY, first.position), (STORY, second.position), (STORY, first.position)]
     # Past the log's end (events may still land at or before it): a replay of the call's own, each time.
-    beyond = demo.ledger.position() + 5
+    beyond = demo.ledger.event_log.position() + 5
     request = Request(STORY, "writer", 5, budget=second.budget)
     assert demo.auditor.packet_at(request, beyond).hash == demo.auditor.packet_at(request, beyond).hash == second.hash
     assert built[3:] == [(STORY, beyond), (STORY, beyond)]

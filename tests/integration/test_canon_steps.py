@@ -127,7 +127,7 @@ def test_a_stored_null_reads_as_no_facts(s: Any) -> None:
 
 def test_the_audit_s_scratch_build_reads_the_same_steps(s: Any) -> None:
     asked = (("character", "ilse"), ("location", "mere"), ("item", "ilse"))
-    scratch = scratch_canon(s.ledger, s.packets.tokens, STORY, s.ledger.position())
+    scratch = scratch_canon(s.ledger, s.packets.tokens, STORY, s.ledger.event_log.position())
     try:
         with scratch.snapshot(STORY) as snap:
             assert snap.steps(STORY, asked) == _steps(s, asked)

@@ -50,27 +50,27 @@ def test_two_stories_use_the_same_command_id_and_neither_learns_of_the_other(led
 
 def test_a_command_that_changed_nothing_keeps_its_id(ledger: CanonLedger) -> None:
     _apply(ledger, _start("a", "c-1"), _plan("a", "c-2", 1))
-    end = ledger.position()
+    end = ledger.event_log.position()
     [same] = _apply(ledger, _plan("a", "c-3", 1))
     assert same.status == "unchanged"
-    assert [e.type for e in ledger.history(start=end + 1)] == ["CommandReceipt.Recorded"]
-    end = ledger.position()
+    assert [e.type for e in ledger.event_log.history(start=end + 1)] == ["CommandReceipt.Recorded"]
+    end = ledger.event_log.position()
     assert _apply(ledger, _plan("a", "c-3", 1))[0].status == "duplicate"
-    assert ledger.position() == end
+    assert ledger.event_log.position() == end
     [other] = _apply(ledger, _plan("a", "c-3", 2))
     assert other.status == "rejected" and other.error is not None
     assert other.error.code == "command_id_must_identify_one_command"
-    assert ledger.position() == end
+    assert ledger.event_log.position() == end
 
 
 def test_receipts_from_before_ids_were_scoped_answer_only_their_own_story(ledger: CanonLedger) -> None:
     load_fixture(ledger, "v1-events.jsonl")  # the demo as the first release wrote it: unscoped receipts
-    end = ledger.position()
+    end = ledger.event_log.position()
     # Every demo command sent again is a duplicate: its old receipt is read, not only the state
     # (some of them, like a chapter summary, would otherwise answer "unchanged").
     again = ledger.apply(demo_commands())
     assert again and {r.status for r in again} == {"duplicate"}, {r.status for r in again}
-    assert ledger.position() == end
+    assert ledger.event_log.position() == end
     # A different command of the demo's story under a demo id is refused, as before.
     first = demo_json()[1]
     [reused] = _apply(ledger, _plan(STORY, first["command_id"], 99))

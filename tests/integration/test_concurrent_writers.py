@@ -105,7 +105,7 @@ def test_four_writer_processes_lose_nothing_and_apply_nothing_twice(store_url: s
 
     ledger = open_ledger(store_url)
     try:
-        log = list(ledger.history(story_id=S))
+        log = list(ledger.event_log.history(story_id=S))
         types = Counter(e.type for e in log)
         # Final state equals the sum of applied commands.
         assert types["CommandReceipt.Recorded"] == len(applied) + 4
@@ -120,7 +120,7 @@ def test_four_writer_processes_lose_nothing_and_apply_nothing_twice(store_url: s
         assert len(planned) == 1 + len(applied_plans) == types["Chapter.Planned"]
         contested_numbers = {1000 + int(r["command_id"].split("-plan-")[1]) for r in contested}
         assert contested_numbers <= planned  # every contested number was won by exactly one writer
-        positions = [e.position for e in ledger.history()]
+        positions = [e.position for e in ledger.event_log.history()]
         assert positions == sorted(positions) and len(positions) == len(set(positions))
     finally:
         ledger.close()

@@ -43,7 +43,7 @@ def s(store_url: str) -> Any:
 
 
 def _position(s: Any, qualname: str, **match: Any) -> int:
-    return max(p for p, e in s.ledger.read(1, 10_000) if type(e).__qualname__ == qualname
+    return max(p for p, e in s.ledger.event_log.read(1, 10_000) if type(e).__qualname__ == qualname
                and all(getattr(e, k, None) == v for k, v in match.items()))
 
 
@@ -77,7 +77,7 @@ def test_a_dismissed_finding_leaves_the_packet_and_the_packet_still_audits(s: An
     assert [f["id"] for f in after["dismissed"]] == [harl["id"]]
     packet = s.packets.packet(Request(STORY, "qa", 3, draft="d3"))
     assert harl["id"] not in [i.key for i in packet.items]
-    record = s.ledger.packet_record(packet.packet_id)
+    record = s.ledger.packet_records.get(packet.packet_id)
     assert record.draft["dismissed"] == [[harl["id"], _position(s, "Draft.FindingDismissed")]]
     assert s.auditor.audit(packet.packet_id).ok
 

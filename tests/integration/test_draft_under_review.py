@@ -55,7 +55,7 @@ def test_the_qa_packet_holds_the_draft_in_p0_labelled_and_recalls_what_it_mentio
     assert (item.tier, item.key, item.status) == ("P0", "d2", "included")
     assert item.text.startswith("UNCONFIRMED DRAFT under review (draft d2, chapter 2): not canon.")
     assert DRAFT_TEXT in item.text and item.tokens == s.packets.tokens.count(item.text)
-    submitted = next(p for p, e in s.ledger.read(1, 1000) if type(e).__qualname__ == "Draft.Submitted")
+    submitted = next(p for p, e in s.ledger.event_log.read(1, 1000) if type(e).__qualname__ == "Draft.Submitted")
     assert item.sources == (submitted,)
     assert any(st.step == "review" and "draft d2" in st.detail for st in packet.stages)
     # The reef is named only in the draft: recalled by that mention, with it in the reason.
@@ -65,9 +65,9 @@ def test_the_qa_packet_holds_the_draft_in_p0_labelled_and_recalls_what_it_mentio
     plain = s.packets.packet(Request(STORY, "qa", 2))
     assert "DRAFT-UNDER-REVIEW-MARKER" not in _texts(plain) and "REEF-CANON-MARKER" not in _texts(plain)
     assert plain.packet_id != packet.packet_id
-    record = s.ledger.packet_record(packet.packet_id)
+    record = s.ledger.packet_records.get(packet.packet_id)
     assert record.draft == {"draft_id": "d2", "position": submitted}
-    assert s.ledger.packet_record(plain.packet_id).draft is None
+    assert s.ledger.packet_records.get(plain.packet_id).draft is None
 
 
 def test_no_other_packet_holds_the_draft(s: Any) -> None:
@@ -83,11 +83,11 @@ def test_no_other_packet_holds_the_draft(s: Any) -> None:
 
 @pytest.mark.parametrize("role", ["planner", "writer", "summarizer", "chat"])
 def test_a_draft_is_refused_in_every_other_role(s: Any, role: str) -> None:
-    end = s.ledger.position()
+    end = s.ledger.event_log.position()
     with pytest.raises(CanonError) as refused:
         s.packets.packet(Request(STORY, role, 2, draft="d2"))
     assert (refused.value.code, refused.value.field) == ("draft_only_for_review", "draft")
-    assert s.ledger.position() == end  # nothing recorded
+    assert s.ledger.event_log.position() == end  # nothing recorded
 
 
 def test_an_unknown_accepted_rejected_or_other_chapters_draft_is_refused_and_nothing_recorded(s: Any) -> None:
@@ -98,7 +98,7 @@ def test_an_unknown_accepted_rejected_or_other_chapters_draft_is_refused_and_not
             "text": "Rejected text."},
            {"type": "reject_draft", "command_id": "r-3b", "story_id": STORY, "draft_id": "d3b",
             "reason": "off tone"})
-    end = s.ledger.position()
+    end = s.ledger.event_log.position()
     cases = [(Request(STORY, "qa", 2, draft="nope"), "unknown_draft", "draft"),
              (Request(STORY, "qa", 3, draft="d3a"), "draft_not_under_review", "draft"),
              (Request(STORY, "qa", 3, draft="d3b"), "draft_not_under_review", "draft"),
@@ -113,7 +113,7 @@ def test_an_unknown_accepted_rejected_or_other_chapters_draft_is_refused_and_not
     with pytest.raises(CanonError) as refused:  # time travel replays canon only
         s.packet(Request(STORY, "qa", 2, draft="d2"), at=end)
     assert refused.value.code == "draft_not_replayed"
-    assert s.ledger.position() == end
+    assert s.ledger.event_log.position() == end
 
 
 def test_the_draft_must_fit_p0_whole(s: Any) -> None:
@@ -138,9 +138,9 @@ def test_the_review_packet_audits_also_after_the_draft_is_accepted(s: Any) -> No
 
 def test_a_record_whose_draft_source_is_another_event_does_not_audit(s: Any) -> None:
     packet = s.packets.packet(Request(STORY, "qa", 2, draft="d2"))
-    record = s.ledger.packet_record(packet.packet_id)
+    record = s.ledger.packet_records.get(packet.packet_id)
     forged_id = "pkt_" + "f" * 24
-    s.ledger.record_packet(PacketRecord(
+    s.ledger.packet_records.record(PacketRecord(
         packet_id=forged_id, story_id=STORY, role="qa", chapter=2, scene=None, budget=record.budget,
         position=record.position, hash=record.hash, tokenizer=record.tokenizer, compiler=record.compiler,
         recall=record.recall, items=[], dropped=record.dropped,

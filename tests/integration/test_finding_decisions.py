@@ -40,7 +40,7 @@ def _dismiss(command_id: str, draft: str, finding: str, reason: str) -> Any:
 def _positions(s: Any, name: str) -> dict[tuple[str, ...], int]:
     """Each ``name`` event's position, by (draft_id[, finding_id])."""
     return {(e.draft_id, *((e.finding_id,) if hasattr(e, "finding_id") else ())): p
-            for p, e in s.ledger.read(1, 10_000) if type(e).__qualname__ == name}
+            for p, e in s.ledger.event_log.read(1, 10_000) if type(e).__qualname__ == name}
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def test_dismissals_and_the_override_reason_reach_the_read_model_and_the_draft_p
     accepted = _positions(s, "Draft.Accepted")
     assert accepted[("d1",)] == overridden[("d1",)] + 1  # recorded just before the acceptance
 
-    end = s.ledger.position()
+    end = s.ledger.event_log.position()
     d1 = s.packets.drafts.draft(STORY, "d1", end)
     assert d1.status == "accepted"
     assert d1.dismissed == ((A, "a dream", dismissed[("d1", A)]),
@@ -98,7 +98,7 @@ def test_dismissals_and_the_override_reason_reach_the_read_model_and_the_draft_p
 
 
 def test_repeats_are_answered_like_every_command_s(s: Any) -> None:
-    position = s.ledger.position()
+    position = s.ledger.event_log.position()
     [retry] = s.ledger.apply([_dismiss("x-c", "d2", C, "a lie she tells")])  # the same command id
     assert retry.status == "duplicate"
     [same] = s.ledger.apply([_dismiss("x-c-again", "d2", C, "a lie she tells")])
@@ -117,7 +117,7 @@ def test_repeats_are_answered_like_every_command_s(s: Any) -> None:
     [plain] = s.ledger.apply([_cmd("acc-3", type="accept_draft", draft_id="d3")])  # a retry: no override
     assert plain.status == "duplicate"
     # Refusals and repeats write nothing but the receipts of what changed nothing.
-    assert [type(e).__qualname__ for _, e in s.ledger.read(position + 1, 100)] == [
+    assert [type(e).__qualname__ for _, e in s.ledger.event_log.read(position + 1, 100)] == [
         "CommandReceipt.Recorded"] * 2
     rows = {r["draft_id"]: r for r in s.views().drafts(STORY)}
     assert [d["reason"] for d in rows["d2"]["dismissed"]] == ["a lie she tells"]
@@ -127,16 +127,16 @@ def test_a_build_of_the_earlier_authoring_schema_is_refused_until_rebuilt(s: Any
     read, write = engines(store_config(store_url))
     try:
         old = ReadModels(ProjectionSpec("authoring", 2, authoring.authoring_tables, authoring.AuthoringProjection),
-                         s.ledger, write, read)
+                         s.ledger.event_log, write, read)
         assert old.rebuild().new.version == 2
-        position = s.ledger.position()
+        position = s.ledger.event_log.position()
         with pytest.raises(CanonError) as refused:
             s.views().drafts(STORY)
         assert refused.value.code == "read_model_outdated" and "run `canon rebuild`" in refused.value.message
         with pytest.raises(CanonError) as draft:
             s.packets.drafts.draft(STORY, "d2", position)
         assert draft.value.code == "read_model_outdated"
-        assert s.ledger.position() == position
+        assert s.ledger.event_log.position() == position
         report = s.authoring.rebuild()
         assert (report.old.version, report.new.version) == (2, authoring.VERSION) == (2, 3)
         assert [len(r["dismissed"]) for r in s.views().drafts(STORY)] == [2, 1, 0]

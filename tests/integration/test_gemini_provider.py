@@ -82,7 +82,7 @@ def _edit(services: Any, chunk_id: str, text: str) -> None:
 
 
 def _events(services: Any, start: int = 1, prefix: str = "") -> list[Any]:
-    return [e for e in services.ledger.history(start=start) if e.type.startswith(prefix)]
+    return [e for e in services.ledger.event_log.history(start=start) if e.type.startswith(prefix)]
 
 
 def _calls(services: Any, start: int = 1) -> dict[str, dict[str, Any]]:
@@ -133,7 +133,7 @@ def _assert_no_key(gemini_key: str, *texts: str) -> None:
 
 
 def _events_text(services: Any) -> str:
-    return json.dumps([{"type": e.type, "data": e.data} for e in services.ledger.history()], default=str)
+    return json.dumps([{"type": e.type, "data": e.data} for e in services.ledger.event_log.history()], default=str)
 
 
 # -- success -----------------------------------------------------------------------------------
@@ -172,7 +172,7 @@ def test_a_batch_compiles_every_page_and_the_ledger_counts_every_call(services, 
     assert _lint(services).green
 
     # Nothing is stale: a second night makes no call and reserves nothing.
-    position = services.ledger.position()
+    position = services.ledger.event_log.position()
     again = compiler.nightly()
     assert (again.compiled, again.skipped, again.stopped_reason) == (0, 0, "done")
     assert len(gemini.requests) == 2 * GUIDE_TOPICS and _events(services, position + 1, "QuotaDay.") == []
@@ -259,7 +259,7 @@ def test_a_429_mid_batch_stops_for_the_day_and_writes_no_half_page(services, gem
     assert len(_events(services, 1, "QuotaDay.Exhausted")) == 1
 
     # A further night reserves nothing, sends nothing and stops at once.
-    position, seen = services.ledger.position(), len(gemini.requests)
+    position, seen = services.ledger.event_log.position(), len(gemini.requests)
     again = compiler.nightly()
     assert (again.compiled, again.failed, again.stopped_reason) == (0, 0, "quota")
     assert again.remaining_stale == GUIDE_TOPICS - 2
@@ -293,7 +293,7 @@ def test_an_answer_that_is_not_a_valid_page_writes_nothing(services, gemini, gem
     assert _stale_ids(compiler) == [topic]
 
     for behaviour in ("invalid_json", "wrong_schema"):  # not JSON at all; JSON without the schema's fields
-        position, seen = services.ledger.position(), len(gemini.requests)
+        position, seen = services.ledger.event_log.position(), len(gemini.requests)
         gemini.script(behaviour, kind="generate")
 
         report = compiler.nightly()
@@ -393,7 +393,7 @@ def test_edit_then_revert_makes_the_page_stale_then_fresh_with_no_call(services,
     _ingest(services, GUIDE)
     compiler = _gemini(services, gemini, gemini_key)
     assert compiler.nightly().compiled == GUIDE_TOPICS
-    seen, position = len(gemini.requests), services.ledger.position()
+    seen, position = len(gemini.requests), services.ledger.event_log.position()
     oil = "guild/guide.md#lamplighting/oil"
     with services.knowledge_reader.snapshot() as snap:
         original = snap.page("guild", oil)

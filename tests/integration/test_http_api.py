@@ -39,7 +39,7 @@ class Api:
         return self.client.request(method, path, headers=headers, **kw)
 
     def position(self) -> int:
-        return self.ctx.services.ledger.position()
+        return self.ctx.services.ledger.event_log.position()
 
     def settle(self, timeout: float = 60) -> None:
         """Wait for the server's projection worker to reflect everything applied."""
@@ -453,7 +453,7 @@ def test_readyz_tells_a_stranger_only_whether_it_is_ready(api: Api, monkeypatch)
     def unreachable(*_: Any, **__: Any) -> Any:
         raise OperationalError("SELECT secret_sql", {}, Exception("connection refused"))
 
-    monkeypatch.setattr(api.ctx.services.ledger, "position", unreachable)
+    monkeypatch.setattr(api.ctx.services.ledger.event_log, "position", unreachable)
     down = api.call("GET", "/readyz", None)
     assert (down.status_code, down.json(), down.headers["retry-after"]) == (503, {"status": "not ready"}, "1")
     assert api.ctx.gate.down

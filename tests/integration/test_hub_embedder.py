@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from canon_ledger.infrastructure.services import choose_embedder
+from canon_ledger.infrastructure.wiring import choose_embedder
 from canon_ledger.infrastructure.providers.hub import hub_embedder
 from canon_ledger.infrastructure.providers.minilm import SemanticUnavailable, minilm
 

@@ -57,13 +57,13 @@ def _stale(services) -> list[str]:
 
 def test_ingest_twice_appends_only_a_receipt_and_a_changed_section_only_its_chunk(services) -> None:
     first = _ingest(services, GUIDE)
-    position = services.ledger.position()
+    position = services.ledger.event_log.position()
     assert _ingest(services, GUIDE).status == "unchanged"
     # Nothing of the document: only the receipt that keeps the new command id from naming another.
-    assert [e.type for e in services.ledger.history(start=position + 1)] == ["CommandReceipt.Recorded"]
-    position = services.ledger.position()
+    assert [e.type for e in services.ledger.event_log.history(start=position + 1)] == ["CommandReceipt.Recorded"]
+    position = services.ledger.event_log.position()
     _ingest(services, GUIDE.replace("Colza oil only.", "Rapeseed oil only."))
-    new = [e for e in services.ledger.history(start=position + 1)]
+    new = [e for e in services.ledger.event_log.history(start=position + 1)]
     assert [e.type for e in new] == ["Document.ChunkEdited", "CommandReceipt.Recorded"]
     assert new[0].data["chunk_id"] == "guild/guide.md#lamplighting/oil/0"
     assert first.position < new[0].position
@@ -84,8 +84,8 @@ def test_staleness_follows_edits_and_reverts_with_no_compile(services) -> None:
     _edit(services, chunk, "Colza oil only. Whale oil smokes and clouds the glass.")
     assert _stale(services) == []
     assert _lint(services).green
-    positions = services.ledger.position()
-    assert compiler.nightly().compiled == 0 and services.ledger.position() == positions
+    positions = services.ledger.event_log.position()
+    assert compiler.nightly().compiled == 0 and services.ledger.event_log.position() == positions
 
 
 def test_added_section_drifts_its_topic_and_removed_topics_orphan_pages(services) -> None:
@@ -157,7 +157,7 @@ def test_quota_ledger_reserves_settles_refuses_and_exhausts(services) -> None:
     with pytest.raises(QuotaRefused) as exhausted:
         quota.reserve("gemini", "embed", "compile")
     assert exhausted.value.code == "provider_exhausted"
-    kinds = [e.type for e in services.ledger.history() if e.type.startswith("QuotaDay.")]
+    kinds = [e.type for e in services.ledger.event_log.history() if e.type.startswith("QuotaDay.")]
     assert kinds.count("QuotaDay.Reserved") == 4 and kinds.count("QuotaDay.Refused") == 2
     assert kinds.count("QuotaDay.Settled") == 4 and kinds.count("QuotaDay.Exhausted") == 1
     assert json.dumps(quota.status("gemini"))

@@ -79,7 +79,7 @@ def test_scene_cards_carry_their_pov(s: Any) -> None:
 
 def _at(s: Any, character: str, key: str, chapter: int, how: str) -> int:
     """The log position of the (latest) ``KnowledgeRecorded`` of this record: a row's source."""
-    return max(e.position for e in s.ledger.history(story_id=STORY) if e.type == "CanonEntry.KnowledgeRecorded"
+    return max(e.position for e in s.ledger.event_log.history(story_id=STORY) if e.type == "CanonEntry.KnowledgeRecorded"
                and (e.data["character"], e.data["key"], e.data["chapter"], e.data["how"]) == (character, key, chapter,
                                                                                            how))
 
@@ -143,7 +143,7 @@ def test_a_rebuild_and_the_audit_s_scratch_build_read_the_same(s: Any) -> None:
     with s.packets.reader.snapshot(STORY) as snap:
         before = (snap.knowledge(STORY, 50), snap.scenes(STORY, 12), snap.entries_by_key(STORY, 12, ("steward",)))
     assert len(before[0]) == 2 and before[1][0].pov == "mira" and before[2][0].secret
-    scratch = scratch_canon(s.ledger, s.packets.tokens, STORY, s.ledger.position())
+    scratch = scratch_canon(s.ledger, s.packets.tokens, STORY, s.ledger.event_log.position())
     try:
         with scratch.snapshot(STORY) as snap:
             assert (snap.knowledge(STORY, 50), snap.scenes(STORY, 12),

@@ -33,21 +33,21 @@ def test_sample_applied_twice_reports_duplicates_and_appends_nothing(ledger: Can
     assert [r.status for r in first] == ["applied"] * len(commands)
     positions = [r.position for r in first]
     assert positions == sorted(positions) and len(set(positions)) == len(positions)
-    end = ledger.position()
+    end = ledger.event_log.position()
     assert end == positions[-1]
 
     second = ledger.apply(commands)
     assert [r.status for r in second] == ["duplicate"] * len(commands)
-    assert ledger.position() == end
+    assert ledger.event_log.position() == end
 
 
 def test_reusing_a_command_id_for_a_different_command_is_refused(ledger: CanonLedger) -> None:
     _story(ledger)
-    before = ledger.position()
+    before = ledger.event_log.position()
     [result] = ledger.apply([_cmd(type="plan_chapter", command_id="s1-ch1", story_id="s1", chapter=2, volume=1, goals=[])])
     assert result.status == "rejected"
     assert result.error is not None and result.error.code == "command_id_must_identify_one_command"
-    assert ledger.position() == before
+    assert ledger.event_log.position() == before
 
 
 BAD_INPUT = [
@@ -73,7 +73,7 @@ def test_bad_input_is_refused_with_a_structured_error_and_changes_nothing(ledger
         _cmd(type="reject_draft", command_id="d2", story_id="s1", draft_id="d-rej", reason="no"),
     ]
     assert all(r.status == "applied" for r in ledger.apply(setup))
-    before = list(ledger.history())
+    before = list(ledger.event_log.history())
     try:
         item = parse_line(line)
     except CanonError as e:
@@ -82,12 +82,12 @@ def test_bad_input_is_refused_with_a_structured_error_and_changes_nothing(ledger
     assert result.status == "rejected"
     assert result.error is not None and result.error.code == code
     assert result.error.message
-    assert list(ledger.history()) == before
+    assert list(ledger.event_log.history()) == before
 
 
 def test_atomic_batch_is_all_or_nothing(ledger: CanonLedger) -> None:
     _story(ledger)
-    before = ledger.position()
+    before = ledger.event_log.position()
     batch = [
         _cmd(type="plan_chapter", command_id="a1", story_id="s1", chapter=2, volume=1, goals=[]),
         _cmd(type="plan_chapter", command_id="a2", story_id="s1", chapter=3, volume=1, goals=[]),
@@ -96,11 +96,11 @@ def test_atomic_batch_is_all_or_nothing(ledger: CanonLedger) -> None:
     ]
     results = ledger.apply(batch, atomic=True)
     assert [r.status for r in results] == ["not_applied", "not_applied", "rejected"]
-    assert ledger.position() == before
+    assert ledger.event_log.position() == before
 
     good = ledger.apply(batch[:2], atomic=True)
     assert [r.status for r in good] == ["applied", "applied"]
-    assert good[0].position == good[1].position == ledger.position()
+    assert good[0].position == good[1].position == ledger.event_log.position()
     assert [r.status for r in ledger.apply(batch[:2], atomic=True)] == ["duplicate", "duplicate"]
 
 
@@ -120,13 +120,13 @@ def test_atomic_batch_sees_its_own_earlier_commands(ledger: CanonLedger) -> None
 def test_history_filters_by_story_and_reads_in_global_order(ledger: CanonLedger) -> None:
     _story(ledger, "a")
     _story(ledger, "b")
-    everything = list(ledger.history())
+    everything = list(ledger.event_log.history())
     assert [e.position for e in everything] == sorted(e.position for e in everything)
-    only_b = list(ledger.history(story_id="b"))
+    only_b = list(ledger.event_log.history(story_id="b"))
     assert only_b and all(e.story_id == "b" for e in only_b)
     assert {e.type for e in only_b} >= {"Story.Started", "Chapter.Planned", "CommandReceipt.Recorded"}
     # Starting mid-log still attributes events whose aggregate was created earlier.
-    late = list(ledger.history(story_id="b", start=only_b[-1].position))
+    late = list(ledger.event_log.history(story_id="b", start=only_b[-1].position))
     assert late and late[0].story_id == "b"
     json.dumps([e.data for e in everything], default=str)
 
@@ -136,12 +136,12 @@ def test_atomic_batch_with_the_same_command_twice_applies_it_once(ledger: CanonL
     summary = _cmd(type="record_chapter_summary", command_id="sum-1", story_id="s1", chapter=1, text="once")
     results = ledger.apply([summary, summary], atomic=True)
     assert [r.status for r in results] == ["applied", "duplicate"]
-    assert sum(e.type == "Chapter.SummaryRecorded" for e in ledger.history()) == 1
+    assert sum(e.type == "Chapter.SummaryRecorded" for e in ledger.event_log.history()) == 1
     other = _cmd(type="record_chapter_summary", command_id="sum-2", story_id="s1", chapter=1, text="a")
     clash = _cmd(type="record_chapter_summary", command_id="sum-2", story_id="s1", chapter=1, text="b")
-    before = ledger.position()
+    before = ledger.event_log.position()
     assert [r.status for r in ledger.apply([other, clash], atomic=True)] == ["not_applied", "rejected"]
-    assert ledger.position() == before
+    assert ledger.event_log.position() == before
 
 
 def test_a_re_applied_command_that_its_own_success_would_refuse_is_a_duplicate(ledger: CanonLedger) -> None:

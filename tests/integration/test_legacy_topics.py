@@ -37,14 +37,14 @@ def test_pre_rename_events_read_project_serve_and_audit(store_url) -> None:
     try:
         rows = load_fixture(s.ledger, "v2-events.jsonl")
         assert all(r["topic"].startswith("domain.") for r in rows)  # the fixture is what it claims
-        history = list(s.ledger.history())
+        history = list(s.ledger.event_log.history())
         assert len(history) == len(rows)
         writer = json.loads((FIXTURES / "v2-ch5-writer.json").read_text())
         qa = json.loads((FIXTURES / "v2-ch5-qa.json").read_text())
         for expected, role in ((writer, "writer"), (qa, "qa")):
             # compiled now by the compiler that issued it (later ones change its bytes: compiler 7
             # adds chapter 4's ending), live, through today's read models and retriever
-            version = s.ledger.packet_record(expected["packet_id"]).compiler
+            version = s.ledger.packet_records.get(expected["packet_id"]).compiler
             s.packets.packet(Request(STORY, role, 5, budget=expected["budget"]), record=False)  # caught up
             with s.packets.reader.snapshot() as snap:
                 packet = replay.compile_packet(snap, Request(STORY, role, 5, budget=expected["budget"]),
@@ -72,7 +72,7 @@ def test_pre_rename_events_read_project_serve_and_audit(store_url) -> None:
         # A new command appends under the new topic, and both kinds read back together.
         s.ledger.apply([parse_line(json.dumps({"type": "record_chapter_summary", "command_id": "after-rename",
                                                "story_id": STORY, "chapter": 4, "text": "A new summary."}))])
-        newest = s.ledger.records(len(rows) + 1, 10)
+        newest = s.ledger.event_log.records(len(rows) + 1, 10)
         assert newest and all(r.topic.startswith("canon_ledger.") for r in newest)
         after = s.packets.packet(Request(STORY, "writer", 5, budget=writer["budget"]), record=False)
         assert "A new summary." in after.to_json()

@@ -102,9 +102,9 @@ def test_lore_shares_the_budget_in_its_order_under_the_story_s_cap(s: Any) -> No
                 _st(20, ["dragon"], f"Dragons. {FILLER}", order=55),
                 _st(21, ["oath"], "The oath binds.", constant=True, order=1, ignoreBudget=True)])
     _plan(s, 1, ["The dragon wakes"])
-    before = s.ledger.position()
+    before = s.ledger.event_log.position()
     applied(s, {"type": "set_lore_cap", "command_id": "cap", "story_id": STORY, "share": 25})
-    assert s.ledger.position() > before
+    assert s.ledger.event_log.position() > before
     packet = _packet(s, 1, budget=4000)  # the cap: 1,000 tokens, two entries of ~500
     lore = [i for i in packet.items if i.kind == "world_rule"]
     # higher order first: law7 (80), law6 (70), law5 (60), the dragon (55), law4 (50) ... law0 (10), the oath (1)
@@ -127,7 +127,7 @@ def test_a_lore_cap_out_of_bounds_is_refused_and_changes_nothing(s: Any) -> None
     from canon_ledger.domain.errors import InvalidCommand
 
     _import(s, [_st(0, ["gryphon"], "Gryphons.")])
-    before = s.ledger.position()
+    before = s.ledger.event_log.position()
     for share in (0, 101, 10**30, -5, "25", 2.5, True):
         with pytest.raises(InvalidCommand) as refused:
             parse_command({"type": "set_lore_cap", "command_id": "bad", "story_id": STORY, "share": share})
@@ -135,7 +135,7 @@ def test_a_lore_cap_out_of_bounds_is_refused_and_changes_nothing(s: Any) -> None
     [unknown] = s.ledger.apply([parse_command({"type": "set_lore_cap", "command_id": "u", "story_id": "nope",
                                                "share": 10})])
     assert unknown.status == "rejected" and unknown.as_dict()["error"]["code"] == "unknown_story"
-    assert s.ledger.position() == before
+    assert s.ledger.event_log.position() == before
 
 
 def test_at_equal_order_the_scene_s_own_lore_comes_before_the_always_on(s: Any) -> None:

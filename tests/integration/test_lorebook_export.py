@@ -35,7 +35,7 @@ def s(store_url: str) -> Any:
 
 
 def _export(s: Any, story: str, as_of: int, target: str, kinds: tuple[str, ...] = ()) -> dict[str, Any]:
-    doc = export_lorebook(s.views(), s.ledger, story, as_of, target, kinds).document
+    doc = export_lorebook(s.views(), s.ledger.event_log, story, as_of, target, kinds).document
     assert problems(target, doc) == []
     return doc
 
@@ -48,7 +48,7 @@ def _reimport(s: Any, doc: dict[str, Any], story: str) -> Any:
 
 def _proposals(s: Any, story: str) -> dict[str, dict[str, Any]]:
     """Each key's latest proposal, as the log holds it."""
-    return {e.data["key"]: e.data for e in s.ledger.history(story_id=story) if e.type == "CanonProposal.Proposed"}
+    return {e.data["key"]: e.data for e in s.ledger.event_log.history(story_id=story) if e.type == "CanonProposal.Proposed"}
 
 
 def test_world_info_exports_whole_and_imports_again_the_same(s: Any) -> None:
@@ -96,9 +96,9 @@ def test_novelai_export_imports_again_with_the_same_keys_and_text(s: Any, sample
 
 def test_reimporting_an_export_into_its_own_story_appends_nothing(s: Any) -> None:
     import_lorebook(s.ledger, read(WORLD_INFO.read_bytes()), "el", confirm=True)
-    position = s.ledger.position()
+    position = s.ledger.event_log.position()
     report = _reimport(s, _export(s, "el", 1, "sillytavern"), "el")
-    assert report.counts == {"duplicate": 8} and s.ledger.position() == position
+    assert report.counts == {"duplicate": 8} and s.ledger.event_log.position() == position
 
 
 def _propose(s: Any, n: int, key: str, name: str, text: str, *, valid_from: int = 1, aliases: tuple[str, ...] = (),
@@ -137,7 +137,7 @@ def test_the_chapter_decides_which_version_and_what_is_shown(s: Any) -> None:
     at8 = _shown(_export(s, "el", 8, "novelai"))
     assert "Tollgate" not in at8 and at8["Moonwell"][0] == "The well restores the glade."  # retired from 6
     assert at8["The heir"][0].endswith("payoff reveal: Seraphina's daughter.")
-    report = export_lorebook(s.views(), s.ledger, "el", 5, "sillytavern").report()
+    report = export_lorebook(s.views(), s.ledger.event_log, "el", 5, "sillytavern").report()
     assert (report["entries"], report["hidden"], report["hidden_nodes"]) == (6, 1, 1)
     assert report["by_source"] == {"not_imported": 2, "sillytavern": 4}
     chains = _export(s, "el", 8, "lorebook_v3", kinds=("development_chain",))["data"]["entries"]
@@ -146,5 +146,5 @@ def test_the_chapter_decides_which_version_and_what_is_shown(s: Any) -> None:
 
 def test_an_unknown_story_is_refused(s: Any) -> None:
     with pytest.raises(NotFound) as refused:
-        export_lorebook(s.views(), s.ledger, "nope", 1, "sillytavern")
+        export_lorebook(s.views(), s.ledger.event_log, "nope", 1, "sillytavern")
     assert (refused.value.code, refused.value.field) == ("unknown_story", "story_id")

@@ -67,11 +67,11 @@ def test_a_book_imports_once_and_an_edit_appends_one_accepted_draft(services: An
 
 
 def test_a_chapter_out_of_bounds_writes_nothing(services: Any) -> None:
-    before = services.ledger.position()
+    before = services.ledger.event_log.position()
     huge = book() + f"\nCHAPTER 7. Too long\n\n{'word ' * (MAX_CHAPTER_TEXT // 5 + 1)}\n"
     with pytest.raises(CanonError):
         import_manuscript(services.ledger, split(huge), "ledger", title="The Ledger", new_story=True)
-    assert services.ledger.position() == before  # checked before the first batch
+    assert services.ledger.event_log.position() == before  # checked before the first batch
 
 
 def test_imported_chapters_reach_a_later_chapter_s_packet_through_l1(services: Any) -> None:

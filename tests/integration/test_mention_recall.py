@@ -186,7 +186,7 @@ def test_an_always_on_entry_joins_every_packet_and_a_never_entry_none(s: Any) ->
 
 
 def test_a_bad_recall_setting_is_refused_and_changes_nothing(s: Any) -> None:
-    before = s.ledger.position()
+    before = s.ledger.event_log.position()
     for recall in ({"logic": "maybe"}, {"keys": "x"}, {"tier": "P0"}, {"constant": "yes"}, {"colour": 1}, []):
         [r] = s.ledger.apply([parse_command({
             "type": "propose_canon", "command_id": f"bad-{next(_n)}", "story_id": STORY, "proposal_id": f"b{next(_n)}",
@@ -195,7 +195,7 @@ def test_a_bad_recall_setting_is_refused_and_changes_nothing(s: Any) -> None:
         error = r.as_dict()["error"]
         assert r.status == "rejected" and error["code"] == "recall_settings_invalid", recall
         assert error["field"] == "fields.recall"
-    assert s.ledger.position() == before
+    assert s.ledger.event_log.position() == before
 
 
 def test_an_imported_lorebook_entry_is_recalled_by_its_keys(s: Any) -> None:

@@ -65,7 +65,7 @@ def test_retrieval_offers_only_earlier_chapters(rs_demo) -> None:
 
 def test_replayed_hits_take_their_text_from_the_log_and_nothing_else(rs_demo) -> None:
     packet = rs_demo.packets.packet(Request(STORY, "writer", 5))
-    record = rs_demo.ledger.packet_record(packet.packet_id)
+    record = rs_demo.ledger.packet_records.get(packet.packet_id)
     assert record.compiler == 7 and record.recall["hits"]  # compiler 8's, as 7 built it (``stamped``)
     with rs_demo.auditor.scratch_for(STORY, record.position) as replay:
         honest = RecordedRecall(record.recall, rs_demo.auditor.event_at, replay.events, rs_demo.packets.tokens)
@@ -76,7 +76,7 @@ def test_replayed_hits_take_their_text_from_the_log_and_nothing_else(rs_demo) ->
         assert set(rebuilt) - set(live) == {"story:lamplight/chapter-00004#_/0"}
 
         # A forged record pointing a hit at a draft submission (never canon) rebuilds no text.
-        draft_at = next(e.position for e in rs_demo.ledger.history(story_id=STORY) if e.type == "Draft.Submitted")
+        draft_at = next(e.position for e in rs_demo.ledger.event_log.history(story_id=STORY) if e.type == "Draft.Submitted")
         forged = {**record.recall, "hits": [{**record.recall["hits"][0], "sources": [draft_at]}]}
         [hit] = RecordedRecall(forged, rs_demo.auditor.event_at, replay.events, rs_demo.packets.tokens).recall(STORY, 5, "").hits
         assert hit.text == ""
@@ -98,7 +98,7 @@ def test_packets_still_build_and_say_so_when_retrieval_fails(rs_demo) -> None:
     rs_demo.catch_up_retrieval()  # the stand-in retrievers below do not catch up
     retriever = rs_demo.packets.retriever
     rs_demo.packets.retriever = StoryRetriever(
-        rs_demo.ledger.position, lambda goal: None, lambda goal: None, retriever.reader,
+        rs_demo.ledger.event_log.position, lambda goal: None, lambda goal: None, retriever.reader,
         HybridSearch(_Broken()), rs_demo.knowledge_reader)
     packet = rs_demo.packets.packet(Request(STORY, "writer", 5), record=False)
     assert stage_of(packet, "embed").status in ("error", "skipped")
@@ -107,7 +107,7 @@ def test_packets_still_build_and_say_so_when_retrieval_fails(rs_demo) -> None:
     def down(goal):
         raise ConnectionError("read model unavailable")
 
-    rs_demo.packets.retriever = StoryRetriever(rs_demo.ledger.position, down, down, retriever.reader,
+    rs_demo.packets.retriever = StoryRetriever(rs_demo.ledger.event_log.position, down, down, retriever.reader,
                                             retriever.pipeline, rs_demo.knowledge_reader)
     packet = rs_demo.packets.packet(Request(STORY, "writer", 5), record=False)
     failed = stage_of(packet, "l1-retrieval")

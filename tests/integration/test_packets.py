@@ -50,7 +50,7 @@ def test_chapter_5_writer_packet_cites_canon_confirmed_in_chapter_1(shared_demo)
     demo = shared_demo
     confirmed_in_ch1 = {
         (e.data["kind"], e.data["key"]): e.position
-        for e in demo.ledger.history(story_id=STORY)
+        for e in demo.ledger.event_log.history(story_id=STORY)
         if e.type == "CanonEntry.Established" and e.data["version"]["proposal_id"] in
         ("p-rule-lamps", "p-rule-curfew", "p-osk", "p-quay", "p-ledger", "p-theft")
     }
@@ -98,11 +98,11 @@ def test_a_revision_applies_from_its_valid_from_chapter(demo):
 
 def test_same_position_same_bytes_and_one_packet_issued_event(demo):
     first = demo.packets.packet(Request(STORY, "writer", 5))
-    position = demo.ledger.position()
+    position = demo.ledger.event_log.position()
     again = demo.packets.packet(Request(STORY, "writer", 5))
     assert again.to_json() == first.to_json() and again.packet_id == first.packet_id
-    assert demo.ledger.position() == position  # the same packet is recorded once
-    record = demo.ledger.packet_record(first.packet_id)
+    assert demo.ledger.event_log.position() == position  # the same packet is recorded once
+    record = demo.ledger.packet_records.get(first.packet_id)
     assert record is not None and record.hash == first.hash and record.position == first.position
     # A draft is not canon: submitting one changes no packet byte.
     _apply(demo, {"type": "submit_draft", "command_id": "dd", "chapter": 5, "draft_id": "d5-b", "text": "new draft"})
@@ -111,7 +111,7 @@ def test_same_position_same_bytes_and_one_packet_issued_event(demo):
 
 def test_read_your_writes_without_waiting(demo):
     [result] = _apply(demo, {"type": "record_chapter_summary", "command_id": "s5", "chapter": 5, "text": "FRESH-SUMMARY"})
-    before = demo.ledger.position() - 2  # the summary event and its receipt
+    before = demo.ledger.event_log.position() - 2  # the summary event and its receipt
     packet = demo.packets.packet(Request(STORY, "chat", 5), after=result.position)
     summary = next(i for i in _included(packet) if "FRESH-SUMMARY" in i.text)
     assert before < summary.sources[0] <= packet.position <= result.position
@@ -198,11 +198,11 @@ def test_budget_edge_cases(shared_demo):
 def test_bad_packet_requests_are_structured_errors_and_record_nothing(shared_demo, request_, code):
     demo = shared_demo
     demo.packets.packet(Request(STORY, "writer", 1))  # catch up first: the position must not move below
-    position = demo.ledger.position()
+    position = demo.ledger.event_log.position()
     with pytest.raises(CanonError) as e:
         demo.packets.packet(request_)
     assert e.value.code == code and e.value.message
-    assert demo.ledger.position() == position
+    assert demo.ledger.event_log.position() == position
 
 
 def test_packet_json_has_the_contract_fields(shared_demo):
@@ -222,7 +222,7 @@ def test_others_events_do_not_make_packets_write(demo):
     no tracking row, yet still reads its writes once a canon event arrives."""
     first = demo.packets.packet(Request(STORY, "writer", 5))  # records PacketIssued
     tracked = demo.canon.position()
-    assert tracked < demo.ledger.position()
+    assert tracked < demo.ledger.event_log.position()
     again = demo.packets.packet(Request(STORY, "writer", 5, budget=first.budget - 1))  # another PacketIssued
     assert demo.canon.position() == tracked and again.position == first.position
     result = _summary(demo, "quiet-1", "QUIET-MARKER")
@@ -235,7 +235,7 @@ def test_a_request_after_a_recorded_packet_reads_one_snapshot_and_no_log(demo, m
     it: the next request neither reads the log nor catches up, it only reads its snapshot."""
     first = demo.packets.packet(Request(STORY, "writer", 5))
     calls = []
-    _spy(monkeypatch, demo.ledger, "read", calls)
+    _spy(monkeypatch, demo.ledger.event_log, "read", calls)
     _spy(monkeypatch, demo.canon, "catch_up_serving", calls)
     _spy(monkeypatch, demo.packets.reader, "snapshot", calls)
     again = demo.packets.packet(Request(STORY, "writer", 5, budget=first.budget - 1))  # records another
@@ -335,7 +335,7 @@ def test_a_packet_after_this_processs_own_write_projects_it_without_reading_the_
     demo.packets.packet(Request(STORY, "writer", 5))
     result = _summary(demo, "tail-1", "TAIL-MARKER")
     reads = []
-    _spy(monkeypatch, demo.ledger, "read", reads)
+    _spy(monkeypatch, demo.ledger.event_log, "read", reads)
     latest = demo.packets.packet(Request(STORY, "writer", 5), after=result.position)
     assert "TAIL-MARKER" in latest.to_json() and reads == []
     assert demo.canon.position() >= result.position

@@ -29,7 +29,7 @@ def poisoned(store_url):
 
 def test_a_store_holding_poison_events_keeps_serving_every_other_story(poisoned, store_url, tmp_path) -> None:
     rows = fixture_rows("poison-events.jsonl")
-    demo_end = next(e.position for e in poisoned.ledger.history() if e.story_id == "poisoned") - 1
+    demo_end = next(e.position for e in poisoned.ledger.event_log.history() if e.story_id == "poisoned") - 1
     # The same store kind with only the demo's events.
     clean_url, admin = (create_database(initialised=True) if store_url.startswith("postgresql")
                         else (f"sqlite:///{tmp_path / 'c.db'}", None))
@@ -89,7 +89,7 @@ def test_a_position_beyond_the_log_is_refused_and_never_reaches_a_tracking_row(s
         {"type": "start_story", "command_id": "b-1", "story_id": "s", "title": "T", "style_guardrails": [],
          "output_contract": "md"},
         {"type": "plan_chapter", "command_id": "b-2", "story_id": "s", "chapter": 1, "volume": 1, "goals": ["g"]})])
-    end = services.ledger.position()
+    end = services.ledger.event_log.position()
     services.packets.packet(Request("s", "writer", 1), record=False)
     with services.canon.write_engine.begin() as conn:
         row_before = tracked(conn, f"canon:{services.canon.active().tag}")

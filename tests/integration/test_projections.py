@@ -24,7 +24,7 @@ def test_delivering_the_same_events_twice_leaves_the_tables_unchanged(services) 
     services.canon.catch_up_serving()
     projection = services.canon.runner(services.canon.active()).projection
     tables = projection.tables
-    events = services.ledger.read(1, 100_000, None, projection.topics)
+    events = services.ledger.event_log.read(1, 100_000, None, projection.topics)
     with services.canon.write_engine.begin() as conn:
         caught_up = table_checksum(conn, tables)
     with services.canon.write_engine.begin() as conn:
@@ -54,7 +54,7 @@ def test_catch_up_is_exactly_once_and_resumes(services) -> None:
     commands = demo_commands()
     services.ledger.apply(commands[:20])
     first = services.canon.catch_up_serving()
-    assert first == services.ledger.position()
+    assert first == services.ledger.event_log.position()
     assert services.canon.catch_up_serving() == first  # nothing new: nothing done
     services.ledger.apply(commands[20:])
     services.canon.catch_up_serving()
@@ -65,7 +65,7 @@ def test_catch_up_is_exactly_once_and_resumes(services) -> None:
     fresh.metadata.create_all(services.canon.write_engine)
     projection = CanonProjection(fresh, services.packets.tokens)
     with services.canon.write_engine.begin() as conn:
-        execute(conn, page_ops(conn, projection, services.ledger.read(1, 100_000, None, projection.topics)))
+        execute(conn, page_ops(conn, projection, services.ledger.event_log.read(1, 100_000, None, projection.topics)))
         assert table_checksum(conn, fresh) == incremental
 
 
@@ -90,7 +90,7 @@ def test_a_page_read_before_another_catcher_moved_the_row_is_not_applied_again(s
     runner = services.canon.runner(services.canon.active())
     start = runner.position()
     first = summary(1)
-    stale_page = services.ledger.read(start + 1, runner.page_size, first, runner.projection.topics)
+    stale_page = services.ledger.event_log.read(start + 1, runner.page_size, first, runner.projection.topics)
     assert len(stale_page) == 1  # the summary (the command receipt is not the projection's)
     latest = summary(2)
     other = bootstrap(store_url)
@@ -233,4 +233,4 @@ def test_a_build_dropped_between_the_registry_read_and_the_catch_up_is_looked_up
         return real(self, *a, **k)
 
     monkeypatch.setattr(ProjectionRunner, "catch_up", once_gone)
-    assert services.canon.catch_up_serving() == services.ledger.position() and raised
+    assert services.canon.catch_up_serving() == services.ledger.event_log.position() and raised

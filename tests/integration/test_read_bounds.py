@@ -43,7 +43,7 @@ class App:
         self.ctx.records = RecordBudgets(BOUND, clock=lambda: 0.0)
 
     def position(self) -> int:
-        return int(self.ctx.services.ledger.position())
+        return int(self.ctx.services.ledger.event_log.position())
 
     def call(self, path: str, token: str, **params: Any) -> Any:
         self.client.cookies.clear()

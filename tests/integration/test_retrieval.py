@@ -81,7 +81,7 @@ def test_same_events_twice_change_nothing_and_a_rebuild_gives_the_same_tables(rs
     hits_before = _keyword(rs, "lamp oil wick quay", ("guild", "story:lamplight"))
     for models in (rs.retrieval, rs.vectors):
         projection = models.runner(models.active()).projection
-        events = rs.ledger.read(1, 100_000, None, projection.topics)
+        events = rs.ledger.event_log.read(1, 100_000, None, projection.topics)
         with models.write_engine.begin() as conn:
             execute(conn, page_ops(conn, projection, events))
         with models.write_engine.begin() as conn:
@@ -215,7 +215,7 @@ def test_stages_with_the_llm_off_say_so_and_every_stage_has_a_detail(rs) -> None
     assert [h.kind for h in result.hits[1:]] == ["chunk"] * 4
     narrow = _search(rs, "colza whale oil", top_k=2)
     assert [s.status for s in narrow.stages if s.step in ("step-back", "overview")] == ["skipped", "skipped"]
-    assert narrow.hits[0].id == OIL and len(narrow.hits) == 2 and narrow.position == rs.ledger.position()
+    assert narrow.hits[0].id == OIL and len(narrow.hits) == 2 and narrow.position == rs.ledger.event_log.position()
 
 
 def test_quota_spent_still_answers_and_says_quota(rs) -> None:

@@ -68,7 +68,7 @@ def test_a_packet_at_a_position_before_its_chapter_says_the_position(services) -
         services.packet(Request(STORY, "writer", 5), at=planned - 1)
     assert refused.value.code == "unknown_chapter"
     assert refused.value.message.endswith(f"has not been planned as of position {planned - 1}")
-    end = services.ledger.position()
+    end = services.ledger.event_log.position()
     with pytest.raises(NotFound) as scene:
         services.packet(Request(STORY, "writer", 5, "zz"), at=end)
     assert scene.value.code == "unknown_scene" and scene.value.message.endswith(f"as of position {end}")

@@ -83,7 +83,7 @@ def test_a_book_inherits_each_entry_from_the_first_home_that_has_it(s: Any) -> N
     magic = _item(packet, "magic", "P3")
     assert "Magic costs memory." in magic.text and "series bible" in magic.reason
     # Items cite the other story's events.
-    b1_positions = {p for p, e in s.ledger.read(1, 10_000) if getattr(e, "story_id", None) == "b1"}
+    b1_positions = {p for p, e in s.ledger.event_log.read(1, 10_000) if getattr(e, "story_id", None) == "b1"}
     assert set(ally.sources) <= b1_positions and ally.sources
     assert s.auditor.audit(packet.packet_id).ok
 
@@ -124,5 +124,5 @@ def test_the_continuity_check_uses_inherited_canon(s: Any) -> None:
     report = s.continuity().check("b2", "d3").as_dict()
     (dead,) = [f for f in report["findings"] if f["entry"]["key"] == "hero"]
     assert dead["type"] == "retired" and "Dies at the ford." in dead["evidence"][0]["text"]
-    b1_positions = {p for p, e in s.ledger.read(1, 10_000) if getattr(e, "story_id", None) == "b1"}
+    b1_positions = {p for p, e in s.ledger.event_log.read(1, 10_000) if getattr(e, "story_id", None) == "b1"}
     assert dead["evidence"][0]["source"] in b1_positions

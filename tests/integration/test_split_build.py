@@ -60,7 +60,7 @@ class Applied:
 def canon_positions(services: Any) -> list[int]:
     models = services.canon
     topics = models.spec.projection(models.tables(models.active())).topics
-    return [p for p, _ in services.ledger.read(1, 10**9, None, topics)]
+    return [p for p, _ in services.ledger.event_log.read(1, 10**9, None, topics)]
 
 
 def checksum(services: Any) -> str:
@@ -81,7 +81,7 @@ def stories(pg_url: str) -> Any:
 def test_story_steps_and_a_whole_build_step_apply_each_event_once(stories: Any) -> None:
     url, services = stories
     applied = Applied(services)
-    end = services.ledger.position()
+    end = services.ledger.event_log.position()
     models = services.canon
     models.catch_up_partition("north", end // 2)
     models.catch_up_partition("south", end)
@@ -100,7 +100,7 @@ def test_story_steps_and_a_whole_build_step_apply_each_event_once(stories: Any) 
 def test_a_request_catches_up_its_own_story_only(stories: Any) -> None:
     url, services = stories
     models = services.canon
-    end = services.ledger.position()
+    end = services.ledger.event_log.position()
     models.catch_up_partition("south", end // 3)  # a worker's claim: the build is split now
     request = Request("north", "writer", 3)
     packet = services.packets.packet(request, record=False)
@@ -121,9 +121,9 @@ def test_a_claim_of_appended_events_defers_to_a_story_step_that_took_them(pg_url
         writer.canon.catch_up_serving()  # the writer's runner knows the row: its next catch-up claims blind
         applied = Applied(writer)
         worked = Applied(other)
-        start = writer.ledger.position()
+        start = writer.ledger.event_log.position()
         load(writer, commands[-200:])
-        end = writer.ledger.position()
+        end = writer.ledger.event_log.position()
         assert end > start
         other.canon.catch_up_partition("north", end)  # takes the writer's appends first
         writer.canon.ensure_reflects(end)  # its blind claim finds north ahead: rolled back, nothing repeated
@@ -149,7 +149,7 @@ def ingest(services: Any, collection: str, document: str, word: str) -> None:
 def model_positions(services: Any, name: str) -> list[int]:
     models = services.read_models[name]
     topics = models.spec.projection(models.tables(models.active())).topics
-    return [p for p, _ in services.ledger.read(1, 10**9, None, topics)]
+    return [p for p, _ in services.ledger.event_log.read(1, 10**9, None, topics)]
 
 
 def model_checksum(services: Any, name: str) -> str:
@@ -178,13 +178,13 @@ def test_a_collection_model_split_by_collection_applies_each_event_once(pg_url: 
         assert partitioning is not None and partitioning.name == "collection"
         start = models.position()  # the compile caught knowledge up to its pages
         topics = models.spec.projection(models.tables(models.active())).topics
-        shares = {partitioning.of(e) for _, e in services.ledger.read(start + 1, 10**9, None, topics)}
+        shares = {partitioning.of(e) for _, e in services.ledger.event_log.read(start + 1, 10**9, None, topics)}
         assert {"guild", "lore", "story:north", "story:south"} <= shares
         counts: Counter[int] = Counter()
         runner = models.runner(models.active())
         ops = runner.projection.ops
         runner.projection.ops = lambda page: counts.update(p for p, _ in page) or ops(page)
-        end = services.ledger.position()
+        end = services.ledger.event_log.position()
         models.catch_up_partition("guild", end)
         models.catch_up_partition("story:north", (start + end) // 2)
         g, ahead = models.shares()
@@ -223,7 +223,7 @@ def test_an_embedder_outage_in_a_share_step_quarantines_nothing_and_is_retried(p
             raise RuntimeError("503 the embedding service is unavailable")
 
         embedder.embed = down
-        end = services.ledger.position()
+        end = services.ledger.event_log.position()
         with pytest.raises(ProviderError, match="unavailable"):
             models.catch_up_partition("guild", end)
         assert calls[0] == 1  # not retried event by event: the step failed as a whole

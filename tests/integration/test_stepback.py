@@ -86,7 +86,7 @@ def _step_back(services: Any, cache: SqlStepBackCache, gemini: FakeGemini | None
 
 
 def _quota_events(services: Any, start: int = 1) -> list[Any]:
-    return [e for e in services.ledger.history(start=start) if e.type.startswith("QuotaDay.")]
+    return [e for e in services.ledger.event_log.history(start=start) if e.type.startswith("QuotaDay.")]
 
 
 def _ledger_calls(services: Any, start: int = 1) -> list[tuple[str, str | None]]:
@@ -113,13 +113,13 @@ def test_a_broad_query_costs_one_call_and_its_repeat_costs_none(services, cache,
     assert _ledger_calls(services) == [("step-back", "ok")]
     assert services.quota.status("gemini")["generate"]["spent"] == 1
 
-    position = services.ledger.position()
+    position = services.ledger.event_log.position()
     again, cached = step_back.run(SAME_BROAD)
 
     assert again == embed_query
     assert cached.status == "done" and cached.detail.startswith("from cache, no call")
     assert len(gemini.requests) == 1  # zero calls
-    assert services.ledger.position() == position  # not even a quota check written
+    assert services.ledger.event_log.position() == position  # not even a quota check written
 
 
 def test_the_cache_is_durable_across_processes(services, cache, gemini, gemini_key, store_url) -> None:
@@ -168,19 +168,19 @@ def test_a_narrow_query_is_skipped_with_no_call_and_no_ledger_event(services, ca
 
 def test_offline_is_skipped_even_when_the_cache_holds_an_answer(services, cache, gemini, gemini_key) -> None:
     _step_back(services, cache, gemini, gemini_key).run(BROAD)  # an online day cached it
-    position = services.ledger.position()
+    position = services.ledger.event_log.position()
 
     embed_query, stage = _step_back(services, cache, None, gemini_key).run(BROAD)
 
     assert embed_query == BROAD
     assert (stage.status, stage.detail.split(":")[0]) == ("skipped", "offline")
-    assert len(gemini.requests) == 1 and services.ledger.position() == position
+    assert len(gemini.requests) == 1 and services.ledger.event_log.position() == position
 
 
 def test_a_spent_day_is_skipped_for_quota_without_a_call(services, cache, gemini, gemini_key) -> None:
     step_back = _step_back(services, cache, gemini, gemini_key, generate_per_day=1)
     assert step_back.run(BROAD).stage.status == "done"  # spends the day's one call
-    position = services.ledger.position()
+    position = services.ledger.event_log.position()
 
     embed_query, stage = step_back.run(OTHER_BROAD)
 
@@ -188,7 +188,7 @@ def test_a_spent_day_is_skipped_for_quota_without_a_call(services, cache, gemini
     assert (stage.status, stage.detail.split(":")[0]) == ("skipped", "quota")
     assert "1 of 1 generate calls spent" in stage.detail
     assert len(gemini.requests) == 1
-    assert services.ledger.position() == position  # the status check writes nothing
+    assert services.ledger.event_log.position() == position  # the status check writes nothing
     assert step_back.run(SAME_BROAD).stage.detail.startswith("from cache")  # what is cached still serves
 
 
@@ -206,10 +206,10 @@ def test_a_429_exhausts_the_day_and_later_broad_queries_skip_for_quota(services,
     assert status["exhausted"] and "429" in status["exhausted"] and status["generate"]["left"] == 0
     assert cache.get(cache_key(BROAD), T0) is None
 
-    position = services.ledger.position()
+    position = services.ledger.event_log.position()
     later, skipped = step_back.run(OTHER_BROAD)
     assert later == OTHER_BROAD and skipped.detail.startswith("quota: ")
-    assert len(gemini.requests) == 1 and services.ledger.position() == position
+    assert len(gemini.requests) == 1 and services.ledger.event_log.position() == position
 
 
 def test_a_per_minute_429_skips_this_query_without_ending_the_day(services, cache, gemini, gemini_key) -> None:

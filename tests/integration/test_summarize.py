@@ -109,7 +109,7 @@ def test_summaries_reach_the_next_packet_once_and_the_authors_summary_wins(hs: A
         "command_id": chapter_command_id(STORY, 1, TEXT[1], METHOD, summarise(TEXT[1]))})])
     assert again.status == "duplicate"
 
-    position = hs.ledger.position()
+    position = hs.ledger.event_log.position()
     rerun = hs.summarizer().run(STORY, 1, 3)
     assert (rerun.summarised, rerun.counts, rerun.position) == ([], {}, position)  # nothing appended
 
@@ -119,7 +119,7 @@ def test_summaries_reach_the_next_packet_once_and_the_authors_summary_wins(hs: A
     assert ("P2", "volume_summary", "2") in _recent(hs, 4)
 
     _author(hs, 1, AUTHOR_1)  # a later summary of the author's replaces ours, as any later summary does
-    position = hs.ledger.position()
+    position = hs.ledger.event_log.position()
     last = hs.summarizer().run(STORY)
     assert (last.summarised, last.position) == ([], position)
     assert {"chapter": 1, "reason": "has_summary"} in last.skipped
@@ -155,7 +155,7 @@ class Sleeps(list[float]):
 def _calls(services: Any) -> list[tuple[str, str]]:
     """(purpose, outcome) of every reserved call, and ("...", "refused") of every refusal, in order."""
     out: list[tuple[str, str]] = []
-    for e in services.ledger.history():
+    for e in services.ledger.event_log.history():
         if e.type == "QuotaDay.Reserved":
             out.append((e.data["purpose"], e.data["call_id"]))
         elif e.type == "QuotaDay.Settled":
@@ -214,7 +214,7 @@ def test_gemini_spends_one_reserved_call_per_chapter_stops_on_the_days_quota_and
         assert services.ledger.repository.get(ids.volume_id(STORY, 2)).summary == gemini.summary("volume", 2)
         assert all(_summary(services, n) == gemini.summary("chapter", n) for n in (1, 2, 3, 4))
 
-        position, sent = services.ledger.position(), len(gemini.requests)
+        position, sent = services.ledger.event_log.position(), len(gemini.requests)
         done = summarizer.run(STORY)  # nothing left: no call, nothing appended
         assert (done.summarised, done.position) == ([], position)
         assert len(gemini.requests) == sent == 9

@@ -54,10 +54,10 @@ class Queue:
         return {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
 
     def position(self) -> int:
-        return int(self.ctx.services.ledger.position())
+        return int(self.ctx.services.ledger.event_log.position())
 
     def events(self, name: str) -> list[tuple[int, Any]]:
-        return [(p, e) for p, e in self.ctx.services.ledger.read(1, 10_000) if type(e).__qualname__ == name]
+        return [(p, e) for p, e in self.ctx.services.ledger.event_log.read(1, 10_000) if type(e).__qualname__ == name]
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ class Viewer:
         self.author, _ = self.ctx.keys.create("author", [], "the-author")
 
     def position(self) -> int:
-        return int(self.ctx.services.ledger.position())
+        return int(self.ctx.services.ledger.event_log.position())
 
     def login(self, token: str, headers: dict[str, str] | None = None) -> Any:
         """POST /login as a browser would, from a clean cookie jar."""

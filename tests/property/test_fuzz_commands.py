@@ -167,14 +167,14 @@ def fuzz_store(request, tmp_path_factory):
 @given(line=hostile_line())
 def test_no_hostile_line_escapes_as_an_exception_or_poisons_a_read_model(fuzz_store, line: bytes) -> None:
     s = fuzz_store
-    before = s.ledger.position()
+    before = s.ledger.event_log.position()
     item = _parse(line)  # the CLI's own reading of one line's bytes
     [result] = s.ledger.apply([item])
     assert result.status in OUTCOMES
     event(result.status if result.ok else f"{result.status}: {result.error.code if result.error else ''}")
     if not result.ok:
         assert result.error is not None and result.error.code and result.error.message
-        assert s.ledger.position() == before  # a refusal writes nothing
+        assert s.ledger.event_log.position() == before  # a refusal writes nothing
         return
     for name in ("canon", "authoring", "knowledge", "retrieval"):
         s.read_models[name].catch_up_serving()

@@ -70,10 +70,23 @@ def test_the_pin_sees_every_field_of_every_read(field: str) -> None:
         assert _digest({**table, role: (changed, *recipe[1:])}) != _digest(table), (version, field)
 
 
-def test_no_frozen_compiler_reads_the_current_recipes_or_another_version() -> None:
-    """What a frozen module may import: the compiler's steps, the reads' sources and the pure
-    domain; never the current recipes, nor another frozen version (each is spelled out whole).
-    And only the replay entry imports a frozen version."""
+def _frozen_versions_imported(node: ast.ImportFrom) -> set[int]:
+    """The frozen versions (``frozen.vN``) an import names, by number."""
+    frozen = "canon_ledger.application.packets.frozen"
+    if node.module == frozen:
+        names = {a.name for a in node.names}
+    elif node.module and node.module.startswith(f"{frozen}."):
+        names = {node.module.removeprefix(f"{frozen}.")}
+    else:
+        return set()
+    return {int(n[1:]) for n in names if n[:1] == "v" and n[1:].isdigit()}
+
+
+def test_no_frozen_compiler_reads_the_current_recipes_or_a_newer_version() -> None:
+    """What a frozen module may import: the compiler's steps, the reads' sources, the pure
+    domain and an older frozen version (each is the one before it plus what it changed); never
+    the current recipes, nor a newer frozen version (so no edit of those can change it). And
+    only the replay entry imports a frozen version."""
     folder = Path(v1.__file__).parent
     package = folder.parent.parent.parent
     for path in sorted(package.rglob("*.py")):
@@ -82,14 +95,19 @@ def test_no_frozen_compiler_reads_the_current_recipes_or_another_version() -> No
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.startswith("canon_ledger.application.packets.frozen"), path
+            if isinstance(node, ast.Import):
+                assert not any(a.name.startswith("canon_ledger.application.packets.frozen") for a in node.names), path
     for path in sorted(folder.glob("*.py")):
+        # a version's own number; the other frozen modules (reads, edits) may import no version
+        own = int(path.stem[1:]) if path.stem[:1] == "v" and path.stem[1:].isdigit() else 0
         for node in ast.walk(ast.parse(path.read_text())):
+            assert not isinstance(node, ast.Import) or not any(a.name.startswith("canon_ledger") for a in node.names), \
+                path.name
             if isinstance(node, ast.ImportFrom) and node.module:
                 names = {a.name for a in node.names}
                 assert node.module != "canon_ledger.application.packets.recipes", path.name
                 assert not (node.module == "canon_ledger.application.packets" and "recipes" in names), path.name
-                assert not (node.module.startswith("canon_ledger.application.packets.frozen.v")
-                            or node.module == "canon_ledger.application.packets.frozen"), path.name
+                assert all(v < own for v in _frozen_versions_imported(node)), path.name
 
 
 def _all(table: dict[str, Recipe], **changes: Any) -> dict[str, Recipe]:
@@ -106,7 +124,8 @@ def _but(table: dict[str, Recipe], name: str, **changes: Any) -> dict[str, Recip
 
 
 def test_what_each_compiler_changed() -> None:
-    """Each version against the next, as its module's docstring says (none is built so)."""
+    """Each version against the next, as its module's docstring says (each module states its
+    recipes as the one before it edited; these state the changes the other way round)."""
     assert v1.RECIPES == v2.RECIPES  # 1 made compiler 2's reads without L1
     assert v2.RECIPES == _all(v3.RECIPES, while_room=False)  # 3: P3 and P4 read while the budget has room
     assert v3.RECIPES == _but(v4.RECIPES, "earlier character states", hides=False)  # 4: hidden history dropped

@@ -72,7 +72,7 @@ class WikiCompiler:
         self.sleep = sleep
 
     def stale(self, collection: str | None = None) -> list[StaleTopic]:
-        self.catch_up(self.ledger.position())
+        self.catch_up(self.ledger.event_log.position())
         with self.reader.snapshot() as snap:
             return snap.stale(collection)
 
@@ -109,7 +109,7 @@ class WikiCompiler:
 
     def compile_page(self, collection: str, topic_id: str) -> str:
         """Compile one page; returns ``compiled`` or ``skipped`` (its sources reconverged)."""
-        self.catch_up(self.ledger.position())
+        self.catch_up(self.ledger.event_log.position())
         with self.reader.snapshot() as snap:
             topics = snap.topics(collection)
             topic = next((t for t in topics if t.topic_id == topic_id), None)

@@ -9,7 +9,7 @@ comes back with no text, so the replayed packet cannot match its hash.
 
 ``compile_packet`` is the one entry that compiles with a given version: the current one
 (``compiler``), or an earlier one, frozen in its own module (``frozen``), for the packets it
-issued. Nothing else imports the frozen versions.
+issued. Nothing else imports the frozen versions (but a later frozen version, the one before it).
 """
 
 from __future__ import annotations

@@ -85,10 +85,10 @@ class PacketService:
             return Issued(packet, True)
         if may_record is not None and not may_record():
             # Past the budget: recorded only if it was before (one read, never a write).
-            if self.ledger.packet_record(packet.packet_id) is None:
+            if self.ledger.packet_records.get(packet.packet_id) is None:
                 return Issued(packet, False)
         else:
-            self.ledger.record_packet(issued(packet))
+            self.ledger.packet_records.record(issued(packet))
         self._remember(packet.packet_id)
         return Issued(packet, True)
 
@@ -122,7 +122,7 @@ class PacketService:
         grows, so an end seen once needs no second look for positions below it."""
         if after is not None and 0 <= after <= self._end_seen:
             return after
-        end = self._end_seen = max(self._end_seen, self.ledger.position())
+        end = self._end_seen = max(self._end_seen, self.ledger.event_log.position())
         if after is None:
             return end
         if not 0 <= after <= end:

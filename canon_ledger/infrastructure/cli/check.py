@@ -8,7 +8,7 @@ import argparse
 from typing import Any
 
 from canon_ledger.domain.bounds import MAX_ID, MAX_POSITION
-from canon_ledger.infrastructure.cli.errors import OK, REJECTED, USAGE, Failure
+from canon_ledger.infrastructure.cli.errors import OK, REJECTED, Failure, unavailable_provider_as_usage
 from canon_ledger.infrastructure.cli.parsing import add_verb, an_id, bounded
 from canon_ledger.infrastructure.jsonout import dumps
 
@@ -16,16 +16,13 @@ QUOTED = 60  # characters of a finding's span shown in the text output
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from canon_ledger.application.knowledge.ports import ProviderError
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
     services = bootstrap(args.db)
     try:
-        try:
+        with unavailable_provider_as_usage():
             report = services.continuity(args.provider).check(args.story, args.draft, after=args.after,
                                                               provider=args.provider)
-        except ProviderError as e:  # no key, no package: said without it, as the other verbs say it
-            raise Failure(USAGE, str(e), "provider_unavailable") from None
     finally:
         services.close()
     body = report.as_dict()

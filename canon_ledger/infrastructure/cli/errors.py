@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 OK, REJECTED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 USAGE_CODES = ("invalid_database_url", "position_beyond_log")  # refusals of the invocation itself: exit 2
 UNAVAILABLE_CODES = ("store_not_found",)  # no store where the invocation points: exit 3
@@ -16,3 +19,15 @@ class Failure(Exception):
         self.status = status
         self.code = code
         self.reported = reported
+
+
+@contextmanager
+def unavailable_provider_as_usage() -> Iterator[None]:
+    """A provider that cannot be used (no key, no package, a call that failed) refused as bad
+    usage, its message said without the key (``ProviderError``'s never holds it)."""
+    from canon_ledger.application.knowledge.ports import ProviderError  # not imported to build the parser
+
+    try:
+        yield
+    except ProviderError as e:
+        raise Failure(USAGE, str(e), "provider_unavailable") from None

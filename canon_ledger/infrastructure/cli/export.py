@@ -66,7 +66,7 @@ def cmd_export_lorebook(args: argparse.Namespace) -> int:
 
     services = bootstrap(args.db)
     try:
-        exported = export_lorebook(services.views(), services.ledger, args.story, args.as_of, target,
+        exported = export_lorebook(services.views(), services.ledger.event_log, args.story, args.as_of, target,
                                    kinds=tuple(args.kind or ()))
     finally:
         services.close()

@@ -12,7 +12,7 @@ from typing import Any
 from canon_ledger.application.command_reader import read_value
 from canon_ledger.application.retrieval.feedback import MODES as FEEDBACK_MODES
 from canon_ledger.domain.document import title_of
-from canon_ledger.infrastructure.cli.errors import OK, REJECTED, USAGE, Failure
+from canon_ledger.infrastructure.cli.errors import OK, REJECTED, USAGE, Failure, unavailable_provider_as_usage
 from canon_ledger.infrastructure.cli.output import catch_up_watch, emit
 from canon_ledger.infrastructure.cli.parsing import add_verb, bounded
 
@@ -106,14 +106,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise Failure(USAGE, "the query is empty", "empty_query")
     if args.top < 1:
         raise Failure(USAGE, f"--top must be at least 1, not {args.top}", "invalid_field")
-    from canon_ledger.application.knowledge.ports import ProviderError
 
     services = bootstrap(args.db)
     try:
-        try:
+        with unavailable_provider_as_usage():
             service = services.search_service(args.provider)
-        except ProviderError as e:
-            raise Failure(USAGE, str(e), "provider_unavailable") from None
         known = services.collections()
         unknown = [c for c in args.collection if c not in known]
         if unknown:
@@ -146,16 +143,13 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from canon_ledger.application.knowledge.ports import ProviderError
     from canon_ledger.infrastructure.bootstrap import bootstrap
     from canon_ledger.infrastructure.progress import bar, bar_to, quiet
 
     services = bootstrap(args.db)
     try:
-        try:
+        with unavailable_provider_as_usage():
             compiler = services.compiler(args.provider)
-        except ProviderError as e:
-            raise Failure(USAGE, str(e), "provider_unavailable") from None
         with bar("compile", "page", disable=quiet(args.format)) as shown:
             report = compiler.nightly(args.budget, args.collection, lambda done, total: bar_to(shown, done, total))
     finally:

@@ -26,7 +26,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
     services = bootstrap(args.db)  # the event store and every read model's tables
     try:
-        position = services.ledger.position()
+        position = services.ledger.event_log.position()
         builds = {name: models.active().tag for name, models in services.read_models.items()}
     finally:
         services.close()
@@ -151,7 +151,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 def _print_events(ledger: CanonLedger, args: argparse.Namespace) -> int:
     shown = 0
-    for logged in ledger.history(story_id=args.story, start=args.start):
+    for logged in ledger.event_log.history(story_id=args.story, start=args.start):
         if args.limit is not None and shown >= args.limit:
             break
         shown += 1

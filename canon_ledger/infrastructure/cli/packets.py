@@ -80,7 +80,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         for name in names:
             models = services.read_models[name]
             with bar(f"rebuild {name}", "pos", disable=quiet(args.format),
-                     total=max(services.ledger.position(), 1)) as shown:
+                     total=max(services.ledger.event_log.position(), 1)) as shown:
                 reports.append(models.rebuild(lambda reached, goal: bar_to(shown, reached, goal),
                                               pause=args.pause / 1000, recount=args.recount))
     finally:

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from canon_ledger.domain.bounds import MAX_CHAPTER
-from canon_ledger.infrastructure.cli.errors import OK, REJECTED, USAGE, Failure
+from canon_ledger.infrastructure.cli.errors import OK, REJECTED, Failure, unavailable_provider_as_usage
 from canon_ledger.infrastructure.cli.parsing import add_verb, bounded
 from canon_ledger.infrastructure.jsonout import dumps
 
@@ -34,17 +34,14 @@ chapter_range.__name__ = "chapter range"
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from canon_ledger.application.knowledge.ports import ProviderError
     from canon_ledger.infrastructure.bootstrap import bootstrap
     from canon_ledger.infrastructure.progress import bar, bar_to, quiet
 
     first, last = args.chapters or (None, None)
     services = bootstrap(args.db)
     try:
-        try:
+        with unavailable_provider_as_usage():
             summarizer = services.summarizer(args.provider)
-        except ProviderError as e:  # no key: said without it
-            raise Failure(USAGE, str(e), "provider_unavailable") from None
         with bar(f"summarize {args.story}", "chapter", disable=quiet(args.format)) as shown:
             report = summarizer.run(args.story, first, last, lambda done, total: bar_to(shown, done, total))
     finally:

@@ -52,7 +52,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     services = bootstrap(args.db, indexed_by_worker=True)  # a status read catches nothing up
     try:
-        end = services.ledger.position()
+        end = services.ledger.event_log.position()
         statuses = services.status(explain_outdated=True)  # the verb that explains an outdated store
         outdated = [name for name, s in statuses.items() if s.outdated is not None]
         body = {"position": end, "read_models": {name: s.as_dict() for name, s in statuses.items()},

@@ -31,14 +31,14 @@ def run_demo(services: Services, fmt: str) -> int:
     packet = services.packets.packet(Request(STORY, "writer", 5))
     if fmt == "json":
         print(json.dumps({"db": services.config.display, "results": dict(counts), "failed": failed,
-                          "position": ledger.position(), "packet": packet.as_dict()}, ensure_ascii=False))
+                          "position": ledger.event_log.position(), "packet": packet.as_dict()}, ensure_ascii=False))
         return 0 if not failed else 1
     print(f"Canon Ledger demo on {services.config.display}")
     print(f"  {SAMPLE.name}: {len(results)} commands -> " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     print("  (five chapters; one rejected draft, one rejected proposal, one unconfirmed proposal,")
     print("   a draft in progress, and a revision of Ilse from chapter 4: none of the drafts or")
     print("   unconfirmed text below, all of the confirmed canon that the scene card asks for)")
-    print(f"  log position {ledger.position()}; run it again and every command reports duplicate")
+    print(f"  log position {ledger.event_log.position()}; run it again and every command reports duplicate")
     print()
     print("The chapter-5 writer packet:")
     print()

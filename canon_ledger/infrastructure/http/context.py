@@ -101,7 +101,7 @@ class ServerContext:
         self.records = RecordBudgets()  # packets a key below author scope may have recorded, a minute
         self.metrics = Metrics(self.lags, self._quota_left)
         self._readers = threading.BoundedSemaphore(READERS)
-        self.wakeup = LogWakeup(self.services.ledger, self.services.config,  # event streams and the worker wait on it
+        self.wakeup = LogWakeup(self.services.ledger.event_log, self.services.config,  # event streams and the worker wait on it
                                 reachable=lambda up: self.gate.recovered() if up else self.gate.failed())
         if self.services.config.is_postgres:
             wakeup = self.wakeup

@@ -121,7 +121,7 @@ class AgentTools:
         if result.error is not None:
             raise result.error
         return {"status": result.status, "proposal_id": proposal_id, "command_id": command.command_id,
-                "position": result.position if result.position is not None else ledger.position(),
+                "position": result.position if result.position is not None else ledger.event_log.position(),
                 "proposal_status": "proposed", "pending": True,  # "pending": the same, as older clients read it
                 "how_to_confirm": (
                     "Only a person confirms canon. It stays proposed until an author confirms it in the review queue "

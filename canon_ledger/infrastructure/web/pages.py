@@ -156,7 +156,7 @@ def _packet_form(request: Request, principal: Principal, story: str) -> tuple[di
         raise Problem(422, "invalid_field", f"role: one of {', '.join(ROLES)}, got {role!r}", "role")
     form = {"role": role, "chapter": _number(request, "chapter", 1, MAX_CHAPTER, last or 1),
             "scene": _text(request, "scene", MAX_ID), "budget": _number(request, "budget", 0, MAX_BUDGET)}
-    return form, ctx(request).services.ledger.position()
+    return form, ctx(request).services.ledger.event_log.position()
 
 
 def _packet(request: Request, form: dict[str, Any], story: str, at: int | None,
@@ -187,7 +187,7 @@ def _events(request: Request, story: str, after: int, until: int) -> tuple[list[
     if until <= after:
         return events, False
     # As GET /v1/events: a story's entries among at most SCAN_LIMIT of the log, never the whole range.
-    for scanned, logged in enumerate(ledger.history(start=after + 1, stop=until)):
+    for scanned, logged in enumerate(ledger.event_log.history(start=after + 1, stop=until)):
         if len(events) >= EVENTS_SHOWN or scanned >= SCAN_LIMIT:
             return events, True
         if logged.story_id != story:
@@ -255,7 +255,7 @@ def overview(request: Request, principal: Principal = Depends(viewer)) -> Respon
     services = context.services
 
     def read() -> tuple[list[dict[str, Any]], Any, int]:
-        return services.views().stories(principal.stories), services.status(), services.ledger.position()
+        return services.views().stories(principal.stories), services.status(), services.ledger.event_log.position()
 
     stories, status, end = context.reading(read)
     return render(request, "overview.html", principal=principal, stories=stories, models=list(status.items()), end=end)
@@ -372,7 +372,7 @@ def event_page(request: Request, story: str, position: str, principal: Principal
                       "position")
     at = int(position)
     services = ctx(request).services
-    logged = next(iter(services.ledger.history(start=at, stop=at)), None) if at <= services.ledger.position() else None
+    logged = next(iter(services.ledger.event_log.history(start=at, stop=at)), None) if at <= services.ledger.event_log.position() else None
     if logged is None or logged.position != at or logged.story_id != story:
         raise Problem(404, "unknown_event", f"story {story!r} has no event at position {at}", "position")
     lineage = ctx(request).reading(services.auditor.lineage, story, [at])[at]

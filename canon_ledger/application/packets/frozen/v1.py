@@ -1,6 +1,7 @@
 """Compiler 1, frozen: L0 alone (no L1 retrieval), every read made at once, and its own stages,
 word for word, so the packets it issued replay to the same bytes (``replay.compile_packet``).
-Its recipes are compiler 2's."""
+Its recipes are spelled out whole here, the first of the frozen ones; each later version's are
+this version's as the one before it edited them (``edits``)."""
 
 from __future__ import annotations
 

@@ -1,61 +1,22 @@
 """Compiler 2, frozen: packets it issued replay to the same bytes (``replay.compile_packet``).
 
-Compiler 3's recipes with every read made at once, whatever room the budget left (L1 too), so
-what found no room is listed dropped; L1 searched with the rendered goals and scene-card texts
-(``reads.rendered_query``)."""
+Compiler 1's recipes, compiled by the shared steps (``compiler.compile_with``) and L1 retrieval
+read too (compiler 1 skipped it): every read made at once, whatever room the budget left (L1
+too), so what found no room is listed dropped; L1 searched with the rendered goals and
+scene-card texts (``reads.rendered_query``)."""
 
 from __future__ import annotations
 
-from functools import partial
-
 from canon_ledger.application.packets.compiler import compile_with
+from canon_ledger.application.packets.frozen import v1
+from canon_ledger.application.packets.frozen.edits import Table
 from canon_ledger.application.packets.frozen.reads import rendered_query
 from canon_ledger.application.packets.packet import Packet
 from canon_ledger.application.packets.ports import CanonSnapshot, Retriever
-from canon_ledger.application.packets.reading import Read, Recipe, l1_retrieval
 from canon_ledger.application.packets.request import Request
-from canon_ledger.application.packets.sources import (active_threads, chapter_goals, chapter_text,
-                                                      current_volume_summary, development_chains,
-                                                      earlier_character_states, earlier_volume_summaries,
-                                                      latest_chapter_summaries, output_contract,
-                                                      recent_chapter_summaries, recent_timeline, role_lists,
-                                                      scene_cards, scene_cards_if_planned, story, style_guardrails,
-                                                      tagged_entries, volume_summaries)
-from canon_ledger.domain.tiers import P0, P1, P2, P3, P4
 from canon_ledger.domain.tokens import TokenCounter
 
-# Every read of compiler 2: a key found as a whole word only, nothing gated, no point-of-view rule.
-Read2 = partial(Read, spaceless=False, gate=False, pov=False)
-_SCENE: Recipe = (
-    Read2(P0, "scene_card", "scene cards", "scene card", scene_cards),
-    Read2(P0, "chapter_goals", "chapter goals", "chapter goals", chapter_goals),
-    Read2(P0, "style_guardrails", "style guardrails", "style guardrails", style_guardrails),
-    Read2(P0, "output_contract", "output contract", "output contract", output_contract),
-    Read2(P1, "canon", "tagged entries", "tagged", tagged_entries),
-    Read2(P1, "thread", "active threads", "active thread", active_threads),
-    Read2(P2, "chapter_summary", "recent chapter summaries", "recent chapter summary", recent_chapter_summaries),
-    Read2(P2, "volume_summary", "current volume summary", "current volume summary", current_volume_summary),
-    Read2(P2, "timeline_event", "recent timeline", "recent timeline", recent_timeline),
-    Read2(P3, "volume_summary", "earlier volume summaries", "earlier volume summary", earlier_volume_summaries),
-    Read2(P3, "world_rule", "world rules", "world rule", page=64),
-    Read2(P3, "history", "earlier character states", "earlier state", earlier_character_states, hides=False),
-    Read2(P4, "development_chain", "development chains", "development chain", development_chains),
-    Read2(P4, "chunk", "L1 retrieval", "L1 retrieval", l1_retrieval),
-)
-RECIPES: dict[str, Recipe] = {
-    "planner": (Read2(P0, "scene_card", "scene cards, if planned", "scene card", scene_cards_if_planned),
-                *_SCENE[1:]),
-    "writer": _SCENE,
-    "qa": _SCENE,
-    "summarizer": (Read2(P0, "chapter_text", "chapter text", "accepted chapter text", chapter_text),
-                   Read2(P1, "role_lists", "role lists", "names the summary must use", role_lists, hides=False)),
-    "chat": (Read2(P0, "story", "story", "project", story),
-             Read2(P0, "style_guardrails", "style guardrails", "style guardrails", style_guardrails),
-             Read2(P1, "volume_summary", "volume summaries", "project overview", volume_summaries),
-             Read2(P2, "chapter_summary", "latest chapter summaries", "latest chapter summary",
-                   latest_chapter_summaries),
-             Read2(P3, "thread", "active threads", "open thread", active_threads)),
-}
+RECIPES: Table = v1.RECIPES
 
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None) -> Packet:

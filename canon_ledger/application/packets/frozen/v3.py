@@ -1,61 +1,21 @@
 """Compiler 3, frozen: packets it issued replay to the same bytes (``replay.compile_packet``).
 
-As compiler 4, except that a character's earlier state hidden until a later chapter was listed
-whole (``hides=False`` on the earlier character states)."""
+Compiler 2's recipes, the world rules, the earlier character states, the development chains
+and L1 retrieval read only after every other read, and only while the budget has room."""
 
 from __future__ import annotations
 
-from functools import partial
-
 from canon_ledger.application.packets.compiler import compile_with
+from canon_ledger.application.packets.frozen import v2
+from canon_ledger.application.packets.frozen.edits import Table, changed
 from canon_ledger.application.packets.frozen.reads import rendered_query
 from canon_ledger.application.packets.packet import Packet
 from canon_ledger.application.packets.ports import CanonSnapshot, Retriever
-from canon_ledger.application.packets.reading import Read, Recipe, l1_retrieval
 from canon_ledger.application.packets.request import Request
-from canon_ledger.application.packets.sources import (active_threads, chapter_goals, chapter_text,
-                                                      current_volume_summary, development_chains,
-                                                      earlier_character_states, earlier_volume_summaries,
-                                                      latest_chapter_summaries, output_contract,
-                                                      recent_chapter_summaries, recent_timeline, role_lists,
-                                                      scene_cards, scene_cards_if_planned, story, style_guardrails,
-                                                      tagged_entries, volume_summaries)
-from canon_ledger.domain.tiers import P0, P1, P2, P3, P4
 from canon_ledger.domain.tokens import TokenCounter
 
-# Every read of compiler 3: a key found as a whole word only, nothing gated, no point-of-view rule.
-Read3 = partial(Read, spaceless=False, gate=False, pov=False)
-_SCENE: Recipe = (
-    Read3(P0, "scene_card", "scene cards", "scene card", scene_cards),
-    Read3(P0, "chapter_goals", "chapter goals", "chapter goals", chapter_goals),
-    Read3(P0, "style_guardrails", "style guardrails", "style guardrails", style_guardrails),
-    Read3(P0, "output_contract", "output contract", "output contract", output_contract),
-    Read3(P1, "canon", "tagged entries", "tagged", tagged_entries),
-    Read3(P1, "thread", "active threads", "active thread", active_threads),
-    Read3(P2, "chapter_summary", "recent chapter summaries", "recent chapter summary", recent_chapter_summaries),
-    Read3(P2, "volume_summary", "current volume summary", "current volume summary", current_volume_summary),
-    Read3(P2, "timeline_event", "recent timeline", "recent timeline", recent_timeline),
-    Read3(P3, "volume_summary", "earlier volume summaries", "earlier volume summary", earlier_volume_summaries),
-    Read3(P3, "world_rule", "world rules", "world rule", while_room=True, page=64),
-    Read3(P3, "history", "earlier character states", "earlier state", earlier_character_states, while_room=True,
-          hides=False),
-    Read3(P4, "development_chain", "development chains", "development chain", development_chains, while_room=True),
-    Read3(P4, "chunk", "L1 retrieval", "L1 retrieval", l1_retrieval, while_room=True),
-)
-RECIPES: dict[str, Recipe] = {
-    "planner": (Read3(P0, "scene_card", "scene cards, if planned", "scene card", scene_cards_if_planned),
-                *_SCENE[1:]),
-    "writer": _SCENE,
-    "qa": _SCENE,
-    "summarizer": (Read3(P0, "chapter_text", "chapter text", "accepted chapter text", chapter_text),
-                   Read3(P1, "role_lists", "role lists", "names the summary must use", role_lists, hides=False)),
-    "chat": (Read3(P0, "story", "story", "project", story),
-             Read3(P0, "style_guardrails", "style guardrails", "style guardrails", style_guardrails),
-             Read3(P1, "volume_summary", "volume summaries", "project overview", volume_summaries),
-             Read3(P2, "chapter_summary", "latest chapter summaries", "latest chapter summary",
-                   latest_chapter_summaries),
-             Read3(P3, "thread", "active threads", "open thread", active_threads)),
-}
+RECIPES: Table = changed(v2.RECIPES, ("world rules", "earlier character states", "development chains",
+                                      "L1 retrieval"), while_room=True)
 
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None) -> Packet:

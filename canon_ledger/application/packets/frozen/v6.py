@@ -1,71 +1,20 @@
 """Compiler 6, frozen: packets it issued replay to the same bytes (``replay.compile_packet``).
 
-As compiler 7, except that P2 held no end of the previous chapter; a mentioned entry's key was
-found as a whole word only (a Chinese key inside Chinese text was not); the mentioned entries
-and the always-on ones were two reads in key order (``reads``), under no lore cap, and an
-imported lorebook entry was not gated (its kind's wholesale read listed it too); L1 asked for
-the retriever's default 8 passages whatever room L0 left (every hit a candidate, listed dropped
-when it had no room), and the truncate stage said only what was used."""
+Compiler 5's recipes, except that the summarizer's role lists leave out a tagged entry hidden
+until a later chapter (``hides`` on the role lists; compiler 5 named every tagged entry in
+force)."""
 
 from __future__ import annotations
 
-from functools import partial
-
 from canon_ledger.application.packets.compiler import compile_with
-from canon_ledger.application.packets.frozen.reads import always_on_entries, mentioned_entries
+from canon_ledger.application.packets.frozen import v5
+from canon_ledger.application.packets.frozen.edits import Table, changed
 from canon_ledger.application.packets.packet import Packet
 from canon_ledger.application.packets.ports import CanonSnapshot, DraftView, Retriever
-from canon_ledger.application.packets.reading import Read, Recipe, l1_retrieval
 from canon_ledger.application.packets.request import Request
-from canon_ledger.application.packets.sources import (active_threads, chapter_goals, chapter_text,
-                                                      current_volume_summary, development_chains, draft_under_review,
-                                                      earlier_character_states, earlier_volume_summaries,
-                                                      latest_chapter_summaries, output_contract,
-                                                      recent_chapter_summaries, recent_timeline, role_lists,
-                                                      scene_cards, scene_cards_if_planned, story, style_guardrails,
-                                                      tagged_entries, volume_summaries)
-from canon_ledger.domain.tiers import P0, P1, P2, P3, P4
 from canon_ledger.domain.tokens import TokenCounter
 
-# Every read of compiler 6: a key found as a whole word only, nothing gated, no point-of-view rule.
-Read6 = partial(Read, spaceless=False, gate=False, pov=False)
-_SCENE: Recipe = (
-    Read6(P0, "scene_card", "scene cards", "scene card", scene_cards),
-    Read6(P0, "chapter_goals", "chapter goals", "chapter goals", chapter_goals),
-    Read6(P0, "style_guardrails", "style guardrails", "style guardrails", style_guardrails),
-    Read6(P0, "output_contract", "output contract", "output contract", output_contract),
-    Read6(P1, "canon", "tagged entries", "tagged", tagged_entries),
-    Read6(P1, "canon", "mentioned entries", "mentioned", mentioned_entries),
-    Read6(P1, "canon", "always-on entries", "always on", always_on_entries),
-    Read6(P1, "thread", "active threads", "active thread", active_threads),
-    Read6(P2, "chapter_summary", "recent chapter summaries", "recent chapter summary", recent_chapter_summaries),
-    Read6(P2, "volume_summary", "current volume summary", "current volume summary", current_volume_summary),
-    Read6(P2, "timeline_event", "recent timeline", "recent timeline", recent_timeline),
-    Read6(P3, "volume_summary", "earlier volume summaries", "earlier volume summary", earlier_volume_summaries),
-    Read6(P3, "world_rule", "world rules", "world rule", while_room=True, page=64),
-    Read6(P3, "history", "earlier character states", "earlier state", earlier_character_states, while_room=True),
-    Read6(P4, "development_chain", "development chains", "development chain", development_chains, while_room=True),
-    Read6(P4, "chunk", "L1 retrieval", "L1 retrieval", l1_retrieval, while_room=True),
-)
-RECIPES: dict[str, Recipe] = {
-    "planner": (Read6(P0, "scene_card", "scene cards, if planned", "scene card", scene_cards_if_planned),
-                *_SCENE[1:]),
-    "writer": _SCENE,
-    "qa": (*_SCENE[:4],
-           Read6(P0, "draft_under_review", "draft under review", "the draft under review: unconfirmed text, not canon",
-                 draft_under_review),
-           *_SCENE[4:]),
-    "summarizer": (Read6(P0, "chapter_text", "chapter text", "accepted chapter text", chapter_text),
-                   Read6(P1, "role_lists", "role lists", "names the summary must use", role_lists),
-                   Read6(P1, "canon", "always-on entries", "always on", always_on_entries)),
-    "chat": (Read6(P0, "story", "story", "project", story),
-             Read6(P0, "style_guardrails", "style guardrails", "style guardrails", style_guardrails),
-             Read6(P1, "canon", "always-on entries", "always on", always_on_entries),
-             Read6(P1, "volume_summary", "volume summaries", "project overview", volume_summaries),
-             Read6(P2, "chapter_summary", "latest chapter summaries", "latest chapter summary",
-                   latest_chapter_summaries),
-             Read6(P3, "thread", "active threads", "open thread", active_threads)),
-}
+RECIPES: Table = changed(v5.RECIPES, ("role lists",), hides=True)
 
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,

@@ -1,70 +1,49 @@
 """Compiler 7, frozen: packets it issued replay to the same bytes (``replay.compile_packet``).
 
-As compiler 8 (``recipes``), except that a qa packet's draft under review came with no
-continuity findings, and a secret was packed like any entry whatever the scene's point of view
-(``pov=False`` on every read). Compiler 8 changed nothing else: every packet it builds with no
-draft under review and no secret its point of view changed is compiler 7's, byte for byte, and
-says so (``compiler.stamped``)."""
+Compiler 6's recipes, with: the end of the previous chapter in P2, right after the active
+threads; a mentioned entry's key found as SillyTavern finds it across scripts (a Chinese key
+inside Chinese text too: ``spaceless``); the mentioned and the always-on entries one read
+(``sources.lore_entries``; ``sources.always_on_lore`` where only the always-on ones were read),
+under the story's lore cap; and an imported lorebook entry its rule gates left out of every
+read but those that bring entries in by their rule or a tag (``gate``). L1 asks for what fits
+the room L0 left (compiler 6 asked for the retriever's default 8 passages whatever the room,
+every hit a candidate, listed dropped when it had no room), and the truncate stage says what
+is left and why (compiler 6: only what was used); ``compile_with`` does so from version 7.
+
+Compiler 8 (``recipes``) added a qa packet's continuity findings and the point-of-view rule
+for secrets (``pov``); nothing else: every packet it builds with no draft under review and no
+secret its point of view changed is compiler 7's, byte for byte, and says so
+(``compiler.stamped``)."""
 
 from __future__ import annotations
 
 from functools import partial
 
 from canon_ledger.application.packets.compiler import compile_with
+from canon_ledger.application.packets.frozen import v6
+from canon_ledger.application.packets.frozen.edits import SCENE_ROLES, Table, changed, inserted, replaced
 from canon_ledger.application.packets.packet import Packet
 from canon_ledger.application.packets.ports import CanonSnapshot, DraftView, Retriever
-from canon_ledger.application.packets.reading import Read, Recipe, l1_retrieval
+from canon_ledger.application.packets.reading import Read
 from canon_ledger.application.packets.request import Request
-from canon_ledger.application.packets.sources import (active_threads, always_on_lore, chapter_goals, chapter_text,
-                                                      current_volume_summary, development_chains, draft_under_review,
-                                                      earlier_character_states, earlier_volume_summaries,
-                                                      latest_chapter_summaries, lore_entries, output_contract,
-                                                      previous_chapter_ending, recent_chapter_summaries,
-                                                      recent_timeline, role_lists, scene_cards, scene_cards_if_planned,
-                                                      story, style_guardrails, tagged_entries, volume_summaries)
-from canon_ledger.domain.tiers import P0, P1, P2, P3, P4
+from canon_ledger.application.packets.sources import always_on_lore, lore_entries, previous_chapter_ending
+from canon_ledger.domain.tiers import P1, P2
 from canon_ledger.domain.tokens import TokenCounter
 
 # Every read of compiler 7: no point-of-view rule.
 Read7 = partial(Read, pov=False)
-_SCENE: Recipe = (
-    Read7(P0, "scene_card", "scene cards", "scene card", scene_cards),
-    Read7(P0, "chapter_goals", "chapter goals", "chapter goals", chapter_goals),
-    Read7(P0, "style_guardrails", "style guardrails", "style guardrails", style_guardrails),
-    Read7(P0, "output_contract", "output contract", "output contract", output_contract),
-    Read7(P1, "canon", "tagged entries", "tagged", tagged_entries, gate=False),
-    Read7(P1, "canon", "lore entries", "mentioned", lore_entries, gate=False),
-    Read7(P1, "thread", "active threads", "active thread", active_threads),
-    Read7(P2, "chapter_ending", "previous chapter ending", "the end of the previous chapter's accepted text",
-          previous_chapter_ending),
-    Read7(P2, "chapter_summary", "recent chapter summaries", "recent chapter summary", recent_chapter_summaries),
-    Read7(P2, "volume_summary", "current volume summary", "current volume summary", current_volume_summary),
-    Read7(P2, "timeline_event", "recent timeline", "recent timeline", recent_timeline),
-    Read7(P3, "volume_summary", "earlier volume summaries", "earlier volume summary", earlier_volume_summaries),
-    Read7(P3, "world_rule", "world rules", "world rule", while_room=True, page=64),
-    Read7(P3, "history", "earlier character states", "earlier state", earlier_character_states, while_room=True),
-    Read7(P4, "development_chain", "development chains", "development chain", development_chains, while_room=True),
-    Read7(P4, "chunk", "L1 retrieval", "L1 retrieval", l1_retrieval, while_room=True),
-)
-RECIPES: dict[str, Recipe] = {
-    "planner": (Read7(P0, "scene_card", "scene cards, if planned", "scene card", scene_cards_if_planned),
-                *_SCENE[1:]),
-    "writer": _SCENE,
-    "qa": (*_SCENE[:4],
-           Read7(P0, "draft_under_review", "draft under review", "the draft under review: unconfirmed text, not canon",
-                 draft_under_review),
-           *_SCENE[4:]),
-    "summarizer": (Read7(P0, "chapter_text", "chapter text", "accepted chapter text", chapter_text),
-                   Read7(P1, "role_lists", "role lists", "names the summary must use", role_lists),
-                   Read7(P1, "canon", "always-on lore", "always on", always_on_lore, gate=False)),
-    "chat": (Read7(P0, "story", "story", "project", story),
-             Read7(P0, "style_guardrails", "style guardrails", "style guardrails", style_guardrails),
-             Read7(P1, "canon", "always-on lore", "always on", always_on_lore, gate=False),
-             Read7(P1, "volume_summary", "volume summaries", "project overview", volume_summaries),
-             Read7(P2, "chapter_summary", "latest chapter summaries", "latest chapter summary",
-                   latest_chapter_summaries),
-             Read7(P3, "thread", "active threads", "open thread", active_threads)),
-}
+
+RECIPES: Table = changed(v6.RECIPES, spaceless=True, gate=True)
+RECIPES = changed(RECIPES, ("tagged entries",), gate=False)
+RECIPES = replaced(RECIPES, "mentioned entries",
+                   (Read7(P1, "canon", "lore entries", "mentioned", lore_entries, gate=False),))
+RECIPES = replaced(RECIPES, "always-on entries", (), roles=SCENE_ROLES)
+RECIPES = replaced(RECIPES, "always-on entries",
+                   (Read7(P1, "canon", "always-on lore", "always on", always_on_lore, gate=False),))
+RECIPES = inserted(RECIPES, "active threads",
+                   (Read7(P2, "chapter_ending", "previous chapter ending",
+                          "the end of the previous chapter's accepted text", previous_chapter_ending),),
+                   roles=SCENE_ROLES)
 
 
 def compile_packet(snap: CanonSnapshot, req: Request, tokens: TokenCounter, retriever: Retriever | None = None,

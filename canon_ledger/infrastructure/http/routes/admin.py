@@ -54,7 +54,7 @@ def readyz(request: Request, principal: Annotated[Principal | None, Depends(opti
     services = context.services
     if principal is None:  # a stranger (a load balancer): ready or not, and nothing else
         try:
-            services.ledger.position()
+            services.ledger.event_log.position()
         except Exception as e:
             if not is_store_fault(e):
                 raise
@@ -62,7 +62,7 @@ def readyz(request: Request, principal: Annotated[Principal | None, Depends(opti
             return not_ready()
         return json_response({"status": "ready"})
     require(principal, "worker")
-    end = services.ledger.position()
+    end = services.ledger.event_log.position()
     worker = context.worker
     sees = None if principal.unrestricted else principal.sees  # a scoped key: its stories' shares only
     quarantined = [q for q in services.quarantined() if sees is None or _of_its_stories(principal, q["scope"])]

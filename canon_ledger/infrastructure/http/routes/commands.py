@@ -61,7 +61,7 @@ async def post_commands(request: Request, principal: Annotated[Principal, Depend
     def apply() -> tuple[list[CommandResult], int]:  # one thread hop for both
         hints = TagHints(lambda: services)  # a tag that is an entry's name or alias is told its key
         results = [hints(r, items[r.index - 1]) for r in apply_for(ledger, items, principal, atomic=atomic)]
-        return results, ledger.position()
+        return results, ledger.event_log.position()
 
     return answer(*await run_in_threadpool(apply))
 
@@ -92,10 +92,10 @@ def get_events(request: Request, principal: Annotated[Principal, Depends(needs("
     services = ctx(request).services
     ledger = services.ledger
     services.packets.within_log(after)  # a position beyond the log is refused, never read past
-    end = ledger.position()
+    end = ledger.event_log.position()
     events: list[dict[str, Any]] = []
     last = after
-    for scanned, logged in enumerate(ledger.history(story_id=story, start=after + 1, stop=end)):
+    for scanned, logged in enumerate(ledger.event_log.history(story_id=story, start=after + 1, stop=end)):
         if len(events) >= limit or scanned >= SCAN_LIMIT:
             break
         last = logged.position

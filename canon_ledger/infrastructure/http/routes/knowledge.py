@@ -62,7 +62,7 @@ def _ingest(context: ServerContext, collection: str, principal: Principal,
                                  "text": d.text, "max_chunk_tokens": d.max_chunk_tokens}))
     ledger = context.services.ledger
     results = apply_for(ledger, items, principal, atomic=True)  # all or nothing
-    return answer(results, ledger.position(), [{"document_id": d.document_id} for d in batch])
+    return answer(results, ledger.event_log.position(), [{"document_id": d.document_id} for d in batch])
 
 
 @router.get("/v1/collections/{collection}/search", summary="Hybrid keyword + semantic search, with its stages")

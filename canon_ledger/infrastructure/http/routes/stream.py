@@ -88,7 +88,7 @@ async def _messages(request: Request, principal: Principal, story: str | None, s
         """The messages of positions ``after`` + 1 .. at most ``PAGE`` further (never past
         ``end``, which is known committed), and the last position read."""
         stop = min(end, after + PAGE)
-        return [message(item) for logged in ledger.history(story_id=story, start=after + 1, stop=stop)
+        return [message(item) for logged in ledger.event_log.history(story_id=story, start=after + 1, stop=stop)
                 if (item := log_item(logged, principal)) is not None], stop
 
     def key_still_works() -> bool:
