@@ -74,11 +74,11 @@ def measure(url: str, kind: str, books: int, chapter: int, samples: int, warmup:
     try:
         services.packets.retriever = None  # L0: L1 reads no inherited canon and would add its own noise
         t0 = time.perf_counter()
-        services.read_models["canon"].rebuild()
+        services.canon.rebuild()
         rebuild = time.perf_counter() - t0
         log(f"{kind}: canon rebuilt in {rebuild:.1f} s")
         last = book_id(books)
-        with services.reader.snapshot(last) as snap:
+        with services.packets.reader.snapshot(last) as snap:
             scene = snap.scenes(last, chapter)[0].scene_id
         requests = {"series": Request(last, "writer", chapter, scene=scene),
                     "single": Request(SINGLE, "writer", chapter, scene=scene)}

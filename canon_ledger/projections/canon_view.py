@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from sqlalchemy import Integer, String
 from sqlalchemy.engine import Connection, Engine
@@ -49,6 +49,8 @@ if TYPE_CHECKING:  # the automaton is imported once a story is matched
     import sqlite3
 
     from canon_ledger.projections.lore_index import LoreIndex
+
+T = TypeVar("T")
 
 # -- the statements ---------------------------------------------------------------------------
 
@@ -281,6 +283,7 @@ _BY_KIND_KEY = attrgetter("kind", "key")
 _BY_CHAIN_ORDINAL = attrgetter("chain", "ordinal")
 LORE_CACHE = 64  # stories whose matcher a reader keeps (oldest built goes first)
 KEPT_READS = 256  # reads of a story at one position a reader keeps (``SqlCanonSnapshot._kept``)
+SETTLED_READS = 4096  # answers a reader keeps under its callers' keys (``SqlCanonSnapshot.settled``)
 LORE_NEWER = 512  # steps added since a matcher's whole build that it keeps apart (then: build it whole)
 STEPS_CHUNK = 500  # entries per ``steps`` statement: SQLite binds each list item as a parameter
 
@@ -401,6 +404,7 @@ class SqlCanonReader(CanonReader):
         self._row_types: dict[Statement, type[NamedTuple]] = {}  # its rows' named-tuple type (SQLite)
         self._lore: dict[tuple[str, str], tuple[int | None, LoreIndex]] = {}  # (build, story) -> (source, matcher)
         self._kept: dict[tuple[Any, ...], Any] = {}  # (build, position, read, its arguments) -> answer
+        self._settled: dict[tuple[Any, ...], Any] = {}  # (build, the caller's key) -> answer (``settled``)
 
     @contextmanager
     def snapshot(self, story: str | None = None) -> Iterator[SqlCanonSnapshot]:
@@ -410,8 +414,10 @@ class SqlCanonReader(CanonReader):
             known = self._statements.get(tables.tag)
             if known is None or known[0] is not tables:
                 known = self._statements[tables.tag] = (tables, statements(tables, self.engine.dialect.name))
-            yield SqlCanonSnapshot(conn, known[1], position, self._row_types, self._lore, tables.tag,
-                                   self._kept if story is not None else None, story)
+            snap = SqlCanonSnapshot(conn, known[1], position, self._row_types, self._lore, tables.tag,
+                                    self._kept if story is not None else None, story)
+            snap._settled = self._settled
+            yield snap
 
 
 def _key(stmt: Any, params: dict[str, Any]) -> tuple[Any, ...]:
@@ -428,6 +434,7 @@ class SqlCanonSnapshot(CanonSnapshot):
         self.conn = conn
         self._lore = {} if lore is None else lore
         self._kept, self._story = kept, story
+        self._settled: dict[tuple[Any, ...], Any] = {}  # the reader's, when it made this snapshot
         self._tag = tag
         self._row_types = {} if row_types is None else row_types
         self.statements = statements
@@ -634,6 +641,20 @@ class SqlCanonSnapshot(CanonSnapshot):
             out.sort(key=attrgetter("character", "kind", "key"))
             self._keep(FirstStatements.knowledge, args, out)
         return out
+
+    def settled(self, key: tuple[Any, ...], read: Callable[[], T]) -> T:
+        """``read()``, or its answer kept by the reader for this build under ``key`` (at most
+        ``SETTLED_READS``). The caller's key must determine the answer: another story's canon as
+        of its last change (``Home.position``) does, as a build's rows at a position never change."""
+        full = (self._tag, *key)
+        if full in self._settled:
+            answer: T = self._settled[full]
+            return answer
+        answer = read()
+        if len(self._settled) >= SETTLED_READS:  # full: start again
+            self._settled.clear()
+        self._settled[full] = answer
+        return answer
 
     # -- reads kept by the reader ------------------------------------------------------------
     # A story's rows in one build at one position never change, and every event of the story

@@ -26,9 +26,9 @@ A story outside a series, or a bible, reads its snapshot unchanged (``inherited`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from canon_ledger.application.packets.ports import (Call, CanonSnapshot, ChapterView, EntryView, Fact, Home,
                                                     Known, Lore, Mention, Mentions, NodeView, SceneView, StoryView)
@@ -37,6 +37,7 @@ from canon_ledger.domain.canon_rules import active
 from canon_ledger.domain.continuity import Step
 from canon_ledger.domain.series import BIBLE, bible_reveal
 
+T = TypeVar("T")
 END = MAX_CHAPTER  # a bible's and an earlier book's canon is read as in force at their end
 SPAN = 1 << 32  # an inherited step's number: its own + SPAN x its home's place in precedence order
 
@@ -96,10 +97,17 @@ class InheritedCanon:
         self.books = books
         self.homes = [_Place(h, n, _origin(h)) for n, h in enumerate(homes, start=1)]
         self.position = snap.position
+        self._own_position = story.position  # the book's own last change
+        # What every answer about the homes depends on: each one's last change, and the reader's place.
+        self._signature = (mine.ordinal, tuple((b.story_id, b.ordinal) for b in books),
+                           *((h.story_id, h.position) for h in homes))
         self._story = replace(story, position=max([story.position, *(h.position for h in homes)]))
         self._hidden: dict[str, dict[tuple[str, str, int], str]] = {}
 
     # -- reads that are the book's own ----------------------------------------------------------
+    def settled(self, key: tuple[Any, ...], read: Callable[[], T]) -> T:
+        return self.snap.settled(key, read)
+
     def prefetch(self, calls: Sequence[Call[Any]]) -> None:
         self.snap.prefetch(calls)
 
@@ -135,6 +143,21 @@ class InheritedCanon:
     def hidden_books(self, story_id: str) -> dict[tuple[str, str, int], str]:
         return self.snap.hidden_books(story_id)
 
+    # -- a home's reads, at its end: kept by the reader until the home's canon moves -------------
+    def _home(self, at: _Place, read: str, *args: Any) -> Any:
+        """The home's ``read`` (a port method reading as of a chapter) at ``END`` with ``args``."""
+        home = at.home.story_id
+        method = getattr(self.snap, read)
+        return self.snap.settled((home, at.home.position, read, *args), lambda: method(home, END, *args))
+
+    def _home_steps(self, at: _Place, entries: tuple[tuple[str, str], ...]) -> list[Step]:
+        home = at.home.story_id
+        return self.snap.settled((home, at.home.position, "steps", entries), lambda: self.snap.steps(home, entries))
+
+    def _home_lore(self, at: _Place) -> Lore:
+        home = at.home.story_id
+        return self.snap.settled((home, at.home.position, "lore"), lambda: self.snap.lore(home))
+
     # -- the spoiler rule of a bible's steps ----------------------------------------------------
     def _ordinal(self, story_id: str | None) -> int:
         """The reading-order place of the book ``story_id`` (default and unknown: the first)."""
@@ -147,7 +170,8 @@ class InheritedCanon:
         if hidden_until is None:
             return None
         if home.story_id not in self._hidden:
-            self._hidden[home.story_id] = self.snap.hidden_books(home.story_id)
+            self._hidden[home.story_id] = self.snap.settled(
+                (home.story_id, home.position, "hidden_books"), lambda: self.snap.hidden_books(home.story_id))
         book = self._ordinal(self._hidden[home.story_id].get((kind, key, step)))
         return bible_reveal(hidden_until, book, self.mine.ordinal)
 
@@ -162,13 +186,24 @@ class InheritedCanon:
         return replace(e, step=e.step + at.place * SPAN, hidden_until=hidden_until, origin=at.origin)
 
     # -- reads by (kind, key) precedence ----------------------------------------------------------
+    def _inherited(self, keys: tuple[str, ...]) -> dict[tuple[str, str], EntryView]:
+        """Of the entries named by ``keys``, each one's step from the first home that has one, as
+        this book sees it (kept until a home's canon moves)."""
+        def read() -> dict[tuple[str, str], EntryView]:
+            found: dict[tuple[str, str], EntryView] = {}
+            for at in self.homes:
+                for e in self._home(at, "entries_by_key", keys):
+                    if (e.kind, e.key) not in found and (seen := self._seen(at, e)) is not None:
+                        found[(e.kind, e.key)] = seen
+            return found
+        return self.snap.settled(("inherited", *self._signature, keys), read)
+
     def _merged(self, chapter: int, keys: tuple[str, ...]) -> list[EntryView]:
-        """The step in force of each entry named by ``keys``, from the first home that has one."""
+        """The step in force of each entry named by ``keys``: the book's own at ``chapter``, else
+        the first home's that has one."""
         found = {(e.kind, e.key): e for e in self.snap.entries_by_key(self.own, chapter, keys)}
-        for at in self.homes:
-            for e in self.snap.entries_by_key(at.home.story_id, END, keys):
-                if (e.kind, e.key) not in found and (seen := self._seen(at, e)) is not None:
-                    found[(e.kind, e.key)] = seen
+        for k, e in self._inherited(keys).items():
+            found.setdefault(k, e)
         return [found[k] for k in sorted(found)]
 
     def entries_by_key(self, story_id: str, chapter: int, keys: tuple[str, ...]) -> list[EntryView]:
@@ -181,7 +216,8 @@ class InheritedCanon:
         if story_id != self.own:
             return own
         mine = {e.key for e in own}
-        elsewhere = {e.key for at in self.homes for e in self.snap.active_entries(at.home.story_id, END, kind)} - mine
+        elsewhere = self.snap.settled(("inherited active", *self._signature, kind), lambda: frozenset(
+            e.key for at in self.homes for e in self._home(at, "active_entries", kind))) - mine
         more = [e for e in self._merged(chapter, tuple(sorted(elsewhere))) if e.kind == kind and e.origin is not None
                 and active(e.retired, e.state)]
         return sorted([*own, *more], key=lambda e: (e.kind, e.key))
@@ -191,8 +227,8 @@ class InheritedCanon:
         if story_id != self.own:
             return own
         mine = {e.key for e in own}
-        elsewhere = {e.key for at in self.homes
-                     for e in self.snap.entries_page(at.home.story_id, END, kind, after, limit)} - mine
+        elsewhere = self.snap.settled(("inherited page", *self._signature, kind, after, limit), lambda: frozenset(
+            e.key for at in self.homes for e in self._home(at, "entries_page", kind, after, limit))) - mine
         more = [e for e in self._merged(chapter, tuple(sorted(elsewhere))) if e.kind == kind and e.origin is not None]
         return sorted([*own, *more], key=lambda e: e.key)[:limit]
 
@@ -206,7 +242,7 @@ class InheritedCanon:
         for at in self.homes:
             theirs = tuple(k for k in keys if owner.get(k) == at.place)
             if theirs:
-                for key, steps in self.snap.superseded_steps(at.home.story_id, END, kind, theirs, limit).items():
+                for key, steps in self._home(at, "superseded_steps", kind, theirs, limit).items():
                     out[key] = [s for e in steps if (s := self._seen(at, e)) is not None]
         return out
 
@@ -226,7 +262,7 @@ class InheritedCanon:
             if not wanted:
                 break
             timelines: dict[tuple[str, str], list[Step]] = {}
-            for s in self.snap.steps(at.home.story_id, wanted):
+            for s in self._home_steps(at, wanted):
                 timelines.setdefault((s.kind, s.key), []).append(s)
             for entry, timeline in timelines.items():
                 last = next((s for s in timeline if s.valid_to is None), None)
@@ -248,7 +284,7 @@ class InheritedCanon:
         own = self.snap.chain_nodes(story_id, chapter)
         if story_id != self.own:
             return own
-        theirs = {at.place: self.snap.chain_nodes(at.home.story_id, END) for at in self.homes}
+        theirs = {at.place: self._home(at, "chain_nodes") for at in self.homes}
         chains = tuple(sorted({n.chain for nodes in theirs.values() for n in nodes} - {n.chain for n in own}))
         owner = {e.key: e.step // SPAN for e in self._merged(chapter, chains)
                  if e.kind == "development_chain" and e.origin is not None and not e.retired}
@@ -259,7 +295,7 @@ class InheritedCanon:
                     continue
                 hidden_until: int | None = None
                 if at.home.role == BIBLE:
-                    entry = next(iter(self.snap.entries_by_key(at.home.story_id, END, (n.chain,))), None)
+                    entry = next(iter(self._home(at, "entries_by_key", (n.chain,))), None)
                     reveal = bible_reveal(n.hidden_until, self._ordinal(self._hidden_book(at.home, entry)),
                                           self.mine.ordinal)
                     if reveal is False:
@@ -272,14 +308,17 @@ class InheritedCanon:
         if entry is None:
             return None
         if home.story_id not in self._hidden:
-            self._hidden[home.story_id] = self.snap.hidden_books(home.story_id)
+            self._hidden[home.story_id] = self.snap.settled(
+                (home.story_id, home.position, "hidden_books"), lambda: self.snap.hidden_books(home.story_id))
         return self._hidden[home.story_id].get((entry.kind, entry.key, entry.step))
 
     def lore(self, story_id: str) -> Lore:
-        own = self.snap.lore(story_id)
         if story_id != self.own:
-            return own
-        return InheritedLore([(0, own), *((at.place, self.snap.lore(at.home.story_id)) for at in self.homes)])
+            return self.snap.lore(story_id)
+        own = self.snap.lore(story_id)
+        key = ("inherited lore", self.own, self._own_position, *((h.home.story_id, h.home.position) for h in self.homes))
+        return self.snap.settled(key, lambda: InheritedLore([(0, own), *((at.place, self._home_lore(at))
+                                                                      for at in self.homes)]))
 
 
 class InheritedLore:

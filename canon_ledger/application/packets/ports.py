@@ -244,6 +244,10 @@ class CanonSnapshot(Protocol):
     def lore(self, story_id: str) -> Lore:
         """The story's activation rules as its canon stands in this snapshot."""
         ...
+    def settled(self, key: tuple[Any, ...], read: Callable[[], R]) -> R:
+        """``read()``, or its answer the reader kept under ``key``: the caller's key must
+        determine the answer (another story's canon as of its ``Home.position`` does)."""
+        ...
     def series_homes(self, series_id: str) -> list[Home]:
         """The bible and the books of ``series_id``, in reading order (the bible first)."""
         ...
