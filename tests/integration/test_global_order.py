@@ -133,7 +133,7 @@ def test_a_later_command_waits_for_an_uncommitted_insert_and_readers_never_see_p
 
     # Some committed history first, so the held insert is not at position 1.
     assert [r.status for r in writer.apply([_start_story("s1"), _plan_chapter("s1", 1)])] == ["applied", "applied"]
-    base = reader.position()
+    base = reader.event_log.position()
     assert base > 0 and _positions(reader) == list(range(1, base + 1))
 
     # The holder applies a command through CanonLedger.apply -> Application.save ->
@@ -191,9 +191,9 @@ def test_a_later_command_waits_for_an_uncommitted_insert_and_readers_never_see_p
             # While the held insert is open, no read of the global log goes past it.
             observe_until = time.monotonic() + 0.3
             while time.monotonic() < observe_until:
-                assert reader.position() == base
+                assert reader.event_log.position() == base
                 assert _positions(reader) == list(range(1, base + 1))
-                assert max(e.position for e in reader.history()) == base
+                assert max(e.position for e in reader.event_log.history()) == base
                 time.sleep(0.02)
             assert all(p <= base for p in tail.seen), tail.seen
             assert later.is_alive() and "later" not in results, "the later command committed ahead of the held one"
@@ -214,7 +214,7 @@ def test_a_later_command_waits_for_an_uncommitted_insert_and_readers_never_see_p
         first.join(timeout=10)
         if later.ident is not None:  # started
             later.join(timeout=35)
-        tail_seen_ok = _wait_for(lambda: len(tail.seen) >= reader.position(), 2.0)
+        tail_seen_ok = _wait_for(lambda: len(tail.seen) >= reader.event_log.position(), 2.0)
         tail.stop()
 
     [held_result], [later_result] = results["held"], results["later"]
@@ -224,10 +224,10 @@ def test_a_later_command_waits_for_an_uncommitted_insert_and_readers_never_see_p
     assert later_result.position is not None and later_result.position > max(held_ids)
 
     # Committed in order: one gap-free sequence, the held command's events first.
-    end = reader.position()
+    end = reader.event_log.position()
     assert end == later_result.position
     assert _positions(reader) == list(range(1, end + 1))
-    history = list(reader.history())
+    history = list(reader.event_log.history())
     assert [e.position for e in history] == list(range(1, end + 1))
     held_events = [e for e in history if e.position in held_ids]
     assert {e.story_id for e in held_events} == {"held"}

@@ -388,7 +388,8 @@ def test_a_worker_sees_hidden_canon_listed_as_a_packet_lists_it_and_an_author_se
     mystery = _row(worker, "mystery")
     assert mystery == {"kind": "character", "key": "mystery", "step": mystery["step"], "valid_from": 1, "name": "",
                        "state": None, "hidden_until": REVEAL, "text": "", "source": mystery["source"],
-                       "aliases": [], "hidden": True, "reason": f"hidden until chapter {REVEAL}"}
+                       "aliases": [], "inherited_from": None, "hidden": True,
+                       "reason": f"hidden until chapter {REVEAL}"}
     assert _row(worker, "the-chain")["hidden"] is False and "lantern" in _row(worker, "the-chain")["text"]
     shown = _row(author, "mystery")
     assert shown["hidden"] is True and shown["reason"] == f"hidden until chapter {REVEAL}"
