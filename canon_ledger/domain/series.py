@@ -16,7 +16,8 @@ Events -> evolve -> decide, as ``Story``: ``Series.Started`` and ``Series.BookAd
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, TypeVar
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
@@ -70,38 +71,53 @@ class Series(Aggregate):
     def _add_book(self, series_id: str, story_id: str, ordinal: int) -> None:
         self.books.append(story_id)
 
-    def earlier(self, story_id: str) -> list[str]:
-        """The books before ``story_id`` in reading order (all of them for one not in the series)."""
-        return self.books[:self.books.index(story_id)] if story_id in self.books else list(self.books)
+
+
+Member = TypeVar("Member")
+
+
+def inherits_from(story_id: str, members: Iterable[Member],
+                  place: Callable[[Member], tuple[str, str, int]]) -> list[Member] | None:
+    """The one precedence rule: of a series' ``members`` (``place`` gives each one's story id,
+    role and ordinal), those the book ``story_id`` inherits from, in precedence order: the
+    bible, then the earlier books, the latest first. None when ``story_id`` is not a book
+    among them (outside a series, or a bible: its own canon only)."""
+    members = list(members)
+    mine = next((place(m)[2] for m in members if place(m)[:2] == (story_id, BOOK)), None)
+    if mine is None:
+        return None
+    bible = [m for m in members if place(m)[1] == BIBLE]
+    earlier = sorted((m for m in members if place(m)[1] == BOOK and place(m)[2] < mine), key=lambda m: -place(m)[2])
+    return [*bible, *earlier]
 
 
 def canon_homes(story_id: str, series: Series | None) -> list[str]:
-    """Where ``story_id``'s canon is looked up, in precedence order: the story itself, then its
-    series' bible, then the earlier books, the latest first. The story alone outside a series
-    and for a bible."""
-    if series is None or story_id == series.series_id:
-        return [story_id]
-    return [story_id, series.series_id, *reversed(series.earlier(story_id))]
-
-
-def bible_reveal(hidden_until: int | None, book: int, reader: int) -> int | None | Literal[False]:
-    """A series bible step's spoiler rule, as a book sees it: ``hidden_until`` counts in the
-    ``book`` (a reading-order place; the first unless ``fields.hidden_until_book`` names
-    another) and ``reader`` is the place of the book reading it. False: not seen at all (its
-    book comes later); else the chapter of the reader it stays hidden until (None: shown)."""
-    if hidden_until is None or book < reader:
-        return None
-    if book > reader:
-        return False
-    return hidden_until
+    """Where ``story_id``'s canon is looked up, in precedence order (``inherits_from``): the
+    story itself, then its series' bible, then the earlier books, the latest first."""
+    members = [] if series is None else [(series.series_id, BIBLE, 0),
+                                         *((b, BOOK, n) for n, b in enumerate(series.books, start=1))]
+    return [story_id, *(m[0] for m in inherits_from(story_id, members, lambda m: m) or [])]
 
 
 def homes_of(story_id: str, joined: dict[str, tuple[str, str, int]]) -> list[str]:
     """``canon_homes`` read from the stories' ``Story.JoinedSeries`` facts (story -> (series,
     role, ordinal)), as a replay of the log up to a position knows them."""
-    mine = joined.get(story_id)
-    if mine is None or mine[1] == BIBLE:
-        return [story_id]
-    series, _, ordinal = mine
-    earlier = sorted((o, s) for s, (of, role, o) in joined.items() if of == series and role == BOOK and o < ordinal)
-    return [story_id, series, *(s for _, s in reversed(earlier))]
+    series = joined.get(story_id, (None,))[0]
+    members = [(s, role, n) for s, (of, role, n) in joined.items() if of == series]
+    return [story_id, *(m[0] for m in inherits_from(story_id, members, lambda m: m) or [])]
+
+
+def bible_reveal(hidden_until: int | None, hidden_book: str | None, books: Mapping[str, int],
+                 reader: int) -> int | None | Literal[False]:
+    """A series bible step's spoiler rule, as the book at reading-order place ``reader`` sees
+    it: ``hidden_until`` counts in the book ``hidden_book`` names (``fields.hidden_until_book``;
+    absent or not a book of ``books``, story id -> place: the first). False: not seen at all
+    (its book comes later); else the chapter of the reader it stays hidden until (None: shown)."""
+    if hidden_until is None:
+        return None
+    book = books.get(hidden_book or "", min(books.values(), default=reader))
+    if book < reader:
+        return None
+    if book > reader:
+        return False
+    return hidden_until

@@ -69,13 +69,12 @@ class ScratchCanon(Scratch):
         # The other stories of its series: their place in it only (a bible step may name a later book).
         series = joined.get(story_id, (None,))[0]
         places = {s for s, (of, _, _) in joined.items() if of == series} - self.homes
-        replayed = self.homes
         mine: list[tuple[int, Any]] = []
         start = 1
         with self.engine.begin() as conn, gc_paused():
             while start <= position:
                 page = ledger.event_log.read(start, PAGE, position, projection.topics)
-                mine += [(p, e) for p, e in page if getattr(e, "story_id", None) in replayed
+                mine += [(p, e) for p, e in page if getattr(e, "story_id", None) in self.homes
                          or (isinstance(e, _PLACE) and e.story_id in places)]
                 if len(mine) >= BATCH or len(page) < PAGE:
                     # Big batches: an entry whose whole timeline is in one batch gets its

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 from canon_ledger.domain import canon_rules
 from canon_ledger.domain.bounds import MAX_CHAPTER
 from canon_ledger.domain.canon_rules import ACTIVE, IN_FORCE, InForce, in_force_sql
-from canon_ledger.domain.series import BIBLE, bible_reveal
+from canon_ledger.domain.series import BIBLE, bible_reveal, inherits_from
 from canon_ledger.projections.driver_sql import for_sqlite, json_column
 
 Tables = Callable[[Connection], Any]  # the serving build's table set, read in ``conn``'s transaction
@@ -159,30 +159,23 @@ class StoryViews:
 
     @staticmethod
     def _revealed(home: dict[str, Any], row: dict[str, Any]) -> int | None | bool:
-        """An inherited step's ``hidden_until`` in the book reading it (``series.bible_reveal``):
-        an earlier book's is revealed by its end; False: not seen at all."""
+        """An inherited step's ``hidden_until`` in the book reading it: an earlier book's is
+        revealed by its end, a bible's is ``series.bible_reveal``'s (False: not seen at all)."""
         if home["role"] != BIBLE:
             return None
-        books: dict[str, int] = home["books"]
-        book = books.get(row["hidden_book"], min(books.values(), default=1))
-        return bible_reveal(row["hidden_until"], book, home["reader"])
+        return bible_reveal(row["hidden_until"], row["hidden_book"], home["books"], home["reader"])
 
     def _homes(self, conn: Connection, story_id: str) -> list[dict[str, Any]]:
-        """Where a book of a series inherits from, in precedence order (``series.canon_homes``):
-        its bible, then the earlier books, the latest first; none for any other story."""
+        """Where a book of a series inherits from, in precedence order (``series.inherits_from``);
+        none for any other story."""
         t = self._names(conn)
-        me = _rows(conn, f"SELECT series_id, series_role, series_ordinal FROM {t['stories']} WHERE story_id = :s",
-                   s=story_id)
-        if not me or me[0]["series_id"] is None or me[0]["series_role"] == BIBLE:
-            return []
-        series, mine = me[0]["series_id"], me[0]["series_ordinal"]
         members = _rows(conn, f"""
-            SELECT story_id, title, series_role AS role, series_ordinal AS ordinal
-              FROM {t['stories']} WHERE series_id = :series ORDER BY series_ordinal""", series=series)
+            SELECT m.story_id, m.title, m.series_role AS role, m.series_ordinal AS ordinal
+              FROM {t['stories']} s JOIN {t['stories']} m ON m.series_id = s.series_id
+             WHERE s.story_id = :s""", s=story_id)
+        homes = inherits_from(story_id, members, lambda m: (m["story_id"], m["role"], m["ordinal"])) or []
         books = {m["story_id"]: m["ordinal"] for m in members if m["role"] != BIBLE}
-        homes = [m for m in members if m["role"] == BIBLE] + [m for m in reversed(members)
-                                                             if m["role"] != BIBLE and m["ordinal"] < mine]
-        return [h | {"books": books, "reader": mine} for h in homes]
+        return [h | {"books": books, "reader": books[story_id]} for h in homes]
 
     def entries_named(self, story_id: str, word: str) -> list[dict[str, Any]]:
         """The confirmed entry versions whose name or one of whose aliases is ``word`` (any

@@ -7,7 +7,7 @@ character who died in book 1 is dead in book 2). Every other read (chapters, sce
 summaries, recent timeline) is the book's own.
 
 The rules, each in one place here:
-- Precedence: the homes in ``canon_homes`` order; the first with a step in force wins the
+- Precedence: the homes in ``series.inherits_from`` order; the first with a step in force wins the
   (kind, key) (``_merged``). The bible and earlier books are read as they stand at their end
   (``END``: every step still in force), as of the snapshot's log position.
 - Spoilers: an earlier book's ``hidden_until`` is resolved by its end (shown). A bible step's
@@ -35,7 +35,7 @@ from canon_ledger.application.packets.ports import (Call, CanonSnapshot, Chapter
 from canon_ledger.domain.bounds import MAX_CHAPTER
 from canon_ledger.domain.canon_rules import active
 from canon_ledger.domain.continuity import Step
-from canon_ledger.domain.series import BIBLE, bible_reveal
+from canon_ledger.domain.series import BIBLE, bible_reveal, inherits_from
 
 T = TypeVar("T")
 END = MAX_CHAPTER  # a bible's and an earlier book's canon is read as in force at their end
@@ -46,14 +46,15 @@ def inherited(snap: CanonSnapshot, story: StoryView) -> CanonSnapshot:
     """``snap`` as ``story`` sees it: with what it inherits when it is a book of a series."""
     if story.series is None or story.series_role == BIBLE:
         return snap
-    homes = snap.series_homes(story.series)
-    bible = next((h for h in homes if h.role == BIBLE), None)
-    books = [h for h in homes if h.role != BIBLE]
-    mine = next((h for h in books if h.story_id == story.story_id), None)
-    if mine is None:  # the read model is between two saves of the series: read it as it stands
+    members = snap.series_homes(story.series)
+    homes = inherits_from(story.story_id, members, _place)
+    if homes is None:  # the read model is between two saves of the series: read it as it stands
         return snap
-    earlier = [h for h in books if h.ordinal < mine.ordinal]
-    return InheritedCanon(snap, story, mine, [*([bible] if bible else []), *reversed(earlier)], books)
+    return InheritedCanon(snap, story, members, homes)
+
+
+def _place(home: Home) -> tuple[str, str, int]:
+    return home.story_id, home.role, home.ordinal
 
 
 def homes_of(snap: CanonSnapshot) -> tuple[str, ...]:
@@ -89,20 +90,19 @@ class InheritedCanon:
     """The ``CanonSnapshot`` of a book of a series (see the module's rules). Reads of another
     story than the book go to the snapshot unchanged."""
 
-    def __init__(self, snap: CanonSnapshot, story: StoryView, mine: Home, homes: list[Home],
-                 books: list[Home]) -> None:
+    def __init__(self, snap: CanonSnapshot, story: StoryView, members: list[Home], homes: list[Home]) -> None:
+        """``members``: the series' bible and books; ``homes``: those the book inherits from,
+        in precedence order (``series.inherits_from``)."""
         self.snap = snap
         self.own = story.story_id
-        self.mine = mine
-        self.books = books
+        self.books = {h.story_id: h.ordinal for h in members if h.role != BIBLE}  # story -> place in reading order
+        self.reader = self.books[self.own]
         self.homes = [_Place(h, n, _origin(h)) for n, h in enumerate(homes, start=1)]
         self.position = snap.position
         self._own_position = story.position  # the book's own last change
-        # What every answer about the homes depends on: each one's last change, and the reader's place.
-        self._signature = (mine.ordinal, tuple((b.story_id, b.ordinal) for b in books),
-                           *((h.story_id, h.position) for h in homes))
+        # What every answer about the homes depends on: each one's last change, and the books' places.
+        self._signature = (tuple(sorted(self.books.items())), *((h.story_id, h.position) for h in homes))
         self._story = replace(story, position=max([story.position, *(h.position for h in homes)]))
-        self._hidden: dict[str, dict[tuple[str, str, int], str]] = {}
 
     # -- reads that are the book's own ----------------------------------------------------------
     def settled(self, key: tuple[Any, ...], read: Callable[[], T]) -> T:
@@ -159,21 +159,15 @@ class InheritedCanon:
         return self.snap.settled((home, at.home.position, "lore"), lambda: self.snap.lore(home))
 
     # -- the spoiler rule of a bible's steps ----------------------------------------------------
-    def _ordinal(self, story_id: str | None) -> int:
-        """The reading-order place of the book ``story_id`` (default and unknown: the first)."""
-        return next((b.ordinal for b in self.books if b.story_id == story_id), self.books[0].ordinal)
-
     def _bible_hidden(self, home: Home, kind: str, key: str, step: int,
                       hidden_until: int | None) -> int | None | Literal[False]:
         """A bible step's ``hidden_until`` in this book (``series.bible_reveal``): False when it
         is not seen at all, else the chapter it stays hidden until (None: shown)."""
         if hidden_until is None:
             return None
-        if home.story_id not in self._hidden:
-            self._hidden[home.story_id] = self.snap.settled(
-                (home.story_id, home.position, "hidden_books"), lambda: self.snap.hidden_books(home.story_id))
-        book = self._ordinal(self._hidden[home.story_id].get((kind, key, step)))
-        return bible_reveal(hidden_until, book, self.mine.ordinal)
+        books = self.snap.settled((home.story_id, home.position, "hidden_books"),
+                                  lambda: self.snap.hidden_books(home.story_id))
+        return bible_reveal(hidden_until, books.get((kind, key, step)), self.books, self.reader)
 
     def _seen(self, at: _Place, e: EntryView) -> EntryView | None:
         """``e`` of home ``at`` as this book sees it (None: not at all), its step shifted."""
@@ -286,31 +280,22 @@ class InheritedCanon:
             return own
         theirs = {at.place: self._home(at, "chain_nodes") for at in self.homes}
         chains = tuple(sorted({n.chain for nodes in theirs.values() for n in nodes} - {n.chain for n in own}))
-        owner = {e.key: e.step // SPAN for e in self._merged(chapter, chains)
+        owner = {e.key: divmod(e.step, SPAN) for e in self._merged(chapter, chains)  # chain -> (place, its step)
                  if e.kind == "development_chain" and e.origin is not None and not e.retired}
         out = list(own)
         for at in self.homes:
             for n in theirs[at.place]:
-                if owner.get(n.chain) != at.place:
+                if owner.get(n.chain, (None,))[0] != at.place:
                     continue
                 hidden_until: int | None = None
                 if at.home.role == BIBLE:
-                    entry = next(iter(self._home(at, "entries_by_key", (n.chain,))), None)
-                    reveal = bible_reveal(n.hidden_until, self._ordinal(self._hidden_book(at.home, entry)),
-                                          self.mine.ordinal)
+                    reveal = self._bible_hidden(at.home, "development_chain", n.chain, owner[n.chain][1],
+                                                n.hidden_until)
                     if reveal is False:
                         continue
                     hidden_until = reveal
                 out.append(replace(n, hidden_until=hidden_until, origin=at.origin))
         return out
-
-    def _hidden_book(self, home: Home, entry: EntryView | None) -> str | None:
-        if entry is None:
-            return None
-        if home.story_id not in self._hidden:
-            self._hidden[home.story_id] = self.snap.settled(
-                (home.story_id, home.position, "hidden_books"), lambda: self.snap.hidden_books(home.story_id))
-        return self._hidden[home.story_id].get((entry.kind, entry.key, entry.step))
 
     def lore(self, story_id: str) -> Lore:
         if story_id != self.own:
