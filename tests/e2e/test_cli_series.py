@@ -62,3 +62,29 @@ def test_a_lorebook_as_a_series_bible_reaches_the_books_packets(tmp_path: Path) 
                      "-o", str(tmp_path / "w.json"))
     assert exported.returncode == 0, exported.stderr
     assert len(json.loads((tmp_path / "w.json").read_text(encoding="utf-8"))["entries"]) == len(own)
+
+
+SERAPHINA = LOREBOOKS / "sillytavern-card-seraphina.png"
+HOLY = {"entries": {"0": {"uid": 0, "key": ["圣光"], "comment": "圣光", "content": "圣光是森林的力量。", "order": 100}}}
+
+
+def test_a_real_card_and_a_chinese_lorebook_in_one_bible_reach_a_chinese_book(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    assert canon(db, "init").returncode == 0
+    world = tmp_path / "holy.json"
+    world.write_text(json.dumps(HOLY, ensure_ascii=False), encoding="utf-8")
+    for source in (str(SERAPHINA), str(world)):
+        done = canon(db, "import", "lorebook", source, "--series", "森林", "--confirm", "--title", "森林之书")
+        assert done.returncode == 0, done.stderr
+    book = [{"type": "start_story", "command_id": "b", "story_id": "第一卷", "title": "第一卷", "style_guardrails": [],
+             "output_contract": ""},
+            {"type": "plan_chapter", "command_id": "p", "story_id": "第一卷", "chapter": 1, "volume": 1,
+             "goals": ["塞拉菲娜在林间空地用圣光治好了旅人。"]},
+            {"type": "add_book", "command_id": "j", "story_id": "第一卷", "series_id": "森林"}]
+    assert canon(db, "apply", "-", stdin="\n".join(json.dumps(c, ensure_ascii=False) for c in book)).returncode == 0
+    packet = json.loads(canon(db, "packet", "--story", "第一卷", "--role", "writer", "--chapter", "1").stdout)
+    holy = [i for i in packet["items"] if i["key"] == "圣光"]
+    assert holy and "圣光是森林的力量。" in holy[0]["text"] and "from the series bible" in holy[0]["reason"]
+    assert json.loads(canon(db, "audit", packet["packet_id"]).stdout)["verdict"] == "ok"
+    entries = json.loads(canon(db, "canon", "--story", "第一卷", "--as-of", "1").stdout)["entries"]
+    assert len(entries) > 1 and {e["inherited_from"]["story_id"] for e in entries} == {"森林"}
