@@ -11,12 +11,16 @@ first-use set-up are not counted; a door's own set-up (the app, the parser) is. 
 file is its folder under ``canon_ledger/`` (``domain``, ``application``, ``projections``,
 ``infrastructure``). A climb back is a call whose stack, read from the door down with each run
 of one layer folded into one, names a layer twice: e.g. application -> projections ->
-application. docs/architecture.md ("The path of one fact") quotes the counts.
+application. Two kinds of frames are not climbs: a generator resumed by the code that iterates
+it (data pulled, not a call), and a function a library calls back (SQLAlchemy's engine events,
+which the composition root registers): those are listed apart as library hooks.
+docs/architecture.md ("The path of one fact") quotes the counts.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import io
 import json
 import os
@@ -32,6 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 PACKAGE = str(ROOT / "canon_ledger") + os.sep
+_GENERATOR = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
 
 
 def _layer(filename: str) -> str | None:
@@ -47,6 +52,9 @@ class Trace:
     def __init__(self) -> None:
         self.files: dict[str, str] = {}  # file -> layer, in order of first entry
         self.climbs: dict[tuple[str, str], list[str]] = {}  # (caller file, callee file) -> the folded stack
+        # The same, where a library called the callee (an engine's event hook, a pool's check):
+        # the code on the path asked the library, not the layer; listed apart.
+        self.hooks: dict[tuple[str, str], list[str]] = {}
         self._lock = threading.Lock()
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
@@ -68,8 +76,12 @@ class Trace:
         folded = [lay for i, (lay, _) in enumerate(stack) if i == 0 or stack[i - 1][0] != lay]
         with self._lock:
             self.files.setdefault(filename, layer)
+            if frame.f_code.co_flags & _GENERATOR:
+                return  # a generator resumed by the code that iterates it: data pulled, not a call
             if len(folded) != len(set(folded)) and len(stack) >= 2 and stack[-2][0] != layer:
-                self.climbs.setdefault((stack[-2][1], filename), folded)
+                caller = frame.f_back
+                by_library = caller is not None and _layer(caller.f_code.co_filename) is None
+                (self.hooks if by_library else self.climbs).setdefault((stack[-2][1], filename), folded)
 
     @contextmanager
     def on(self) -> Iterator[Trace]:
@@ -86,7 +98,9 @@ class Trace:
             return path[len(PACKAGE):]
         return {"files": len(self.files), "entered": [short(f) for f in self.files],
                 "climbs_back": [{"from": short(a), "to": short(b), "layers": " -> ".join(folded)}
-                                for (a, b), folded in self.climbs.items()]}
+                                for (a, b), folded in self.climbs.items()],
+                "library_hooks": [{"from": short(a), "to": short(b), "layers": " -> ".join(folded)}
+                                  for (a, b), folded in self.hooks.items()]}
 
 
 def _story(story: str) -> list[dict[str, Any]]:
@@ -193,11 +207,14 @@ def main() -> int:
         print(json.dumps(out, indent=2))
         return 0
     for door, report in out.items():
-        print(f"{door}: {report['files']} files entered, {len(report['climbs_back'])} calls climbing back")
+        print(f"{door}: {report['files']} files entered, {len(report['climbs_back'])} calls climbing back, "
+              f"{len(report['library_hooks'])} hooks a library calls")
         for name in report["entered"]:
             print(f"  {name}")
         for climb in report["climbs_back"]:
             print(f"  climb back: {climb['from']} -> {climb['to']} ({climb['layers']})")
+        for hook in report["library_hooks"]:
+            print(f"  library hook: {hook['from']} -> {hook['to']} ({hook['layers']})")
     return 0
 
 

@@ -2,13 +2,15 @@
 
 ``EventLogReader`` is the read models' view of the ledger (the projections' ``EventLog``
 port): the last position, stored records and decoded events from a position on, a story's
-history; and ``watch``, which tells in-process read models of every event this process
-appends, once committed. Positions are those of the library's notification log: they only
+history; ``watch``, which tells in-process read models of every event this process
+appends, once committed; and ``wait_for_change``, which a live worker and an event stream
+block on until the log may have grown. Positions are those of the library's notification log: they only
 grow, and position order is commit order.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -44,6 +46,10 @@ class EventLogReader:
         self.mapper = mapper
         self.page_size = page_size
         self._listeners: list[Listener] = []
+        # Waiting for the log to grow (``wait_for_change``): each append of this process, and
+        # each change another process is known to have made (``note_change``), counts one.
+        self._changed = threading.Condition()
+        self.changes = 0
 
     # -- what this process appends -----------------------------------------------------------
     def watch(self, listener: Listener) -> None:
@@ -59,6 +65,22 @@ class EventLogReader:
             appended = [(r.notification.id, r.notification.topic, r.notification) for r in recordings]
             for listener in self._listeners:
                 listener(appended)
+        if recordings:
+            self.note_change()
+
+    def note_change(self) -> None:
+        """The log may have grown (an append here, another process's append heard of): wake
+        every ``wait_for_change``."""
+        with self._changed:
+            self.changes += 1
+            self._changed.notify_all()
+
+    def wait_for_change(self, seen: int, timeout: float) -> None:
+        """Block until ``changes`` moves past ``seen`` (a value read before) or ``timeout``
+        seconds pass; it never says which."""
+        with self._changed:
+            if self.changes == seen:
+                self._changed.wait(timeout)
 
     # -- reading -------------------------------------------------------------------------------
     def decode(self, record: Any) -> Any:

@@ -2,7 +2,7 @@
 
 ``LogWakeup.wait_beyond(position, timeout)`` returns as soon as the log's end passes
 ``position`` (or at the timeout), and never busy-waits:
-- an append by this process wakes every waiter at once (``EventLogReader.watch``);
+- an append by this process wakes every waiter at once (``EventLogReader.wait_for_change``);
 - on PostgreSQL, an append by any process wakes them through the library's own
   notification: every insert of eventsourcing's recorder runs ``NOTIFY`` on the events
   table's channel (``recorder.channel_name``), and one connection of ours ``LISTEN``s to it;
@@ -37,14 +37,11 @@ class LogWakeup:
         self.log = log  # the ledger's ``event_log``
         self._reachable = reachable
         self.config = config
-        self._changed = threading.Condition()
-        self._ticks = 0  # appends and notifications seen: a waiter re-reads the end when it moves
         self._closed = threading.Event()
         self._listening = False
         self._quiet = False
         self.poll = poll
         self.safety = safety
-        log.watch(lambda _appended: self._tick())
         if config.is_postgres:
             self._listener = threading.Thread(target=self._listen, name="canon-listen", daemon=True)
             self._listener.start()
@@ -60,9 +57,7 @@ class LogWakeup:
         return self.safety if self._listening else self.poll
 
     def _tick(self) -> None:
-        with self._changed:
-            self._ticks += 1
-            self._changed.notify_all()
+        self.log.note_change()
 
     def _listen(self) -> None:
         """LISTEN on the library's channel, reconnecting after a fault until closed."""
@@ -94,15 +89,12 @@ class LogWakeup:
         """The log's end, once it is past ``position`` or ``timeout`` seconds have passed."""
         deadline = time.monotonic() + timeout
         while True:
-            with self._changed:
-                ticks = self._ticks
+            seen = self.log.changes  # appends and notifications: a waiter re-reads the end when it moves
             end = self.log.position()
             left = deadline - time.monotonic()
             if end > position or left <= 0 or self._closed.is_set():
                 return end
-            with self._changed:
-                if self._ticks == ticks:
-                    self._changed.wait(min(left, self.interval))
+            self.log.wait_for_change(seen, min(left, self.interval))
 
     @property
     def closed(self) -> bool:

@@ -8,20 +8,19 @@ built in ``wiring`` (``Wiring``, which ``Services`` extends with these use cases
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from canon_ledger.application.continuity import ContinuityCheck
 from canon_ledger.application.knowledge.ports import Embedder, PageWriter
 from canon_ledger.application.packets.service import Issued
-from canon_ledger.application.retrieval.search import HybridSearch
+from canon_ledger.application.retrieval.packet_retrieval import StoryRetriever
+from canon_ledger.application.retrieval.search import HybridSearch, SearchService
 from canon_ledger.domain.errors import NotFound
-from canon_ledger.infrastructure.packet_retrieval import StoryRetriever
 from canon_ledger.infrastructure.stores import schema_lock
 from canon_ledger.infrastructure.wiring import Wiring
-from canon_ledger.projections.model_status import (SCAN, ModelStatus, TextCounts, collections_in, model_status, pending_records,
-                                      texts_waiting)
+from canon_ledger.projections.index_reads import IndexReads
+from canon_ledger.projections.model_status import ModelStatus, TextCounts, collections_in, model_status, pending_records
 from canon_ledger.projections.read_models import ReadModels
 from canon_ledger.projections.retrieval import catch_up_vectors
 from canon_ledger.projections.runner import quarantined
@@ -40,8 +39,8 @@ class Services(Wiring):
     indexed_by_worker: bool = False
     # Texts each pending entry brings the retrieval models: counted once per process.
     text_counts: TextCounts = field(default_factory=TextCounts)
-    # A CLI verb's eye on the catch-ups its reads make themselves (``indexing.CatchUpWatch``).
-    watch: Any = None
+    # How a search and a packet's L1 keep the indexes current (made by ``of``).
+    index_reads: IndexReads = field(init=False)
     _views: StoryViews | None = None
 
     @classmethod
@@ -50,13 +49,22 @@ class Services(Wiring):
         service's L1 reads the indexes as this facade's searches do (``_index_reads``), from
         the offline pipeline (no step-back): the same read models give the same bytes."""
         services = cls(**{f.name: getattr(wiring, f.name) for f in fields(Wiring)}, indexed_by_worker=indexed_by_worker)
-        catch_up_index, catch_up_vectors_now, lag = services._index_reads()
+        services.index_reads = IndexReads(services.ledger.event_log, services.knowledge, services.retrieval,
+                                          services.vectors, services.text_counts, by_worker=indexed_by_worker)
         services.packets.retriever = StoryRetriever(
-            services.ledger.event_log.position, catch_up_index, catch_up_vectors_now, services.retrieval_reader,
-            HybridSearch(services.embedder, None, quota=services.quota, provider="gemini",
-                         embedder_note=services.embedder_note, query_store=services.query_vectors),
-            services.knowledge_reader, lag=lag)
+            services._searches(HybridSearch(services.embedder, None, quota=services.quota, provider="gemini",
+                                            embedder_note=services.embedder_note, query_store=services.query_vectors)),
+            services.knowledge_reader)
         return services
+
+    @property
+    def watch(self) -> Any:
+        """A CLI verb's eye on the catch-ups its reads make themselves (``indexing.CatchUpWatch``)."""
+        return self.index_reads.watch
+
+    @watch.setter
+    def watch(self, watch: Any) -> None:
+        self.index_reads.watch = watch
 
     def named_models(self, projection: str) -> list[str]:
         """The read models ``projection`` names (``all``: every one), or ``no_vector_index``
@@ -108,7 +116,6 @@ class Services(Wiring):
 
     def search_service(self, provider: str = "offline", **options: Any) -> Any:
         """Hybrid search; ``gemini`` lets broad queries step back (one generate call, cached)."""
-        from canon_ledger.application.retrieval.search import HybridSearch, SearchService
         from canon_ledger.application.retrieval.stepback import StepBack
 
         with schema_lock(self.config):  # made on first use: a store that never searches has no such table
@@ -124,31 +131,14 @@ class Services(Wiring):
                                 quota=self.quota, provider="gemini",  # the metered embedder's provider
                                 embedder_note=self.embedder_note, query_store=self.query_vectors)
 
-        catch_up, vectors, lag = self._index_reads()
-        return SearchService(self.ledger.event_log.position, catch_up, vectors, self.retrieval_reader, pipeline, lag=lag)
+        return self._searches(pipeline)
 
-    def _index_reads(self) -> tuple[Any, Any, Any]:
-        """How a read over the indexes (a search, a packet's L1) keeps current: (knowledge and
-        keyword catch-up, vector catch-up, lag notes). Not ``indexed_by_worker``, it catches them up and
-        has no lag; ``indexed_by_worker``, it catches nothing up and says what the worker has not indexed yet."""
-        if self.indexed_by_worker:
-            return (lambda goal: None), (lambda goal: None), self.index_lag
-
-        def catch_up(goal: int) -> None:
-            with self._watched():
-                self.knowledge.ensure_reflects(goal)
-                self.retrieval.ensure_reflects(goal)
-
-        def catch_up_vectors(goal: int) -> None:
-            with self._watched() as progress:
-                self.catch_up_vectors(goal, progress)
-
-        return catch_up, catch_up_vectors, None
-
-    def _watched(self) -> Any:
-        """Around a read's own catch-up: timed by ``watch`` (yielding its embedding progress),
-        or nothing (yielding None)."""
-        return nullcontext() if self.watch is None else self.watch.timed()
+    def _searches(self, pipeline: HybridSearch) -> SearchService:
+        """Searches with ``pipeline`` over the retrieval reader, keeping the indexes current
+        as ``index_reads`` says."""
+        reads = self.index_reads
+        return SearchService(self.ledger.event_log.position, reads.catch_up, reads.catch_up_vectors,
+                             self.retrieval_reader, pipeline, lag=reads.lag)
 
     def status(self, *, explain_outdated: bool = False) -> dict[str, ModelStatus]:
         """Each read model's position and how far it trails the log (``projections.model_status``).
@@ -168,23 +158,6 @@ class Services(Wiring):
                     raise
                 out[name] = outdated_status(name, models, e)
         return out
-
-    def index_lag(self, collections: Any) -> dict[str, str]:
-        """Stage notes for a search of ``collections`` while the worker has not indexed
-        everything: what the keyword index and the vectors do not hold yet."""
-        end = self.ledger.event_log.position()
-        notes: dict[str, str] = {}
-        for stage, models, what in (("keyword", self.retrieval, "not yet indexed"),
-                                    ("vector", self.vectors, "not yet embedded")):
-            if models is None or models.known_to_reflect(end):  # this process's worker projected it all: no read
-                continue
-            _, records = pending_records(models, self.ledger.event_log, end)
-            waiting = texts_waiting(models, self.ledger.event_log, records, self.text_counts, collections) if records else 0
-            if waiting:
-                more = "+" if len(records) >= SCAN else ""
-                notes[stage] = (f"{waiting}{more} text(s) {what}; keyword only for them" if stage == "vector" else
-                                f"{waiting}{more} text(s) {what}: not searchable until the worker indexes them")
-        return notes
 
     def compiler(self, provider: str = "offline", **options: Any) -> Any:
         """The wiki compiler with the named provider (``offline`` or ``gemini``)."""
@@ -229,8 +202,7 @@ class Services(Wiring):
         self.canon.ensure_reflects(goal)
         self.authoring.ensure_reflects(goal)
         if self._views is None:
-            self._views = StoryViews(self.canon.read_engine, lambda conn: self.canon.tables(self.canon.active(conn)),
-                                     lambda conn: self.authoring.tables(self.authoring.active(conn)))
+            self._views = StoryViews(self.canon.read_engine, self.canon.active_tables, self.authoring.active_tables)
         return self._views
 
     def packet(self, request: Any, *, after: int | None = None, at: int | None = None, record: bool = True) -> Any:

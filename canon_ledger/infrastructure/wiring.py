@@ -11,8 +11,6 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.engine import Connection
-
 from canon_ledger.application.audit import Auditor
 from canon_ledger.application.knowledge.ports import Embedder
 from canon_ledger.application.knowledge.quota import Quota, QuotaPolicy
@@ -23,46 +21,16 @@ from canon_ledger.infrastructure.read_store import engines
 from canon_ledger.infrastructure.scratch import scratch_canon
 from canon_ledger.infrastructure.stores import StoreConfig, ledger_of, schema_lock
 from canon_ledger.infrastructure.tokenizer import token_counter
-from canon_ledger.projections import authoring, canon_tables
-from canon_ledger.projections.canon import CanonProjection
 from canon_ledger.projections.canon_view import SqlCanonReader
 from canon_ledger.projections.draft_view import SqlDrafts
-from canon_ledger.projections.knowledge import KnowledgeProjection
-from canon_ledger.projections.knowledge_tables import VERSION as KNOWLEDGE_VERSION
-from canon_ledger.projections.knowledge_tables import knowledge_tables
 from canon_ledger.projections.knowledge_view import SqlKnowledgeReader
-from canon_ledger.projections.read_models import ProjectionSpec, ReadModels
-from canon_ledger.projections.retrieval import KeywordProjection, VectorProjection
-from canon_ledger.projections.retrieval_tables import VECTORS_VERSION, retrieval_tables, vector_tables
-from canon_ledger.projections.retrieval_tables import VERSION as RETRIEVAL_VERSION
-from canon_ledger.projections.retrieval_view import Builds, SqlRetrievalReader
+from canon_ledger.projections.read_models import ReadModels
+from canon_ledger.projections.retrieval_view import ActiveBuilds, SqlRetrievalReader
 from canon_ledger.projections.runner import PAGE_SIZE
+from canon_ledger.projections.specs import AUTHORING, canon_spec, knowledge_spec, retrieval_spec, vectors_spec
 from canon_ledger.projections.token_memo import TokenMemo
 
 EMBEDDER_ENV = "CANON_EMBEDDER"
-
-
-def canon_spec(tokens: Any, memo: TokenMemo | None = None) -> ProjectionSpec:
-    return ProjectionSpec("canon", canon_tables.VERSION, canon_tables.canon_tables,
-                          lambda tables: CanonProjection(tables, tokens, memo))
-
-
-def knowledge_spec(tokens: Any) -> ProjectionSpec:
-    return ProjectionSpec("knowledge", KNOWLEDGE_VERSION, knowledge_tables,
-                          lambda tables: KnowledgeProjection(tables, tokens))
-
-
-def retrieval_spec(tokens: Any, postgres: bool) -> ProjectionSpec:
-    return ProjectionSpec("retrieval", RETRIEVAL_VERSION,
-                          lambda tag, version: retrieval_tables(tag, version, postgres=postgres),
-                          lambda tables: KeywordProjection(tables, tokens))
-
-
-def vectors_spec(tokens: Any, embedder: Any) -> ProjectionSpec:
-    """One read model per embedding model: switching models builds the new one beside the old."""
-    return ProjectionSpec(f"vectors:{embedder.name}", VECTORS_VERSION,
-                          lambda tag, version: vector_tables(embedder.name, tag, version),
-                          lambda tables: VectorProjection(tables, tokens, embedder))
 
 
 def choose_embedder(choice: str | None = None) -> tuple[Embedder | None, str]:
@@ -104,7 +72,6 @@ def choose_embedder(choice: str | None = None) -> tuple[Embedder | None, str]:
     raise ValueError(f"unknown embedder {choice!r} (auto, minilm, hashing, gemini, onnx:MODEL:TOKENIZER or hub:REPO)")
 
 
-AUTHORING = ProjectionSpec("authoring", authoring.VERSION, authoring.authoring_tables, authoring.AuthoringProjection)
 
 
 @dataclass
@@ -182,24 +149,14 @@ def wire(config: StoreConfig, embedder: Embedder | None, embedder_note: str, *, 
             if models is not None:
                 models.setup()
 
-    def active_canon(conn: Connection, story: str | None = None) -> tuple[Any, int]:
-        build, position = canon.serving(conn, story)
-        return canon.tables(build), position
-
-    live = SqlCanonReader(read, active_canon)
+    live = SqlCanonReader(read, canon.serving_tables)
     packets = PacketService(ledger, canon, live, tokens, drafts=SqlDrafts(authoring_models))
     auditor = Auditor(ledger, lambda story, position: scratch_canon(ledger, tokens, story, position), live,
                       canon.catch_up_serving, tokens)
-    knowledge_reader = SqlKnowledgeReader(read, lambda conn: knowledge.tables(knowledge.active(conn)))
-
-    def retrieval_builds(conn: Connection) -> Builds:
-        keyword, vector, text = ReadModels.active_of(conn, [retrieval, vectors, knowledge])
-        assert keyword is not None and text is not None  # their models are always there
-        return Builds(retrieval.tables(keyword), None if vectors is None or vector is None else vectors.tables(vector),
-                      knowledge.tables(text))
-
+    knowledge_reader = SqlKnowledgeReader(read, knowledge.active_tables)
     query_vectors = SqlQueryVectors(write, read)
-    retrieval_reader = SqlRetrievalReader(read, retrieval_builds, None if embedder is None else embedder.name,
+    retrieval_reader = SqlRetrievalReader(read, ActiveBuilds(retrieval, vectors, knowledge),
+                                          None if embedder is None else embedder.name,
                                           query_vectors=query_vectors)
     return Wiring(config, ledger, canon, authoring_models, packets, auditor, knowledge, knowledge_reader, quota,
                   retrieval, vectors, embedder, embedder_note, retrieval_reader, stepback_cache, query_vectors)

@@ -195,6 +195,11 @@ class ReadModels(Freshness):
         row = self._row(conn)
         return Build(row["active_tag"], row["active_version"])
 
+    def active_tables(self, conn: Connection) -> Any:
+        """The tables of the active build, read in ``conn``'s transaction: what a reader of
+        this one model is handed (the knowledge reader, the story views)."""
+        return self.tables(self.active(conn))
+
     @staticmethod
     def active_of(conn: Connection, models: Sequence[ReadModels | None]) -> list[Build | None]:
         """The active build of each of ``models`` (None for None), in one statement: what a
@@ -227,6 +232,12 @@ class ReadModels(Freshness):
         if row[4] or build.tag in self._runners:  # split by workers: learnt here, before any catch-up
             self.runner(build).partitioned = bool(row[4])
         return build, max(row[2] or 0, row[3] or 0)
+
+    def serving_tables(self, conn: Connection, story: str | None = None) -> tuple[Any, int]:
+        """``serving``'s build as its tables, with its position: what the canon reader asks at
+        the start of each snapshot."""
+        build, position = self.serving(conn, story)
+        return self.tables(build), position
 
     def catch_up_serving(self, target: int | None = None, progress: Progress | None = None) -> int:
         """Bring the serving build up to ``target`` (default: the log's end);

@@ -38,6 +38,7 @@ from canon_ledger.domain.wiki import PAGE_PREFIX, page_summary
 from canon_ledger.projections.driver_sql import Statements
 from canon_ledger.projections.keyword_memory import KeywordMemory
 from canon_ledger.projections.knowledge_tables import KnowledgeTables
+from canon_ledger.projections.read_models import ReadModels
 from canon_ledger.projections.retrieval import from_blob
 from canon_ledger.projections.retrieval_tables import RetrievalTables, VectorTables, collection_token
 from canon_ledger.projections.retrieval_text import key64, query_terms
@@ -57,6 +58,23 @@ class Builds:
     keyword: RetrievalTables
     vectors: VectorTables | None
     knowledge: KnowledgeTables
+
+
+@dataclass(frozen=True)
+class ActiveBuilds:
+    """The builds a retrieval snapshot reads, each its model's active one, asked in one
+    statement of the snapshot's own transaction (``ReadModels.active_of``)."""
+
+    retrieval: ReadModels
+    vectors: ReadModels | None
+    knowledge: ReadModels
+
+    def __call__(self, conn: Connection) -> Builds:
+        keyword, vector, text = ReadModels.active_of(conn, [self.retrieval, self.vectors, self.knowledge])
+        assert keyword is not None and text is not None  # their models are always there
+        return Builds(self.retrieval.tables(keyword),
+                      None if self.vectors is None or vector is None else self.vectors.tables(vector),
+                      self.knowledge.tables(text))
 
 
 @dataclass

@@ -8,10 +8,10 @@ from canon_ledger.application.knowledge.lint import lint
 from canon_ledger.application.packets.recipes import Request
 from canon_ledger.application.packets.replay import RecordedRecall
 from canon_ledger.domain.commands import parse_command
-from canon_ledger.application.retrieval.search import HybridSearch
+from canon_ledger.application.retrieval.search import HybridSearch, SearchService
 from canon_ledger.infrastructure.bootstrap import bootstrap
 from canon_ledger.infrastructure.demo import STORY
-from canon_ledger.infrastructure.packet_retrieval import StoryRetriever
+from canon_ledger.application.retrieval.packet_retrieval import StoryRetriever
 from tests.helpers import stage_of
 
 COLLECTION = f"story:{STORY}"
@@ -98,8 +98,8 @@ def test_packets_still_build_and_say_so_when_retrieval_fails(rs_demo) -> None:
     rs_demo.catch_up_retrieval()  # the stand-in retrievers below do not catch up
     retriever = rs_demo.packets.retriever
     rs_demo.packets.retriever = StoryRetriever(
-        rs_demo.ledger.event_log.position, lambda goal: None, lambda goal: None, retriever.reader,
-        HybridSearch(_Broken()), rs_demo.knowledge_reader)
+        SearchService(rs_demo.ledger.event_log.position, lambda goal: None, lambda goal: None, retriever.search.reader,
+                      HybridSearch(_Broken())), rs_demo.knowledge_reader)
     packet = rs_demo.packets.packet(Request(STORY, "writer", 5), record=False)
     assert stage_of(packet, "embed").status in ("error", "skipped")
     assert stage_of(packet, "keyword").status == "done" and _l1(packet), [(s.step, s.status, s.detail) for s in packet.stages]
@@ -107,8 +107,9 @@ def test_packets_still_build_and_say_so_when_retrieval_fails(rs_demo) -> None:
     def down(goal):
         raise ConnectionError("read model unavailable")
 
-    rs_demo.packets.retriever = StoryRetriever(rs_demo.ledger.event_log.position, down, down, retriever.reader,
-                                            retriever.pipeline, rs_demo.knowledge_reader)
+    rs_demo.packets.retriever = StoryRetriever(
+        SearchService(rs_demo.ledger.event_log.position, down, down, retriever.search.reader, retriever.search.pipeline),
+        rs_demo.knowledge_reader)
     packet = rs_demo.packets.packet(Request(STORY, "writer", 5), record=False)
     failed = stage_of(packet, "l1-retrieval")
     assert failed.status == "error" and "ConnectionError" in failed.detail and "L0" in failed.detail

@@ -92,8 +92,8 @@ def test_a_worker_embeds_a_newly_planned_chapter_s_queries_before_any_request(st
         first = reader.packets.packet(Request(STORY, "writer", 6), record=False)
         scene = reader.packets.packet(Request(STORY, "writer", 6, scene="6a"), record=False)
         assert not set(queries) & set(fresh.texts)  # the first packets embedded no query
-        reader.packets.retriever.pipeline.query_store = None  # embed them here: the same packets
-        reader.packets.retriever.pipeline._vectors.clear()
+        reader.packets.retriever.search.pipeline.query_store = None  # embed them here: the same packets
+        reader.packets.retriever.search.pipeline._vectors.clear()
         assert reader.packets.packet(Request(STORY, "writer", 6), record=False).hash == first.hash
         assert reader.packets.packet(Request(STORY, "writer", 6, scene="6a"), record=False).hash == scene.hash
     finally:

@@ -70,7 +70,7 @@ def test_the_default_search_runs_it_and_a_packet_does_not(rs) -> None:
                 "output_contract": "prose", "budgets": {"writer": 3000}})
     for chapter in (1, 2, 3):
         _apply(rs, *_chapter(chapter, f"The {QUERY} in chapter {chapter}."))
-    rs.packets.retriever.pipeline.feedback = "hybrid"  # a packet passes its own mode, off, to the search
+    rs.packets.retriever.search.pipeline.feedback = "hybrid"  # a packet passes its own mode, off, to the search
     recall = rs.packets.retriever.recall(STORY, 3, QUERY)
     assert recall.hits and "feedback" not in [s.step for s in recall.stages]
 

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select, update
 
 from canon_ledger.application.packets.recipes import Request
-from canon_ledger.infrastructure.wiring import canon_spec
+from canon_ledger.projections.specs import canon_spec
 from canon_ledger.infrastructure.demo import STORY
 from canon_ledger.infrastructure.tokenizer import token_counter
 from canon_ledger.projections.checksum import table_checksum

@@ -445,8 +445,9 @@ class SearchService:
     reader: Any  # has snapshot() -> context manager of a RetrievalSnapshot
     pipeline: HybridSearch
     warnings: list[str] = field(default_factory=list)
-    # When a worker feeds the indexes (nothing to catch up here): collections -> stage notes.
-    lag: Callable[[Sequence[str]], Mapping[str, str]] | None = None
+    # When a worker feeds the indexes (nothing to catch up here): (collections, the position
+    # searched) -> stage notes.
+    lag: Callable[[Sequence[str], int], Mapping[str, str]] | None = None
 
     def search(self, collection_ids: Sequence[str], query: str, top_k: int = DEFAULT_TOP_K,
                feedback: str | None = None,
@@ -462,7 +463,7 @@ class SearchService:
                 self.catch_up_vectors(target)
             except Exception as e:  # noqa: BLE001 - keyword search still answers
                 problem = f"{type(e).__name__}: {str(e)[:160]}"
-        lag = self.lag(collection_ids) if self.lag is not None else None
+        lag = self.lag(collection_ids, target) if self.lag is not None else None
         with self.reader.snapshot() as snap:
             result = self.pipeline.search(snap if within is None else within(snap), collection_ids, query, top_k,
                                           vector_problem=problem, feedback=feedback, lag=lag)

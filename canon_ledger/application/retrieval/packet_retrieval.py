@@ -10,7 +10,6 @@ packet is built from L0 alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from canon_ledger.application.knowledge.lint import lint
@@ -18,24 +17,19 @@ from canon_ledger.application.packets.packet import Stage
 from canon_ledger.application.packets.ports import Recall, Recalled, Retriever
 from canon_ledger.application.retrieval.earlier_chapters import EarlierChapters
 from canon_ledger.application.retrieval.feedback import OFF
+from canon_ledger.application.retrieval.search import SearchService
 from canon_ledger.domain.chunking import story_collection
 
 TOP_K = 8
 
 
 class StoryRetriever(Retriever):
-    """The packet compiler's Retriever port, over the live knowledge and retrieval read models."""
+    """The packet compiler's Retriever port: a search (``SearchService``, which keeps the
+    indexes current the way the store's searches do) through ``EarlierChapters``, and the
+    wiki's lint from ``knowledge_reader``."""
 
-    def __init__(self, position: Callable[[], int], catch_up: Callable[[int], None],
-                 catch_up_vectors: Callable[[int], None], reader: Any, pipeline: Any, knowledge_reader: Any,
-                 top_k: int = TOP_K, feedback: str = OFF,
-                 lag: Callable[[Sequence[str]], Mapping[str, str]] | None = None) -> None:
-        self.position = position
-        self.lag = lag  # a worker feeds the indexes: stage notes for what they do not hold yet
-        self.catch_up = catch_up  # knowledge and keyword index: a failure is an error stage
-        self.catch_up_vectors = catch_up_vectors  # a failure leaves keyword search standing
-        self.reader = reader
-        self.pipeline = pipeline
+    def __init__(self, search: SearchService, knowledge_reader: Any, top_k: int = TOP_K, feedback: str = OFF) -> None:
+        self.search = search
         self.knowledge_reader = knowledge_reader
         self.top_k = top_k
         # RM3 on the keyword list: off for packets, even when keyword search answers alone. It
@@ -46,17 +40,8 @@ class StoryRetriever(Retriever):
     def recall(self, story_id: str, chapter: int, query: str, top_k: int | None = None) -> Recall:
         collection = story_collection(story_id)
         try:
-            goal = self.position()
-            self.catch_up(goal)
-            problem = None
-            try:
-                self.catch_up_vectors(goal)
-            except Exception as e:  # noqa: BLE001
-                problem = f"{type(e).__name__}: {str(e)[:160]}"
-            lag = self.lag([collection]) if self.lag is not None else None
-            with self.reader.snapshot() as snap:
-                result = self.pipeline.search(EarlierChapters(snap, chapter), [collection], query, top_k or self.top_k,
-                                              vector_problem=problem, feedback=self.feedback, lag=lag)
+            result = self.search.search([collection], query, top_k or self.top_k, feedback=self.feedback,
+                                        within=lambda snap: EarlierChapters(snap, chapter))
             hits = [h for h in result.hits if h.kind in ("chunk", "page")]
             pages = [h for h in hits if h.kind == "page"]
             wiki = Stage("wiki", "skipped", "no wiki page of the story ranked")
