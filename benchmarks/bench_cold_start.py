@@ -43,6 +43,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import old_worktree  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 STORY = ["--story", "lamplight"]
 CALLS = {
@@ -74,21 +78,6 @@ def _cli(code: Path, cache: Path, *args: str) -> tuple[float, float, str]:
         return elapsed, usage.ru_utime + usage.ru_stime, out.read().decode()
 
 
-def _worktree(ref: str, folder: Path) -> bool:
-    """The old code at ``folder``; True when this run made the worktree (and removes it after)."""
-    wanted = subprocess.run(["git", "rev-parse", ref], cwd=ROOT, check=True, capture_output=True,
-                            text=True).stdout.strip()
-    if folder.exists():
-        there = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True).stdout.strip()
-        if there != wanted:
-            raise SystemExit(f"{folder} exists and is not a worktree at {ref} ({wanted[:10]}): remove it or pass "
-                             f"--old-dir")
-        return False
-    subprocess.run(["git", "worktree", "add", "--detach", str(folder), wanted], cwd=ROOT, check=True,
-                   capture_output=True)
-    return True
-
-
 def _compile(code: Path) -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(code / "canon_ledger")], check=True,
                    capture_output=True)
@@ -104,7 +93,7 @@ def main() -> int:
                         help="runs of the writer packet with an empty user cache (0: none)")
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
     args = parser.parse_args()
-    made = _worktree(args.old, args.old_dir)
+    made = old_worktree(args.old, args.old_dir)
     try:
         with tempfile.TemporaryDirectory(prefix="cold-") as tmp:
             return _measure(args, Path(tmp), args.old_dir)

@@ -41,7 +41,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import (add_output_options, conninfo, emit, header, load_story, log, machine_info,  # noqa: E402
-                    percentiles, scratch, story_commands, story_options, story_sized)
+                    old_worktree, percentiles, scratch, story_commands, story_options, story_sized)
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD = "b844b3c"
@@ -92,21 +92,6 @@ for line in sys.stdin:
     print(json.dumps({"packet": times, "c2p": c2p, "failures": failures}), flush=True)
 services.close()
 '''
-
-
-def _worktree(ref: str, folder: Path) -> bool:
-    """The old code at ``folder``; True when this run made it (and removes it after)."""
-    wanted = subprocess.run(["git", "rev-parse", ref], cwd=ROOT, capture_output=True, text=True,
-                            check=True).stdout.strip()
-    if folder.exists():
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True).stdout.strip()
-        if head != wanted:
-            raise SystemExit(f"{folder} exists and is not a worktree at {ref}: remove it or pass --old-dir")
-        return False
-    subprocess.run(["git", "worktree", "add", "--detach", str(folder), wanted], cwd=ROOT, check=True,
-                   capture_output=True)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(folder / "canon_ledger")], check=True)
-    return True
 
 
 class Side:
@@ -237,7 +222,8 @@ def main() -> int:
     args.samples = args.samples or (20 if args.quick else 100)
     started = time.perf_counter()
     old_code = Path(args.old_dir)
-    made = _worktree(args.old, old_code)
+    made = old_worktree(args.old, old_code)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(old_code / "canon_ledger")], check=True)
     try:
         info = machine_info(args.pg_url if args.store != "sqlite" else None)
         story_info, commands = story_commands(args)

@@ -563,3 +563,24 @@ def run_copy_postgres(url: str, transactions: list[list[Row]]) -> float:
         cur.execute(pg_sql.SQL("SELECT count(*) FROM {}").format(table))
         assert cur.fetchone()[0] == sum(map(len, transactions))  # type: ignore[index]
         return seconds
+
+
+# -- old code beside new ----------------------------------------------------------------------------
+REPO = Path(__file__).resolve().parents[1]
+
+
+def old_worktree(ref: str, folder: Path) -> bool:
+    """The old code of an old-against-new benchmark at ``folder``, a git worktree of this checkout at
+    ``ref`` (made if missing; refused if it is something else). True when this call made it: the
+    caller removes it after."""
+    wanted = subprocess.run(["git", "rev-parse", ref], cwd=REPO, check=True, capture_output=True,
+                            text=True).stdout.strip()
+    if folder.exists():
+        there = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True).stdout.strip()
+        if there != wanted:
+            raise SystemExit(f"{folder} exists and is not a worktree at {ref} ({wanted[:10]}): remove it or pass "
+                             f"--old-dir")
+        return False
+    subprocess.run(["git", "worktree", "add", "--detach", str(folder), wanted], cwd=REPO, check=True,
+                   capture_output=True)
+    return True
