@@ -135,7 +135,7 @@ class Auditor:
         alone until the block ends), or for a position the log has not reached yet (events may
         still land at or before it) a replay of the caller's own."""
         if position > self.ledger.event_log.position():
-            with self._own(story_id, position) as replay:
+            with self.scratch_for(story_id, position) as replay:
                 yield replay
             return
         key = (story_id, position)
@@ -147,7 +147,7 @@ class Auditor:
             old.discard()
         with kept.lock:
             if kept.closed:  # evicted by another audit between the two locks
-                with self._own(story_id, position) as replay:
+                with self.scratch_for(story_id, position) as replay:
                     yield replay
                 return
             if kept.scratch is None:
@@ -161,14 +161,6 @@ class Auditor:
                 kept.scratch.close()
                 kept.scratch = None
                 raise
-
-    @contextmanager
-    def _own(self, story_id: str, position: int) -> Iterator[Scratch]:
-        replay = self.scratch(story_id, position)
-        try:
-            yield replay
-        finally:
-            replay.close()
 
     def close(self) -> None:
         """Close the kept replays."""
@@ -204,6 +196,7 @@ class Auditor:
 
     @contextmanager
     def scratch_for(self, story_id: str, position: int) -> Iterator[Scratch]:
+        """A replay of ``story_id`` up to ``position`` of its own, not kept: closed on the way out."""
         replay = self.scratch(story_id, position)
         try:
             yield replay

@@ -46,7 +46,7 @@ class Services(Wiring):
     @classmethod
     def of(cls, wiring: Wiring, *, indexed_by_worker: bool = False) -> Services:
         """The facade over ``wiring``'s parts (``indexed_by_worker``: see the field). The packet
-        service's L1 reads the indexes as this facade's searches do (``_index_reads``), from
+        service's L1 reads the indexes as this facade's searches do (``index_reads``), from
         the offline pipeline (no step-back): the same read models give the same bytes."""
         services = cls(**{f.name: getattr(wiring, f.name) for f in fields(Wiring)}, indexed_by_worker=indexed_by_worker)
         services.index_reads = IndexReads(services.ledger.event_log, services.knowledge, services.retrieval,

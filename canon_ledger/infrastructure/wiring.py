@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from canon_ledger.application.audit import Auditor
 from canon_ledger.application.knowledge.ports import Embedder
@@ -72,8 +72,6 @@ def choose_embedder(choice: str | None = None) -> tuple[Embedder | None, str]:
     raise ValueError(f"unknown embedder {choice!r} (auto, minilm, hashing, gemini, onnx:MODEL:TOKENIZER or hub:REPO)")
 
 
-
-
 @dataclass
 class Wiring:
     """The parts of one store, built and connected by ``wire``. Every read model reads the
@@ -104,7 +102,14 @@ class Wiring:
                   "retrieval": self.retrieval}
         return models if self.vectors is None else {**models, "vectors": self.vectors}
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
     def close(self) -> None:
+        """Close the store's parts: the auditor's kept replays, the read store's engines, the ledger."""
         self.auditor.close()  # its kept replays
         self.canon.write_engine.dispose()
         self.canon.read_engine.dispose()

@@ -18,13 +18,10 @@ QUOTED = 60  # characters of a finding's span shown in the text output
 def cmd_check(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(args.db)
-    try:
+    with bootstrap(args.db) as services:
         with unavailable_provider_as_usage():
             report = services.continuity(args.provider).check(args.story, args.draft, after=args.after,
                                                               provider=args.provider)
-    finally:
-        services.close()
     body = report.as_dict()
     if args.format == "json":
         print(dumps(body))

@@ -64,12 +64,9 @@ def cmd_export_lorebook(args: argparse.Namespace) -> int:
     from canon_ledger.application.lorebook_export import export_lorebook
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(args.db)
-    try:
+    with bootstrap(args.db) as services:
         exported = export_lorebook(services.views(), services.ledger.event_log, args.story, args.as_of, target,
                                    kinds=tuple(args.kind or ()))
-    finally:
-        services.close()
     body = json.dumps(exported.document, ensure_ascii=False, indent=2) + "\n"
     if args.output is None:
         print(body, end="")

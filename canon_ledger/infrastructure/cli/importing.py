@@ -48,8 +48,7 @@ def cmd_import_manuscript(args: argparse.Namespace) -> int:
     from canon_ledger.application.manuscript_import import import_manuscript
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(args.db)
-    try:
+    with bootstrap(args.db) as services:
         new_story = services.views().story_head(args.story) is None
         shown = bar(f"import {args.story}", "chapter", disable=quiet(args.format), total=len(manuscript.chapters))
         try:
@@ -60,8 +59,6 @@ def cmd_import_manuscript(args: argparse.Namespace) -> int:
         finally:
             shown.close()
         indexed = _index(services, args)
-    finally:
-        services.close()
     return _shown(args.format, report, lambda counts: [
         f"{report.chapters} chapter(s) in {report.volumes} volume(s) into {args.story}: {counts}; "
         f"{len(report.new_drafts)} chapter text(s) accepted; log at {report.position}"], indexed)
@@ -90,8 +87,7 @@ def cmd_import_lorebook(args: argparse.Namespace) -> int:
     from canon_ledger.application.lorebook_import import import_lorebook
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(args.db)
-    try:
+    with bootstrap(args.db) as services:
         try:
             head = services.views().story_head(args.story)
             if args.series and not (head and head["series"] and head["series"]["role"] == "bible"):
@@ -103,8 +99,6 @@ def cmd_import_lorebook(args: argparse.Namespace) -> int:
         except CanonError as e:  # the story's start out of bounds: nothing was applied (an entry's is in the report)
             raise Failure(USAGE, f"{args.file}: {e.message}", e.code) from None
         indexed = _index(services, args)
-    finally:
-        services.close()
     _shown(args.format, report, lambda counts: [
         f"{report.entries} entr{'y' if report.entries == 1 else 'ies'} from a {book.format} lorebook into "
         f"{args.story} ({'proposed and confirmed' if args.confirm else 'proposed'}): {counts}; log at "

@@ -55,10 +55,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.progress import bar, bar_to, quiet
 
     documents = _documents(args.paths)
-    services = bootstrap(args.db)
-    counts: dict[str, int] = {}
-    failed: list[dict[str, Any]] = []
-    try:
+    with bootstrap(args.db) as services:
+        counts: dict[str, int] = {}
+        failed: list[dict[str, Any]] = []
         silent = quiet(args.format)
         shown = bar(f"ingest {args.collection}", "doc", disable=silent, total=len(documents))
         for doc_id, path in documents:
@@ -86,8 +85,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         # Index and embed now, so the first search does not pay for the backlog.
         with bar("embed", "text", disable=silent) as shown:
             services.catch_up_retrieval(progress=lambda done, total: bar_to(shown, done, total))
-    finally:
-        services.close()
     if args.format != "json":
         print(f"{len(documents)} document(s) into {args.collection}: "
               + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "nothing"))
@@ -107,8 +104,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise Failure(USAGE, f"--top must be at least 1, not {args.top}", "invalid_field")
 
-    services = bootstrap(args.db)
-    try:
+    with bootstrap(args.db) as services:
         with unavailable_provider_as_usage():
             service = services.search_service(args.provider)
         known = services.collections()
@@ -118,8 +114,6 @@ def cmd_search(args: argparse.Namespace) -> int:
                                  f"(known: {', '.join(sorted(known)) or 'none'})", "unknown_collection")
         services.watch = catch_up_watch(args)
         result = service.search(args.collection, args.query, args.top, feedback=args.feedback)
-    finally:
-        services.close()
     note = services.watch.note("first") if services.watch is not None else None
     if note:  # a search's stages are not hashed: the catch-up it paid for is one of them
         from canon_ledger.application.packets.packet import Stage
@@ -146,14 +140,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.bootstrap import bootstrap
     from canon_ledger.infrastructure.progress import bar, bar_to, quiet
 
-    services = bootstrap(args.db)
-    try:
+    with bootstrap(args.db) as services:
         with unavailable_provider_as_usage():
             compiler = services.compiler(args.provider)
         with bar("compile", "page", disable=quiet(args.format)) as shown:
             report = compiler.nightly(args.budget, args.collection, lambda done, total: bar_to(shown, done, total))
-    finally:
-        services.close()
     if args.format == "json":
         emit(report.as_dict())
     else:
@@ -167,11 +158,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def cmd_lint(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(args.db)
-    try:
+    with bootstrap(args.db) as services:
         report = services.lint(args.collection)
-    finally:
-        services.close()
     if args.format == "json":
         emit(report.as_dict())
     else:
@@ -187,11 +175,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
 def cmd_quota(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(args.db)
-    try:
+    with bootstrap(args.db) as services:
         status = services.quota.status(args.provider)
-    finally:
-        services.close()
     if args.format == "json":
         emit(status)
     else:

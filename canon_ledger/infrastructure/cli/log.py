@@ -24,12 +24,9 @@ from canon_ledger.infrastructure.cli.parsing import add_verb, bounded
 def cmd_init(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(args.db)  # the event store and every read model's tables
-    try:
+    with bootstrap(args.db) as services:  # the event store and every read model's tables
         position = services.ledger.event_log.position()
         builds = {name: models.active().tag for name, models in services.read_models.items()}
-    finally:
-        services.close()
     if args.format == "json":
         emit({"db": services.config.display, "position": position, "read_models": builds})
     else:

@@ -22,13 +22,10 @@ def cmd_packet(args: argparse.Namespace) -> int:
     from canon_ledger.application.packets.recipes import Request
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(args.db)
-    services.watch = catch_up_watch(args)  # L1's own catch-up of a backlog: a bar, then a line on stderr
-    try:
+    with bootstrap(args.db) as services:
+        services.watch = catch_up_watch(args)  # L1's own catch-up of a backlog: a bar, then a line on stderr
         request = Request(args.story, args.role, args.chapter, args.scene, args.budget, args.draft)
         packet = services.packet(request, after=args.after, at=args.at, record=not args.no_record)
-    finally:
-        services.close()
     print(packet.to_json() if args.format == "json" else render_text(packet))
     # Not in the packet: its bytes are hashed, the same whichever request caught the indexes up.
     note = services.watch.note("before this packet's L1 retrieval (not part of the packet)")
@@ -40,11 +37,8 @@ def cmd_packet(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(args.db)
-    try:
+    with bootstrap(args.db) as services:
         report = services.auditor.audit(args.packet_id)
-    finally:
-        services.close()
     if args.format == "json":
         emit(report.as_dict())
     else:
@@ -73,8 +67,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.bootstrap import bootstrap
     from canon_ledger.infrastructure.progress import bar, bar_to, quiet
 
-    services = bootstrap(args.db, page_size=args.page_size)
-    try:
+    with bootstrap(args.db, page_size=args.page_size) as services:
         names = services.named_models(args.projection)
         reports = []
         for name in names:
@@ -83,8 +76,6 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
                      total=max(services.ledger.event_log.position(), 1)) as shown:
                 reports.append(models.rebuild(lambda reached, goal: bar_to(shown, reached, goal),
                                               pause=args.pause / 1000, recount=args.recount))
-    finally:
-        services.close()
     for report in reports:
         if args.format == "json":
             emit(report.as_dict())

@@ -100,11 +100,8 @@ def cmd_key(args: argparse.Namespace) -> int:
 def _with_views(args: argparse.Namespace, read: Callable[[Any], Any]) -> Any:
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(args.db)
-    try:
+    with bootstrap(args.db) as services:
         return read(services.views())
-    finally:
-        services.close()
 
 
 def _of_story(args: argparse.Namespace, read: Callable[[Any], Any]) -> Any:

@@ -15,13 +15,10 @@ from canon_ledger.infrastructure.cli.parsing import add_verb
 def cmd_quarantine(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(args.db)
-    try:
+    with bootstrap(args.db) as services:
         for name in ("canon", "authoring", "knowledge", "retrieval"):  # what the log holds now
             services.read_models[name].catch_up_serving()
         rows = services.quarantined()
-    finally:
-        services.close()
     if args.format == "json":
         for row in rows:
             emit(row)
@@ -38,11 +35,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.bootstrap import bootstrap
     from canon_ledger.infrastructure.demo import run_demo
 
-    services = bootstrap(args.db)
-    try:
+    with bootstrap(args.db) as services:
         return run_demo(services, args.format)
-    finally:
-        services.close()
 
 
 def add_verbs(verbs: Any, common: argparse.ArgumentParser) -> None:

@@ -38,14 +38,11 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.progress import bar, bar_to, quiet
 
     first, last = args.chapters or (None, None)
-    services = bootstrap(args.db)
-    try:
+    with bootstrap(args.db) as services:
         with unavailable_provider_as_usage():
             summarizer = services.summarizer(args.provider)
         with bar(f"summarize {args.story}", "chapter", disable=quiet(args.format)) as shown:
             report = summarizer.run(args.story, first, last, lambda done, total: bar_to(shown, done, total))
-    finally:
-        services.close()
     if args.format == "json":
         print(dumps(report.as_dict()))
     else:

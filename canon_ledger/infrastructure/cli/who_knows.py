@@ -19,12 +19,9 @@ def _read(args: argparse.Namespace, read: Any) -> dict[str, Any]:
     from canon_ledger.domain.api_key import Principal
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(args.db)
-    try:
+    with bootstrap(args.db) as services:
         result: dict[str, Any] = read(Principal("local-cli", "admin"), services.views())
         return result
-    finally:
-        services.close()
 
 
 def _cut(text: str, most: int) -> str:

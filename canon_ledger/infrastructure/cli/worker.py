@@ -50,16 +50,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from canon_ledger.infrastructure.bootstrap import bootstrap
 
-    services = bootstrap(args.db, indexed_by_worker=True)  # a status read catches nothing up
-    try:
+    with bootstrap(args.db, indexed_by_worker=True) as services:  # a status read catches nothing up
         end = services.ledger.event_log.position()
         statuses = services.status(explain_outdated=True)  # the verb that explains an outdated store
         outdated = [name for name, s in statuses.items() if s.outdated is not None]
         body = {"position": end, "read_models": {name: s.as_dict() for name, s in statuses.items()},
                 "embedder": services.embedder_name, "quarantined": len(services.quarantined()),
                 "outdated": outdated, "at": time.time()}
-    finally:
-        services.close()
     if args.format == "json":
         print(dumps(body))
         return 0
