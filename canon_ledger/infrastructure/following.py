@@ -84,7 +84,13 @@ class Marks:
 
     def release(self) -> None:
         if self._conn is not None and not self._conn.closed:
-            self._conn.close()  # the session's locks go with it
+            try:
+                # Gone when this returns: a closed session's locks go only once its server
+                # process has exited, and a ``followed`` read at once could still see one.
+                self._conn.execute("SELECT pg_advisory_unlock_all()")
+            except Exception:  # noqa: BLE001 - a lost connection: its locks go with the session
+                pass
+            self._conn.close()
         self._conn = None
         while self._files:
             os.close(self._files.pop())  # the flock goes with the last descriptor
